@@ -1,0 +1,1 @@
+"""jobsight analytics: ingest accounting and samples into DuckDB, compute metrics from sql/."""

@@ -1,0 +1,54 @@
+"""The `jobsight` command. Each subcommand lives in its own module exposing
+``configure(parser)`` and ``run(args) -> int``; this file only wires them together.
+
+`jobsight sidecar ...` is handed to the collector untouched, before anything heavy is imported,
+so the in-job sidecar starts fast and behaves exactly like `python3 collector/sidecar.py`.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# subcommand -> (module, one-line help). Modules are imported only to build the parser.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "ingest": ("analytics.ingest_cli", "load sacct/seff/sidecar/nvidia-smi files or a live sacct into DuckDB"),
+}
+
+
+class UserError(Exception):
+    """A problem the user can fix (bad option, unreadable input): printed without a traceback."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="jobsight", description="Job accounting and GPU/CPU efficiency for HPC clusters.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.add_parser("sidecar", help="sample this job's GPUs, CPU and memory to CSV (see `jobsight sidecar --help`)", add_help=False)
+    for name, (module, help_text) in SUBCOMMANDS.items():
+        sp = sub.add_parser(name, help=help_text, description=help_text)
+        importlib.import_module(module).configure(sp)
+        sp.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "sidecar":
+        from collector.sidecar import main as sidecar_main
+        return sidecar_main(argv[1:])
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_module", None):
+        parser.print_help()
+        return 2
+    try:
+        return importlib.import_module(args._module).run(args)
+    except UserError as exc:
+        print(f"jobsight {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The one test command (README, .ci/run): set up what the tests need, then run them all.
+#   bash scripts/test.sh [pytest args...]
+# - a virtual environment in .venv with jobsight and its test extras;
+# - as root: the real Slurm harness (scripts/slurm-harness.sh) and headless Chromium, so the tests
+#   that need them run instead of skipping. Elsewhere those tests skip with their reason.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+if [ "$(id -u)" = 0 ] && [ -z "${JOBSIGHT_NO_SERVICES:-}" ]; then
+  for setup in scripts/slurm-harness.sh scripts/browser-setup.sh; do
+    [ -x "$setup" ] && { "$setup" start || echo "test.sh: $setup failed; its tests will report why" >&2; }
+  done
+fi
+set +e
+.venv/bin/python -m pytest "$@"
+rc=$?
+set -e
+# pytest exits 5 when it collected no test: that is a failure here, not a pass.
+[ "$rc" = 5 ] && echo "test.sh: no tests were collected" >&2
+exit "$rc"

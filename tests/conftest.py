@@ -1,0 +1,32 @@
+"""Shared test fixtures: where ../shared/realdata is, and how service-backed tests skip or fail.
+
+Locally a test whose service (real Slurm, Chromium, gcc) is missing is skipped with the reason.
+Under CI (.ci/run sets JOBSIGHT_REQUIRE_SERVICES=1) the same situation fails the test instead,
+so a broken harness can never turn into a silent pass.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures"
+REALDATA = ROOT.parent / "shared" / "realdata"
+
+
+def require_service(available: bool, reason: str) -> None:
+    """Skip (locally) or fail (CI) when a service a test needs is not there."""
+    if available:
+        return
+    if os.environ.get("JOBSIGHT_REQUIRE_SERVICES"):
+        pytest.fail(f"required service missing under CI: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def realdata() -> Path:
+    if not REALDATA.is_dir():
+        pytest.skip(f"../shared/realdata not present at {REALDATA}")
+    return REALDATA
