@@ -1,0 +1,221 @@
+"""Sidecar CSV schema v1 (collector/csv_schema.py) and its optional `<stem>.meta.json`.
+
+Recognised by its exact header line. This is the 50M-row path, so it is read in bulk:
+- fast path: one polars ``read_csv`` with an explicit all-text schema, then vectorised casts;
+- if any cast fails, or a line has the wrong number of fields, the file is re-read as raw lines
+  (still one polars read) and only the bad lines become Rejects, with their line numbers.
+A last line without a trailing newline is a write cut short by a kill: it is dropped and counted
+in ``dropped``, never an error. Times are ISO-8601 UTC with 'Z' and are stored naive UTC.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+from typing import Optional
+
+import polars as pl
+
+from analytics.records import ParseOptions, ParseResult, Reject
+from collector.csv_schema import COLUMNS, HEADER, META_SUFFIX
+
+FORMAT = "sidecar"
+SOURCE = "sidecar"
+
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%.fZ"
+INT_COLUMNS = ("mem_used_bytes", "mem_total_bytes", "gpu_index")
+FLOAT_COLUMNS = ("util_pct", "power_w", "energy_j", "sm_clock_mhz", "temperature_c", "sm_active_pct")
+KEY_TEXT = ("job_id", "cluster", "host", "device")
+_TYPES = {**{c: pl.Int64 for c in INT_COLUMNS}, **{c: pl.Float64 for c in FLOAT_COLUMNS}}
+_TYPES["gpu_index"] = pl.Int32
+
+
+def sniff(head: str, path: pathlib.Path) -> bool:
+    first = head.lstrip("\ufeff").split("\n", 1)[0].rstrip("\r")
+    return first == HEADER
+
+
+def _tail_state(path: pathlib.Path) -> tuple[int, bool]:
+    """(size, ends_with_newline) without reading the whole file."""
+    size = path.stat().st_size
+    if size == 0:
+        return 0, True
+    with open(path, "rb") as fh:
+        fh.seek(size - 1)
+        return size, fh.read(1) == b"\n"
+
+
+def _count_newlines(path: pathlib.Path) -> int:
+    n = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 24):
+            n += chunk.count(b"\n")
+    return n
+
+
+def _last_line(path: pathlib.Path, size: int) -> str:
+    with open(path, "rb") as fh:
+        fh.seek(max(0, size - 4096))
+        return fh.read().rsplit(b"\n", 1)[-1].decode("utf-8", "replace")
+
+
+def _read_text_frame(path: pathlib.Path, n_rows: Optional[int]) -> pl.DataFrame:
+    """All columns as text; raises on ragged lines (the caller falls back to the line reader)."""
+    return pl.read_csv(
+        path, has_header=True, schema={c: pl.String for c in COLUMNS}, n_rows=n_rows,
+        quote_char=None, raise_if_empty=False,
+        infer_schema=False,
+    )
+
+
+def _typed(frame: pl.DataFrame, strict: bool) -> pl.DataFrame:
+    exprs = [pl.col("time").str.strip_chars().str.to_datetime(TIME_FORMAT, time_unit="us", strict=strict).alias("time")]
+    for c in KEY_TEXT:
+        exprs.append(pl.col(c).str.strip_chars().replace("", None).alias(c))
+    for c, t in _TYPES.items():
+        exprs.append(pl.col(c).str.strip_chars().replace("", None).cast(t, strict=strict).alias(c))
+    return frame.select(exprs)
+
+
+def _reasons(raw: pl.DataFrame, typed: pl.DataFrame) -> pl.Series:
+    """Per row: the first reason it cannot be stored, or null."""
+    both = pl.concat([raw.rename({c: f"raw_{c}" for c in raw.columns}), typed], how="horizontal")
+    checks: list[tuple[pl.Expr, pl.Expr]] = [
+        (pl.col("time").is_null(), pl.lit("bad or missing time (want ISO-8601 UTC ...Z): ") + pl.col("raw_time").fill_null("")),
+        (pl.col("device").is_null(), pl.lit("empty device")),
+    ]
+    for c in _TYPES:
+        failed = pl.col(c).is_null() & pl.col(f"raw_{c}").str.strip_chars().fill_null("").ne("")
+        checks.append((failed, pl.lit(f"{c} is not a number: ") + pl.col(f"raw_{c}").fill_null("")))
+    expr = pl.lit(None, dtype=pl.String)
+    for cond, msg in reversed(checks):
+        expr = pl.when(cond).then(msg).otherwise(expr)
+    return both.select(expr.alias("reason"))["reason"]
+
+
+def _robust(path: pathlib.Path, n_lines: Optional[int]) -> tuple[pl.DataFrame, list[Reject], int]:
+    """Line-level read: split raw lines, reject the ones with the wrong field count or bad values."""
+    lines = pl.read_csv(
+        path, has_header=False, separator="\x01", quote_char=None, schema={"line": pl.String},
+        n_rows=n_lines, raise_if_empty=False, empty_string_is_null=False,
+    )["line"]
+    lines = lines.slice(1)  # header
+    df = pl.DataFrame({"line": lines.str.strip_suffix("\r"), "line_no": pl.int_range(2, len(lines) + 2, eager=True)})
+    df = df.with_columns(pl.col("line").str.split(",").list.len().alias("_n"))
+    rejects: list[Reject] = []
+    ragged = df.filter(pl.col("_n") != len(COLUMNS))
+    for line, no, n in ragged.select("line", "line_no", "_n").iter_rows():
+        if line == "":
+            reason = "empty line"
+        else:
+            reason = f"{n} fields, the sidecar v1 header has {len(COLUMNS)}"
+        rejects.append(Reject(no, reason, line[:1000]))
+    good = df.filter(pl.col("_n") == len(COLUMNS))
+    raw = good.select(
+        pl.col("line").str.split_exact(",", len(COLUMNS) - 1).struct.rename_fields(list(COLUMNS)).struct.unnest(),
+    )
+    typed = _typed(raw, strict=False).with_columns(good["line_no"].alias("_line"))
+    reasons = _reasons(raw, typed.drop("_line"))
+    bad = reasons.is_not_null()
+    if bad.any():
+        for no, reason, line in zip(good["line_no"].filter(bad), reasons.filter(bad), good["line"].filter(bad)):
+            rejects.append(Reject(no, reason, line[:1000]))
+        typed = typed.filter(~bad)
+    return typed, sorted(rejects, key=lambda r: r.line_no or 0), len(df)
+
+
+def _read_meta(path: pathlib.Path, notes: list[str]) -> Optional[dict]:
+    meta_path = path.with_name(path.name[: -len(path.suffix)] + META_SUFFIX) if path.suffix else path.with_name(path.name + META_SUFFIX)
+    if not meta_path.is_file():
+        return None
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if not isinstance(meta, dict):
+            raise ValueError("top level is not an object")
+        meta["_text"] = meta_path.read_text(encoding="utf-8")
+        return meta
+    except (OSError, ValueError) as exc:
+        notes.append(f"{meta_path.name}: metadata ignored ({exc})")
+        return None
+
+
+def _meta_frame(meta: dict, path: pathlib.Path, cluster: str, job_id: Optional[str], host: Optional[str]) -> Optional[pl.DataFrame]:
+    job = str(meta.get("job_id") or job_id or "") or None
+    host = meta.get("host") or host
+    if not job or not host:
+        return None
+    started = meta.get("started_at")
+    started_ts = None
+    if isinstance(started, str):
+        started_ts = pl.Series([started]).str.to_datetime(TIME_FORMAT, time_unit="us", strict=False)[0]
+
+    def num(key, kind):
+        v = meta.get(key)
+        try:
+            return kind(v) if v is not None and not isinstance(v, bool) else None
+        except (TypeError, ValueError):
+            return None
+
+    return pl.DataFrame(
+        {
+            "cluster": [meta.get("cluster") or cluster], "job_id_raw": [job], "host": [str(host)],
+            "started_at": [started_ts], "interval_s": [num("interval_s", float)],
+            "scheduler": [meta.get("scheduler")], "cpu_method": [meta.get("cpu_method")],
+            "alloc_cores": [num("alloc_cores", int)],
+            "gpus": [json.dumps(meta.get("gpus")) if meta.get("gpus") is not None else None],
+            "driver_version": [meta.get("driver_version")], "nvml_version": [meta.get("nvml_version")],
+            "metadata": [meta["_text"]], "source_file": [str(path)],
+        },
+        schema={"cluster": pl.String, "job_id_raw": pl.String, "host": pl.String, "started_at": pl.Datetime("us"),
+                "interval_s": pl.Float64, "scheduler": pl.String, "cpu_method": pl.String, "alloc_cores": pl.Int32,
+                "gpus": pl.String, "driver_version": pl.String, "nvml_version": pl.String,
+                "metadata": pl.String, "source_file": pl.String},
+    )
+
+
+def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
+    path = pathlib.Path(path)
+    result = ParseResult(format=FORMAT)
+    size, ends_nl = _tail_state(path)
+    n_rows: Optional[int] = None          # data rows to read (None = all)
+    if not ends_nl:
+        tail = _last_line(path, size)
+        # Header only, cut short: nothing to read.
+        n_rows = max(_count_newlines(path) - 1, 0)
+        result.dropped = 1 if tail.strip() else 0
+        if tail.strip():
+            result.notes.append(f"last line has no newline (write cut short): dropped: {tail[:80]!r}")
+    try:
+        raw = _read_text_frame(path, n_rows)
+        samples = _typed(raw, strict=True)
+        if samples["time"].null_count() or samples["device"].null_count():
+            raise ValueError("null key")
+        samples = samples.with_columns(pl.int_range(2, len(samples) + 2, dtype=pl.Int64).alias("_line"))
+        rejects: list[Reject] = []
+        rows = len(raw)
+    except Exception:  # noqa: BLE001 - any failure of the fast path: find the bad lines one by one
+        samples, rejects, rows = _robust(path, None if n_rows is None else n_rows + 1)
+    result.rows_in = rows + result.dropped
+    meta = _read_meta(path, result.notes)
+    cluster_default = (meta or {}).get("cluster") or opts.cluster or "default"
+    job_default = str((meta or {}).get("job_id") or "") or None
+    host_default = (meta or {}).get("host") or None
+    samples = samples.with_columns(
+        pl.col("cluster").fill_null(pl.lit(cluster_default)),
+        pl.col("job_id").fill_null(pl.lit(job_default, dtype=pl.String)).alias("job_id_raw"),
+        pl.col("host").fill_null(pl.lit(host_default or "unknown")),
+        pl.lit(SOURCE).alias("source"),
+    ).drop("job_id")
+    no_job = samples["job_id_raw"].is_null()
+    if no_job.any():
+        for line_no in samples["_line"].filter(no_job).to_list():
+            rejects.append(Reject(line_no, "empty job_id and no metadata job_id", None))
+        rejects.sort(key=lambda r: r.line_no or 0)
+        samples = samples.filter(~no_job)
+    samples = samples.drop("_line")
+    result.samples = samples
+    result.rejects = rejects
+    if meta is not None:
+        first = samples.row(0, named=True) if len(samples) else {}
+        result.sidecar_runs = _meta_frame(meta, path, cluster_default, first.get("job_id_raw"), first.get("host"))
+    return result
