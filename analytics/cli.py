@@ -13,6 +13,9 @@ import sys
 # subcommand -> (module, one-line help). Modules are imported only to build the parser.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "ingest": ("analytics.ingest_cli", "load sacct/seff/sidecar/nvidia-smi files or a live sacct into DuckDB"),
+    "job": ("analytics.job_cli", "one job's efficiencies, GPU table, SBU, flags and advice (seff-style)"),
+    "flags": ("analytics.flags_cli", "flagged jobs: idle GPUs, oversized memory/cores/time, failed burn"),
+    "usage": ("analytics.usage_cli", "SBU burned and wasted by user, account, partition or period"),
 }
 
 

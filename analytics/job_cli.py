@@ -1,0 +1,119 @@
+"""`jobsight job`: one job, seff/jobstats style: efficiencies, GPU table, SBU, flags and advice."""
+from __future__ import annotations
+
+import argparse
+
+from analytics import render
+from analytics.cli import UserError
+from analytics.query_filters import add_db_options
+from analytics.session import open_db
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    add_db_options(p)
+    p.add_argument("job", help="job id: 123, 123_4 (array task) or the raw id")
+    p.add_argument("--cluster", help="when the id exists on several clusters")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+
+
+def find_job(con, job: str, cluster: str | None) -> dict:
+    sql = "SELECT * FROM job_metrics WHERE (job_id = ? OR job_id_raw = ?)"
+    params = [job, job]
+    if cluster:
+        sql += " AND cluster = ?"
+        params.append(cluster)
+    rows = render.rows_of(con, sql + " ORDER BY job_id = ? DESC", params + [job])
+    if not rows:
+        raise UserError(f"no job {job!r} in the database" + (f" on cluster {cluster!r}" if cluster else ""))
+    clusters = {r["cluster"] for r in rows}
+    if len(clusters) > 1:
+        raise UserError(f"job {job!r} exists on clusters {', '.join(sorted(clusters))}: pass --cluster")
+    return rows[0]
+
+
+def job_details(con, job: str, cluster: str | None) -> dict:
+    m = find_job(con, job, cluster)
+    key = [m["cluster"], m["job_id_raw"]]
+    m["flags"] = render.rows_of(con, "SELECT code, severity, message, advice FROM job_flags "
+                                     "WHERE cluster = ? AND job_id_raw = ? ORDER BY severity, code", key)
+    m["gpus"] = render.rows_of(con, "SELECT host, device, gpu_index, util_mean_pct, util_max_pct, mem_peak_bytes, "
+                                    "mem_total_bytes, energy_j, n_samples, source FROM job_gpu_devices "
+                                    "WHERE cluster = ? AND job_id_raw = ? ORDER BY host, gpu_index, device", key)
+    m["steps"] = render.rows_of(con, "SELECT step_id, step_name, state, exit_code, elapsed_s, ncpus, ntasks, cpu_time_s, "
+                                     "max_rss_bytes, mem_usage_tot_bytes FROM steps WHERE cluster = ? AND job_id_raw = ? "
+                                     "ORDER BY start_time NULLS LAST, step_id", key)
+    series = con.execute("SELECT device, list(util_pct ORDER BY time) FROM samples WHERE cluster = ? AND job_id_raw = ? "
+                         "GROUP BY device ORDER BY device = 'cpu' DESC, device", key).fetchall()
+    m["series"] = {dev: vals for dev, vals in series}
+    return m
+
+
+def _hms(seconds) -> str:
+    if seconds is None:
+        return "-"
+    s = int(round(seconds))
+    d, s = divmod(s, 86400)
+    h, s = divmod(s, 3600)
+    mnt, s = divmod(s, 60)
+    return (f"{d}-" if d else "") + f"{h:02d}:{mnt:02d}:{s:02d}"
+
+
+def _gib(b) -> str:
+    return "-" if b is None else f"{b / 2**30:.2f} GiB"
+
+
+def _pct(v, source=None) -> str:
+    if v is None:
+        return "unknown (no data)"
+    return f"{v:.1f}%" + (f"  [{source}]" if source else "")
+
+
+def text_report(m: dict) -> str:
+    t = render.terminal_safe
+    gpus = f"{m['ngpus']} x {m['gpu_type']}" if m.get("ngpus") and m.get("gpu_type") else str(m.get("ngpus") or 0)
+    lines = [
+        f"Job ID: {t(m['job_id'])} (raw {t(m['job_id_raw'])})   Cluster: {t(m['cluster'])}",
+        f"Name: {t(m['job_name'] or '-')}",
+        f"User/Account: {t(m['user'] or '-')} / {t(m['account'] or '-')}   Partition: {t(m['partition'] or '-')}   QOS: {t(m['qos'] or '-')}",
+        f"State: {t(m['state'] or '-')} (exit code {t(m['exit_code'] or '-')})",
+        f"Nodes: {m['nnodes'] or '-'}   Cores: {m['ncpus'] or '-'}   GPUs: {gpus}   Memory: {_gib(m['mem_charged_bytes'])}",
+        f"Start: {render.cell(m['start_time'])}   End: {render.cell(m['end_time'])}  (UTC)",
+        f"Wall-clock: {_hms(m['elapsed_s'])} of {_hms(m['timelimit_s']) if m['timelimit_s'] else 'no'} limit   "
+        f"Time efficiency: {_pct(m['time_eff_pct'])}",
+        f"CPU efficiency: {_pct(m['cpu_eff_pct'], m['cpu_eff_source'])} of {_hms((m['elapsed_s'] or 0) * (m['ncpus'] or 0))} core-walltime",
+        f"Memory efficiency: {_pct(m['mem_eff_pct'], m['mem_peak_source'])}  ({_gib(m['mem_peak_bytes'])} peak of {_gib(m['mem_charged_bytes'])})",
+    ]
+    if m.get("ngpus") or m["gpus"]:
+        lines.append(f"GPU utilisation: {_pct(m['gpu_util_pct'], m['gpu_util_source'])}   least-used GPU: "
+                     f"{_pct(m['gpu_util_min_device_pct'])}   peak GPU memory: {_pct(m['gpu_mem_peak_pct'])}   "
+                     f"idle GPUs: {m['gpus_idle'] if m['gpus_idle'] is not None else '-'}"
+                     + (f"   energy: {m['gpu_energy_kwh']:.2f} kWh" if m.get("gpu_energy_kwh") else ""))
+    wasted = "unknown" if m["wasted_sbu"] is None else f"{m['wasted_sbu']:.1f}"
+    lines.append(f"SBU: {m['sbu']:.1f} [{m['sbu_source']}]   wasted: {wasted}  (charged for {m['charge_driver']})"
+                 if m["sbu"] is not None else "SBU: unknown")
+    if m["gpus"]:
+        lines += ["", "GPUs:", render.table(m["gpus"], ["host", "gpu_index", "device", "util_mean_pct", "util_max_pct",
+                                                        "mem_peak_bytes", "mem_total_bytes", "n_samples"])]
+    if m["series"]:
+        lines += ["", "Utilisation over time (0-100%):"]
+        for dev, vals in m["series"].items():
+            label = "CPU " if dev == "cpu" else f"{t(dev)[:12]:<12}"
+            lines.append(f"  {label:<12} {render.sparkline(vals)}")
+    if m["flags"]:
+        lines += ["", "Flags:"]
+        for f in m["flags"]:
+            lines.append(f"  [{f['severity']}] {f['code']}: {t(f['message'])}")
+            lines.append(f"      advice: {t(f['advice'])}")
+    else:
+        lines += ["", "Flags: none"]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    con, _cfg = open_db(args.db, args.config)
+    m = job_details(con, args.job, args.cluster)
+    if args.format == "json":
+        print(render.to_json(m))
+    else:
+        print(text_report(m))
+    return 0

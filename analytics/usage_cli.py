@@ -1,0 +1,48 @@
+"""`jobsight usage`: billing units burned and wasted, by user, account, partition or period.
+
+Periods come from job_usage_by() in sql/views/40_usage.sql: a job crossing the --since/--until
+boundary or a week boundary counts only with the share of its time inside.
+"""
+from __future__ import annotations
+
+import argparse
+
+from analytics import render
+from analytics.query_filters import add_db_options, add_scope_options, scope_where
+from analytics.session import open_db
+
+BY = {"user": '"user"', "account": "account", "partition": '"partition"', "cluster": "cluster",
+      "day": "strftime(period_start, '%Y-%m-%d')", "week": "strftime(period_start, '%G-W%V')",
+      "month": "strftime(period_start, '%Y-%m')"}
+COLUMNS = ["jobs", "sbu", "wasted_sbu", "wasted_pct", "core_hours", "gpu_hours"]
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    add_db_options(p)
+    add_scope_options(p)
+    p.add_argument("--by", choices=tuple(BY), default="account")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+
+
+def run(args: argparse.Namespace) -> int:
+    con, _cfg = open_db(args.db, args.config)
+    period = args.by if args.by in ("day", "week", "month") else "day"
+    where, params = scope_where(args, "period_start")
+    key = BY[args.by]
+    rows = render.rows_of(con, f"""
+        SELECT {key} AS {render.quote_ident(args.by)},
+               count(DISTINCT (cluster, job_id_raw)) AS jobs,
+               sum(sbu) AS sbu, sum(wasted_sbu) AS wasted_sbu,
+               sum(wasted_sbu) * 100.0 / NULLIF(sum(sbu) FILTER (WHERE wasted_sbu IS NOT NULL), 0) AS wasted_pct,
+               sum(core_hours) AS core_hours, sum(gpu_hours) AS gpu_hours
+        FROM job_usage_by(?){where}
+        GROUP BY ALL
+        ORDER BY {'1' if args.by in ('day', 'week', 'month') else 'sbu DESC NULLS LAST, 1'}""", [period] + params)
+    columns = [args.by] + COLUMNS
+    if args.format == "json":
+        print(render.to_json(rows))
+    elif args.format == "csv":
+        print(render.to_csv(rows, columns), end="")
+    else:
+        print(render.table(rows, columns) if rows else "no usage in this period")
+    return 0
