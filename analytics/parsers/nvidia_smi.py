@@ -1,0 +1,311 @@
+"""`nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits] [-l N]` logs -> samples.
+
+What users actually log, and how each case is handled:
+- header `timestamp, index, utilization.gpu [%], memory.used [MiB], ...`; values `99 %`, `30994 MiB`
+  (or bare numbers with `nounits`). Fields are split on ',' and stripped (a few logs lose the space).
+- `[N/A]`, `N/A`, `[Not Supported]`, `[Insufficient Permissions]`, any other `[...]` word -> NULL.
+- a restarted `-l` (or a loop calling nvidia-smi) repeats the header: repeated headers are skipped
+  and counted in a note; a *different* header starts a new column set from that line on.
+- no header (`noheader`): the columns come from ``opts.columns``; without them the rows are
+  rejected (there is no way to know which column is which).
+- timestamps `YYYY/MM/DD HH:MM:SS.mmm` are local time of ``opts.timezone`` (None = this machine's
+  zone) and stored as naive UTC; a time in a DST gap is rejected, an ambiguous one takes the
+  earlier instant.
+- lines garbled by two writers appending to one file: when a complete record follows the garbage
+  (it starts with a full timestamp and has the header's field count) that record is kept;
+  anything else is rejected with its line number.
+- `--query-compute-apps` logs (per-process memory, not GPU samples) are recognised and their rows
+  rejected with that reason, so they are never mistaken for another format.
+Keys: job id = ``opts.job_id``, else the one `<digits>` or `<digits>_<digits>` token in the file
+name (dates like 2026-11-21 or 20261121T100000Z are ignored), else every row is rejected
+"no job id: pass --job-id". Device = the `uuid` column, else `gpu<index>` from the `index`
+column, else `gpu<n>` with n the row's position within its poll (nvidia-smi lists GPUs in index
+order, one poll shares one timestamp). Host = a `hostname` column if the query has one, else
+"unknown". Cluster = ``opts.cluster`` or "default".
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import zoneinfo
+from typing import Optional
+
+import polars as pl
+
+from analytics.records import ParseOptions, ParseResult, Reject
+
+FORMAT = "nvidia-smi"
+SOURCE = "nvidia-smi"
+
+# nvidia-smi field name -> (sample column, multiplier applied to the number)
+_MIB = 1024 ** 2
+FIELD_MAP: dict[str, tuple[str, float]] = {
+    "utilization.gpu": ("util_pct", 1.0),
+    "memory.used": ("mem_used_bytes", _MIB),
+    "memory.total": ("mem_total_bytes", _MIB),
+    "power.draw": ("power_w", 1.0),
+    "power.draw.average": ("power_w", 1.0),
+    "power.draw.instant": ("power_w", 1.0),
+    "temperature.gpu": ("temperature_c", 1.0),
+    "clocks.sm": ("sm_clock_mhz", 1.0),
+    "clocks.current.sm": ("sm_clock_mhz", 1.0),
+    "total_energy_consumption": ("energy_j", 1e-3),   # mJ since driver load
+    "index": ("gpu_index", 1.0),
+}
+_INT_COLUMNS = {"mem_used_bytes", "mem_total_bytes", "gpu_index"}
+# fields that mark a line as the header of a GPU query (generic names like 'name' or 'index'
+# alone are not enough: plenty of other CSVs have them)
+_GPU_FIELDS = (set(FIELD_MAP) - {"index"}) | {
+    "timestamp", "uuid", "pci.bus_id", "utilization.memory", "memory.free", "driver_version",
+    "fan.speed", "pstate", "clocks.mem", "clocks.gr", "enforced.power.limit",
+}
+_APP_FIELDS = {"pid", "process_name", "used_gpu_memory", "used_memory", "gpu_uuid", "gpu_name", "gpu_bus_id"}
+_HEADER_FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*(?: \[[^\]]*\])?$")
+_TS = r"\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?"
+_TS_RE = re.compile(_TS)
+_TS_LINE = re.compile(r"^" + _TS + r",")
+_TIME_FORMAT = "%Y/%m/%d %H:%M:%S%.f"
+_NUMBER = r"^([-+]?\d+(?:\.\d+)?)\s*(?:%|MiB|W|MHz|C|mJ|J)?$"
+_JOBID_TOKEN = re.compile(r"(?<![A-Za-z0-9])(\d+(?:_\d+)?)(?![A-Za-z0-9])")
+_DATEISH = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T_ ]\d{2}[:-]?\d{2}[:-]?\d{2})?|\d{8}T\d{6}Z?|\d{2}:\d{2}:\d{2}")
+
+
+def _base(field: str) -> str:
+    return field.split(" [", 1)[0].strip()
+
+
+def _header_kind(line: str) -> Optional[str]:
+    """'gpu' / 'apps' when the line is a query header, else None."""
+    fields = [f.strip() for f in line.split(",")]
+    if not fields or not all(_HEADER_FIELD.match(f) for f in fields):
+        return None
+    names = {_base(f) for f in fields}
+    if names & _APP_FIELDS and not names & (set(FIELD_MAP) | {"uuid", "index"}):
+        return "apps"
+    if names & _GPU_FIELDS:
+        return "gpu"
+    return None
+
+
+def sniff(head: str, path: pathlib.Path) -> bool:
+    for line in head.lstrip("\ufeff").splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        # A header line, or a headerless (noheader) log starting with nvidia-smi's timestamp.
+        return _header_kind(line) is not None or bool(_TS_LINE.match(line))
+    return False
+
+
+def job_id_from_name(path: pathlib.Path) -> tuple[Optional[str], Optional[str]]:
+    """(job id, None) or (None, reason) from the file name."""
+    stem = _DATEISH.sub("-", path.name)
+    tokens = sorted(set(_JOBID_TOKEN.findall(stem)))
+    if len(tokens) == 1:
+        return tokens[0], None
+    if not tokens:
+        return None, "no job id: pass --job-id"
+    return None, f"no job id: the file name has several numbers ({', '.join(tokens[:5])}): pass --job-id"
+
+
+def local_zone_name() -> str:
+    """IANA name of this machine's zone (TZ, /etc/localtime, /etc/timezone), else 'UTC'."""
+    tz = os.environ.get("TZ", "").lstrip(":")
+    if tz:
+        return tz
+    try:
+        target = os.path.realpath("/etc/localtime")
+        if "zoneinfo/" in target:
+            return target.split("zoneinfo/", 1)[1]
+    except OSError:
+        pass
+    try:
+        return pathlib.Path("/etc/timezone").read_text().strip() or "UTC"
+    except OSError:
+        return "UTC"
+
+
+def _segments(lines: list[str], opts_columns: Optional[list[str]], notes: list[str]):
+    """Split the file into (header fields | None, kind, [(line_no, text)]) runs."""
+    segs: list[tuple[Optional[list[str]], str, list[tuple[int, str]]]] = []
+    header: Optional[list[str]] = None
+    kind = "gpu"
+    if opts_columns:
+        header = [c.strip() for c in opts_columns]
+    current: list[tuple[int, str]] = []
+    repeated = 0
+    for i, raw in enumerate(lines, start=1):
+        line = raw.strip().lstrip("\ufeff")
+        if not line:
+            continue
+        hk = _header_kind(line)
+        if hk is not None:
+            fields = [f.strip() for f in line.split(",")]
+            if fields == header:
+                repeated += 1
+                continue
+            if current or header is not None or segs:
+                segs.append((header, kind, current))
+            header, kind, current = fields, hk, []
+            continue
+        current.append((i, line))
+    segs.append((header, kind, current))
+    if repeated:
+        notes.append(f"{repeated} repeated header line(s) skipped (restarted nvidia-smi -l or a logging loop)")
+    return [s for s in segs if s[2]]
+
+
+_TS_ANYWHERE = re.compile(r"(?=" + _TS + r"\s*,)")
+_TS_FIRST = r"^" + _TS + r"\s*(?:,|$)"
+
+
+def _recover(line: str, n_fields: int) -> Optional[str]:
+    """The complete record at the end of a line garbled by a concurrent writer, if there is one."""
+    for m in reversed(list(_TS_ANYWHERE.finditer(line))):
+        if m.start() == 0:
+            break
+        tail = line[m.start():]
+        if len(tail.split(",")) == n_fields:
+            return tail
+    return None
+
+
+def _segment_frame(header: list[str], rows: list[tuple[int, str]], rejects: list[Reject], notes: list[str],
+                   zone: str) -> Optional[pl.DataFrame]:
+    names = [_base(h) for h in header]
+    n = len(names)
+    if "timestamp" not in names:
+        for no, text in rows:
+            rejects.append(Reject(no, "no timestamp column in this nvidia-smi query: add 'timestamp' to --query-gpu", text[:1000]))
+        return None
+    ts_idx = names.index("timestamp")
+    df = pl.DataFrame({"line_no": [r[0] for r in rows], "line": [r[1] for r in rows]},
+                      schema={"line_no": pl.Int64, "line": pl.String})
+    ok = pl.col("line").str.split(",").list.len() == n
+    if ts_idx == 0:
+        ok = ok & pl.col("line").str.contains(_TS_FIRST)
+    df = df.with_columns(ok.alias("_ok"))
+    # Odd lines (wrong field count, garbled time): recover a complete record at their end (Python, rare).
+    odd = df.filter(~pl.col("_ok"))
+    if len(odd):
+        fixed_no, fixed_line = [], []
+        recovered = 0
+        for no, text in odd.select("line_no", "line").iter_rows():
+            tail = _recover(text, n) if ts_idx == 0 else None
+            nf = len(text.split(","))
+            if tail is not None:
+                recovered += 1
+            elif nf == n:
+                tail = text  # right shape, odd time: the vectorised pass below says what is wrong
+            else:
+                rejects.append(Reject(no, f"{nf} fields, the header has {n} (garbled or truncated line)", text[:1000]))
+                continue
+            fixed_no.append(no)
+            fixed_line.append(tail)
+        if recovered:
+            notes.append(f"{recovered} garbled line(s) (two writers on one file?): the complete record at their end was kept")
+        df = pl.concat([df.filter(pl.col("_ok")).drop("_ok"),
+                        pl.DataFrame({"line_no": fixed_no, "line": fixed_line}, schema={"line_no": pl.Int64, "line": pl.String})])
+        df = df.sort("line_no")
+    else:
+        df = df.drop("_ok")
+    if not len(df):
+        return None
+    cols = [f"f{i}" for i in range(n)]
+    parts = df.select(
+        "line_no", "line",
+        pl.col("line").str.split(",").list.to_struct(fields=cols).struct.unnest(),
+    ).with_columns([pl.col(c).str.strip_chars() for c in cols])
+    out: dict[str, pl.Expr] = {}
+    checks: list[tuple[pl.Expr, pl.Expr]] = []
+
+    def clean(c: str) -> pl.Expr:
+        v = pl.col(c)
+        absent = v.str.contains(r"^\[.*\]$") | v.str.to_uppercase().is_in(["N/A", "", "NOT SUPPORTED"])
+        return pl.when(absent).then(None).otherwise(v)
+
+    ts_raw = pl.col(cols[ts_idx])
+    local = ts_raw.str.to_datetime(_TIME_FORMAT, time_unit="us", strict=False)
+    utc = local.dt.replace_time_zone(zone, ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC").dt.replace_time_zone(None)
+    out["time"] = utc
+    checks.append((local.is_null(), pl.lit("timestamp not in nvidia-smi's 'YYYY/MM/DD HH:MM:SS.mmm' form: ") + ts_raw))
+    checks.append((local.is_not_null() & utc.is_null(), pl.lit(f"local time does not exist in {zone} (DST gap): ") + ts_raw))
+    for i, name in enumerate(names):
+        target = FIELD_MAP.get(name)
+        if target is None or target[0] in out:
+            continue
+        col, mult = target
+        cleaned = clean(cols[i])
+        number = cleaned.str.extract(_NUMBER, 1).cast(pl.Float64, strict=False)
+        checks.append((cleaned.is_not_null() & number.is_null(), pl.lit(f"{name}: not a number: ") + pl.col(cols[i])))
+        value = number * mult
+        out[col] = value.round(0).cast(pl.Int64) if col in _INT_COLUMNS else value
+    if "uuid" in names:
+        out["device"] = clean(cols[names.index("uuid")])
+    if "hostname" in names:
+        out["host"] = clean(cols[names.index("hostname")])
+    reason = pl.lit(None, dtype=pl.String)
+    for cond, msg in reversed(checks):
+        reason = pl.when(cond).then(msg).otherwise(reason)
+    frame = parts.select("line_no", "line", ts_raw.alias("_ts"), reason.alias("_reason"), *[e.alias(k) for k, e in out.items()])
+    bad = frame.filter(pl.col("_reason").is_not_null())
+    for no, why, text in bad.select("line_no", "_reason", "line").iter_rows():
+        rejects.append(Reject(no, why, text[:1000]))
+    frame = frame.filter(pl.col("_reason").is_null())
+    if "gpu_index" not in frame.columns:
+        frame = frame.with_columns(pl.lit(None, dtype=pl.Int32).alias("gpu_index"))
+        pos = (pl.int_range(pl.len()).over(pl.col("_ts").rle_id())).cast(pl.Int64)
+    else:
+        pos = pl.col("gpu_index")
+    if "device" not in frame.columns:
+        frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias("device"))
+    frame = frame.with_columns(
+        pl.coalesce(pl.col("device"), pl.lit("gpu") + pos.cast(pl.String)).alias("device"),
+        pl.col("gpu_index").cast(pl.Int32),
+    )
+    # A row whose device could not be named (no uuid, index [N/A]): nothing to key it on.
+    nodev = frame.filter(pl.col("device").is_null())
+    for no, text in nodev.select("line_no", "line").iter_rows():
+        rejects.append(Reject(no, "no uuid and no index value: cannot name the GPU", text[:1000]))
+    return frame.filter(pl.col("device").is_not_null()).drop("line", "_ts", "_reason")
+
+
+def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
+    path = pathlib.Path(path)
+    result = ParseResult(format=FORMAT)
+    zone = opts.timezone or local_zone_name()
+    try:
+        zoneinfo.ZoneInfo(zone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {zone!r} (want an IANA name like Europe/Amsterdam)") from None
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    segments = _segments(text.splitlines(), opts.columns, result.notes)
+    result.rows_in = sum(len(rows) for _, _, rows in segments)
+    job_id, why = (opts.job_id, None) if opts.job_id else job_id_from_name(path)
+    frames = []
+    for header, kind, rows in segments:
+        if job_id is None:
+            result.rejects.extend(Reject(no, why or "no job id: pass --job-id", t[:1000]) for no, t in rows)
+        elif header is None:
+            result.rejects.extend(Reject(no, "no header line and no --columns: cannot tell which column is which", t[:1000]) for no, t in rows)
+        elif kind == "apps":
+            result.rejects.extend(Reject(no, "nvidia-smi --query-compute-apps row (per-process GPU memory): not a GPU sample, not stored", t[:1000]) for no, t in rows)
+        else:
+            f = _segment_frame(header, rows, result.rejects, result.notes, zone)
+            if f is not None and len(f):
+                frames.append(f)
+    result.rejects.sort(key=lambda r: r.line_no or 0)
+    if frames:
+        samples = pl.concat(frames, how="diagonal_relaxed").sort("line_no").drop("line_no")
+        if "host" not in samples.columns:
+            samples = samples.with_columns(pl.lit(None, dtype=pl.String).alias("host"))
+        result.samples = samples.with_columns(
+            pl.lit(opts.cluster or "default").alias("cluster"),
+            pl.lit(str(job_id)).alias("job_id_raw"),
+            pl.col("host").fill_null("unknown"),
+            pl.lit(SOURCE).alias("source"),
+        )
+    if zone and not opts.timezone:
+        result.notes.append(f"nvidia-smi times read as local time of this machine ({zone}); pass --timezone if the log came from elsewhere")
+    return result
