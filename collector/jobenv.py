@@ -1,0 +1,132 @@
+"""Who the sidecar is sampling for: the job's identity and its allocated cores, from the environment.
+
+Standard library only (runs where jobsight is not installed). Every function takes the
+environment as a dict so tests can hand in any scheduler's variables.
+"""
+from __future__ import annotations
+
+import os
+import re
+import socket
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    job_id: str              # raw scheduler id (SLURM_JOB_ID = sacct JobIDRaw), --job-id, or local-<pid>
+    cluster: str             # "" when unknown
+    host: str
+    scheduler: str           # slurm | pbs | lsf | none
+    array_job_id: str | None
+    array_task_id: str | None
+
+
+def _get(env: dict[str, str], name: str) -> str | None:
+    value = env.get(name, "").strip()
+    return value or None
+
+
+def detect_scheduler(env: dict[str, str]) -> tuple[str, str | None]:
+    """(scheduler, raw job id) from the variables each scheduler sets in a job."""
+    for scheduler, var in (("slurm", "SLURM_JOB_ID"), ("pbs", "PBS_JOBID"), ("lsf", "LSB_JOBID")):
+        job_id = _get(env, var)
+        if job_id:
+            return scheduler, job_id
+    return "none", None
+
+
+def _array_ids(env: dict[str, str], scheduler: str, job_id: str | None) -> tuple[str | None, str | None]:
+    if scheduler == "slurm":
+        return _get(env, "SLURM_ARRAY_JOB_ID"), _get(env, "SLURM_ARRAY_TASK_ID")
+    if scheduler == "pbs":
+        # PBS Pro sets PBS_ARRAY_ID/PBS_ARRAY_INDEX, Torque PBS_ARRAYID (the index).
+        index = _get(env, "PBS_ARRAY_INDEX") or _get(env, "PBS_ARRAYID")
+        return (_get(env, "PBS_ARRAY_ID") if index else None), index
+    if scheduler == "lsf":
+        index = _get(env, "LSB_JOBINDEX")
+        if index and index != "0":  # LSF sets 0 for a job that is not an array element
+            return job_id, index
+    return None, None
+
+
+def short_hostname(env: dict[str, str]) -> str:
+    """The node name as the scheduler knows it (Slurm NodeList uses short names)."""
+    return _get(env, "SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+
+
+def detect_job(env: dict[str, str], job_id: str | None = None, cluster: str | None = None,
+               pid: int | None = None) -> JobInfo:
+    """The job this sidecar belongs to. `job_id`/`cluster` (from --job-id/--cluster) override."""
+    scheduler, env_job_id = detect_scheduler(env)
+    array_job_id, array_task_id = _array_ids(env, scheduler, env_job_id)
+    resolved_id = job_id or env_job_id or f"local-{pid if pid is not None else os.getpid()}"
+    resolved_cluster = cluster or _get(env, "SLURM_CLUSTER_NAME") or _get(env, "JOBSIGHT_CLUSTER") or ""
+    return JobInfo(resolved_id, resolved_cluster, short_hostname(env), scheduler, array_job_id, array_task_id)
+
+
+_RANGE = re.compile(r"^(\d+)(?:-(\d+))?(?::(\d+))?$")
+
+
+def parse_cpu_list(text: str) -> set[int]:
+    """Kernel cpu list ('0-3,8,10-14:2') -> set of cpu numbers. Raises ValueError on bad input."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        part = part.strip()
+        if not part:
+            continue
+        m = _RANGE.match(part)
+        if not m:
+            raise ValueError(f"bad cpu list element {part!r} in {text.strip()!r}")
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) else lo
+        step = int(m.group(3)) if m.group(3) else 1
+        if hi < lo or step < 1:
+            raise ValueError(f"bad cpu range {part!r} in {text.strip()!r}")
+        cpus.update(range(lo, hi + 1, step))
+    return cpus
+
+
+def _slurm_cpus_on_node(env: dict[str, str]) -> int | None:
+    value = _get(env, "SLURM_CPUS_ON_NODE")
+    if value is None:
+        return None
+    # Heterogeneous jobs can report '4(x2)'-like forms; the leading number is this node's count.
+    m = re.match(r"\d+", value)
+    return int(m.group(0)) if m and int(m.group(0)) > 0 else None
+
+
+def allocated_cores(env: dict[str, str], cpuset: str | None = None) -> tuple[int, str]:
+    """(cores, source): the cgroup cpuset, else SLURM_CPUS_ON_NODE, else this process's affinity."""
+    if cpuset:
+        try:
+            cpus = parse_cpu_list(cpuset)
+        except ValueError:
+            cpus = set()
+        if cpus:
+            return len(cpus), "cpuset"
+    slurm = _slurm_cpus_on_node(env)
+    if slurm:
+        return slurm, "SLURM_CPUS_ON_NODE"
+    try:
+        return max(1, len(os.sched_getaffinity(0))), "affinity"
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1), "cpu_count"
+
+
+def memory_limit_from_env(env: dict[str, str], cores: int) -> int | None:
+    """The job's memory on this node from Slurm's variables (MB), used when no cgroup says it."""
+    per_node = _get(env, "SLURM_MEM_PER_NODE")
+    if per_node and per_node.isdigit() and int(per_node) > 0:
+        return int(per_node) * 1024 * 1024
+    per_cpu = _get(env, "SLURM_MEM_PER_CPU")
+    if per_cpu and per_cpu.isdigit() and int(per_cpu) > 0:
+        return int(per_cpu) * 1024 * 1024 * cores
+    return None
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
+
+
+def safe_name(text: str) -> str:
+    """A piece of a file name: anything but [A-Za-z0-9._+-] becomes '_' (PBS ids hold '[', ']')."""
+    return _UNSAFE.sub("_", text) or "_"
