@@ -4,7 +4,7 @@ argv[1] = JSON: {"env": {...job env passed to open_gpus...}, "mode": "auto", "in
   "samples": 3, "touch_before": {"2": "/path"} (create a file before sample #2, 1-based),
   "counts": [[uuid, nvml function name], ...], "block_pynvml": false, "wait_values": false}
 stdout = JSON: {"none": bool, "meta": ..., "devices": ..., "samples": [[row, ...], ...], "counts": [...],
-  "smi_pid": int|null}
+  "smi_returncode": int|null}
 """
 import json
 import sys
@@ -20,7 +20,7 @@ if req.get("block_pynvml"):
 from collector.gpus import open_gpus  # noqa: E402
 
 src = open_gpus(req.get("env", {}), req.get("mode", "auto"), req.get("interval", 1.0))
-out = {"none": src is None, "meta": None, "devices": None, "samples": [], "counts": [], "smi_pid": None}
+out = {"none": src is None, "meta": None, "devices": None, "samples": [], "counts": [], "smi_returncode": None}
 if src is not None:
     out["meta"] = src.meta()
     out["devices"] = src.devices
@@ -34,8 +34,9 @@ if src is not None:
             Path(path).touch()
         out["samples"].append(src.sample())
     proc = getattr(src, "_proc", None)
-    out["smi_pid"] = proc.pid if proc is not None else None
     src.close()
+    # the nvidia-smi child's exit status right after close() (None = still running)
+    out["smi_returncode"] = proc.poll() if proc is not None else None
 if req.get("counts"):
     import ctypes
 
