@@ -64,6 +64,12 @@ def iso_utc(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(s)) + f".{ms:03d}Z"
 
 
+def cpu_util_pct(cpu_delta_s: float, wall_delta_s: float, cores: int) -> float:
+    """Percent of the allocated cores busy over a window: 2 of 4 cores busy = 50.
+    Not capped at 100: more than 100 means the job used more cores than it was given."""
+    return round(max(0.0, cpu_delta_s) / (wall_delta_s * max(1, cores)) * 100.0, 1)
+
+
 # ---------------------------------------------------------------- CPU / memory sources
 
 class CpuReading:
@@ -163,7 +169,10 @@ def open_gpu_source(env: dict[str, str], mode: str, interval: float, problems: P
 class Sampler:
     """Turns readings into CSV rows: one `cpu` row plus one row per GPU per sample."""
 
-    def __init__(self, job: jobenv.JobInfo, cpu, cores: int, gpus, out, problems: Problems) -> None:
+    def __init__(self, job: jobenv.JobInfo, cpu, cores: int, gpus, out, problems: Problems,
+                 clock=time.monotonic, wallclock=time.time) -> None:
+        self.clock = clock
+        self.wallclock = wallclock
         self.job = job
         self.cpu = cpu
         self.cores = cores
@@ -184,18 +193,18 @@ class Sampler:
 
     def baseline(self) -> None:
         reading = self._read_cpu()
-        self.last_cpu_s, self.last_mono = reading.cpu_s, time.monotonic()
+        self.last_cpu_s, self.last_mono = reading.cpu_s, self.clock()
 
     def sample(self) -> bool:
         """Take one sample and write its rows; False when the output can no longer be written."""
-        mono = time.monotonic()
+        mono = self.clock()
         reading = self._read_cpu()
-        wall = time.time()
+        wall = self.wallclock()
         util = None
         if reading.cpu_s is not None and self.last_cpu_s is not None and self.last_mono is not None:
             dt = mono - self.last_mono
             if dt >= MIN_UTIL_WINDOW_S.get(self.cpu.method, DEFAULT_MIN_UTIL_WINDOW_S):
-                util = round(max(0.0, reading.cpu_s - self.last_cpu_s) / (dt * self.cores) * 100.0, 1)
+                util = cpu_util_pct(reading.cpu_s - self.last_cpu_s, dt, self.cores)
         if reading.cpu_s is not None:
             self.last_cpu_s, self.last_mono = reading.cpu_s, mono
         if reading.mem_peak is not None:
