@@ -1,0 +1,102 @@
+"""Open a jobsight DuckDB file and bring its schema to the version this code knows.
+
+Migrations are the files sql/schema/NNNN_<name>.sql, applied in order, each in its own
+transaction, and recorded in ``schema_version``. A file without that table is version 0 (empty or
+pre-versioning) and gets every migration. A file written by a newer jobsight (a version above the
+highest file here) is refused rather than half-understood.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from analytics.cli import UserError
+
+SCHEMA_DIR = Path(__file__).resolve().parents[1] / "sql" / "schema"
+_NAME_RE = re.compile(r"^(\d{4})_([A-Za-z0-9_]+)\.sql$")
+
+
+class SchemaError(UserError):
+    """The database file's schema cannot be used by this version of jobsight."""
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    path: Path
+
+
+def migrations(schema_dir: Path = SCHEMA_DIR) -> list[Migration]:
+    found = []
+    for p in schema_dir.iterdir():
+        m = _NAME_RE.match(p.name)
+        if m:
+            found.append(Migration(int(m.group(1)), m.group(2), p))
+    found.sort(key=lambda m: m.version)
+    versions = [m.version for m in found]
+    if versions != list(range(1, len(found) + 1)):
+        raise RuntimeError(f"schema migrations in {schema_dir} are not numbered 1..N: {versions}")
+    return found
+
+
+def known_version(schema_dir: Path = SCHEMA_DIR) -> int:
+    return len(migrations(schema_dir))
+
+
+def current_version(con: duckdb.DuckDBPyConnection) -> int:
+    has = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_version'"
+    ).fetchone()[0]
+    if not has:
+        return 0
+    v = con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+    return int(v or 0)
+
+
+def migrate(con: duckdb.DuckDBPyConnection, schema_dir: Path = SCHEMA_DIR, where: str = "database") -> int:
+    """Apply the missing migrations; return the version now in effect."""
+    todo = migrations(schema_dir)
+    have = current_version(con)
+    newest = len(todo)
+    if have > newest:
+        raise SchemaError(
+            f"{where} has schema version {have}, but this jobsight only knows versions up to {newest}: "
+            "it was written by a newer jobsight; upgrade jobsight to use it (the file was not modified)")
+    for mig in todo[have:]:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute(
+                "CREATE TABLE IF NOT EXISTS schema_version ("
+                " version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)")
+            con.execute(mig.path.read_text(encoding="utf-8"))
+            con.execute("INSERT INTO schema_version VALUES (?, ?, now()::TIMESTAMP)", [mig.version, mig.name])
+            con.execute("COMMIT")
+        except Exception as exc:
+            con.execute("ROLLBACK")
+            raise SchemaError(f"{where}: migration {mig.path.name} failed, nothing changed: {exc}") from exc
+    return newest
+
+
+def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open (creating if needed) a jobsight database and migrate it to the known schema."""
+    where = str(path)
+    try:
+        con = duckdb.connect(where, read_only=read_only)
+    except duckdb.Error as exc:
+        raise UserError(f"cannot open database {where}: {exc}") from exc
+    try:
+        if read_only:
+            have, newest = current_version(con), known_version()
+            if have != newest:
+                raise SchemaError(f"{where} has schema version {have}, this jobsight needs {newest}; "
+                                  "open it once read-write (e.g. `jobsight ingest --db ...`) to upgrade")
+        else:
+            migrate(con, where=where)
+    except BaseException:
+        con.close()
+        raise
+    return con

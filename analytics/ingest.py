@@ -1,0 +1,424 @@
+"""Ingest files into a jobsight database: find them, detect their format, parse, and load.
+
+Each file is loaded in one transaction, so a crash leaves either all of a file or none of it.
+Every input row of a file ends up exactly once as stored, updated, unchanged, rejected (with line
+and reason, in the `reject` table) or dropped (counted); the loader checks that sum against the
+parser's count of rows read and refuses to commit when it does not add up.
+
+The merge rule for jobs and steps (keys (cluster, job_id_raw) and (cluster, job_id_raw, step_id)):
+a record ranks by (final state?, coalesce(end, start, submit, eligible)); an incoming record
+replaces the stored one when its rank is >= the stored rank (values it lacks are kept), otherwise
+it is "unchanged"; an identical record is "unchanged". Records from lower-fidelity sources (seff,
+nvidia-smi, sidecar) only fill NULL columns of a record from accounting (sacct text or JSON).
+Several records of one key in one file: the best-ranked (then the last) is loaded and the others
+count as unchanged. Samples are deduplicated on (cluster, job_id_raw, host, device, time).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from types import ModuleType
+from typing import Callable, Iterable, Optional
+
+import duckdb
+import polars as pl
+
+from analytics.parsers import PARSER_MODULES
+from analytics.records import ParseOptions, ParseResult
+
+FINAL_STATES = ("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY",
+                "PREEMPTED", "TIMEOUT", "REVOKED")
+# Sources that hold the scheduler's accounting record; the others only fill gaps.
+ACCOUNTING_SOURCES = ("slurm-sacct", "slurm-sacct-json")
+HEAD_BYTES = 65536
+
+
+@dataclass
+class FileReport:
+    path: str
+    format: Optional[str] = None
+    status: str = "ingested"          # ingested | already ingested | unreadable | unrecognised | failed | skipped
+    rows_in: int = 0
+    stored: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    rejected: int = 0
+    dropped: int = 0
+    ingest_id: Optional[int] = None
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    error: Optional[str] = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+# ------------------------------------------------------------------------------------------------
+# parser registry
+
+def load_parsers(warn: Callable[[str], None] | None = None) -> dict[str, ModuleType]:
+    """FORMAT -> module, in detection order. A parser module not written yet is skipped."""
+    found: dict[str, ModuleType] = {}
+    for name in PARSER_MODULES:
+        modname = f"analytics.parsers.{name}"
+        try:
+            mod = importlib.import_module(modname)
+        except ModuleNotFoundError as exc:
+            if exc.name == modname:
+                continue
+            if warn:
+                warn(f"parser {name} skipped: {exc}")
+            continue
+        except Exception as exc:  # a half-written parser must not stop the others
+            if warn:
+                warn(f"parser {name} skipped: {exc!r}")
+            continue
+        if hasattr(mod, "FORMAT") and hasattr(mod, "sniff") and hasattr(mod, "parse"):
+            found[mod.FORMAT] = mod
+    return found
+
+
+def read_head(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return fh.read(HEAD_BYTES).decode("utf-8", errors="replace")
+
+
+def detect(path: Path, parsers: dict[str, ModuleType]) -> Optional[ModuleType]:
+    head = read_head(path)
+    for mod in parsers.values():
+        try:
+            if mod.sniff(head, path):
+                return mod
+        except Exception:
+            continue
+    return None
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(8 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def walk(paths: Iterable[str | Path]) -> list[tuple[Path, bool]]:
+    """(file, given explicitly?) for each path; folders are walked recursively in name order.
+    Sidecar metadata (*.meta.json) is read by the sidecar parser beside its CSV, not on its own."""
+    out: list[tuple[Path, bool]] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            for root, dirs, files in os.walk(p):
+                dirs.sort()
+                for f in sorted(files):
+                    if f.startswith(".") or f.endswith(".meta.json"):
+                        continue
+                    out.append((Path(root) / f, False))
+        else:
+            out.append((p, True))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# loading
+
+class _ArrowStream:
+    """Hands a polars frame to DuckDB through the Arrow C stream interface (no pyarrow needed)."""
+
+    def __init__(self, frame: pl.DataFrame):
+        self.frame = frame
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        return self.frame.__arrow_c_stream__(requested_schema)
+
+
+
+def _table_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
+    return [(r[0], r[1]) for r in con.execute(
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? "
+        "AND table_schema = 'main' ORDER BY ordinal_position", [table]).fetchall()]
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _stage(con, frame: pl.DataFrame, table: str, stage: str, ingest_id: int) -> list[str]:
+    """Create temp table `stage` with the table's columns (missing ones NULL) plus _row."""
+    cols = _table_columns(con, table)
+    have = set(frame.columns)
+    frame = frame.with_row_index("_row")
+    con.register("_incoming", _ArrowStream(frame))
+    sel = []
+    for name, typ in cols:
+        if name == "ingest_id":
+            sel.append(f"{int(ingest_id)}::BIGINT AS ingest_id")
+        elif name in have:
+            sel.append(f"CAST({_q(name)} AS {typ}) AS {_q(name)}")
+        else:
+            sel.append(f"NULL::{typ} AS {_q(name)}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {stage} AS SELECT {', '.join(sel)}, _row FROM _incoming")
+    con.unregister("_incoming")
+    return [c for c, _ in cols]
+
+
+def _fidelity(expr: str) -> str:
+    srcs = ", ".join(f"'{s}'" for s in ACCOUNTING_SOURCES)
+    return f"(CASE WHEN {expr} IN ({srcs}) THEN 2 ELSE 1 END)"
+
+
+def _merge_records(con, frame: pl.DataFrame, table: str, keys: list[str], time_cols: list[str],
+                   ingest_id: int) -> tuple[int, int, int]:
+    """Upsert frame into table by the merge rule; returns (stored, updated, unchanged)."""
+    if frame is None or frame.height == 0:
+        return 0, 0, 0
+    cols = _stage(con, frame, table, "_in", ingest_id)
+    finals = ", ".join(f"'{s}'" for s in FINAL_STATES)
+    rank_t = "coalesce(" + ", ".join(time_cols) + ")"
+    st_t = "coalesce(" + ", ".join("t." + c for c in time_cols) + ")"
+    keyl = ", ".join(_q(k) for k in keys)
+    total = con.execute("SELECT count(*) FROM _in").fetchone()[0]
+    # best record per key within the file: best rank, then the later line
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE _w AS
+        SELECT * EXCLUDE (_rn) FROM (
+            SELECT *, (state IN ({finals}))::INT AS _final, {rank_t} AS _t,
+                   row_number() OVER (PARTITION BY {keyl}
+                       ORDER BY (state IN ({finals}))::INT DESC, {rank_t} DESC NULLS LAST, _row DESC) AS _rn
+            FROM _in) WHERE _rn = 1""")
+    winners = con.execute("SELECT count(*) FROM _w").fetchone()[0]
+    data_cols = [c for c in cols if c not in keys and c != "ingest_id"]
+    on = " AND ".join(f"t.{_q(k)} = w.{_q(k)}" for k in keys)
+    replace_changed = " OR ".join(f"(w.{_q(c)} IS NOT NULL AND w.{_q(c)} IS DISTINCT FROM t.{_q(c)})" for c in data_cols)
+    fill_changed = " OR ".join(f"(t.{_q(c)} IS NULL AND w.{_q(c)} IS NOT NULL)" for c in data_cols if c != "source")
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE _act AS
+        SELECT w.*, CASE
+            WHEN t.{_q(keys[0])} IS NULL THEN 'insert'
+            WHEN {_fidelity('w.source')} < {_fidelity('t.source')} THEN (CASE WHEN {fill_changed} THEN 'fill' ELSE 'same' END)
+            WHEN {_fidelity('w.source')} > {_fidelity('t.source')}
+                 OR w._final > (t.state IN ({finals}))::INT
+                 OR (w._final = (t.state IN ({finals}))::INT
+                     AND coalesce(w._t, '-infinity'::TIMESTAMP) >= coalesce({st_t}, '-infinity'::TIMESTAMP))
+                 THEN (CASE WHEN {replace_changed} THEN 'replace' ELSE 'same' END)
+            ELSE 'same' END AS _action
+        FROM _w w LEFT JOIN {table} t ON {on}""")
+    counts = dict(con.execute("SELECT _action, count(*) FROM _act GROUP BY 1").fetchall())
+    collist = ", ".join(_q(c) for c in cols)
+    if counts.get("insert"):
+        con.execute(f"INSERT INTO {table} ({collist}) SELECT {collist} FROM _act WHERE _action = 'insert'")
+    where = " AND ".join(f"{table}.{_q(k)} = a.{_q(k)}" for k in keys)
+    if counts.get("replace"):
+        sets = ", ".join(f"{_q(c)} = coalesce(a.{_q(c)}, {table}.{_q(c)})" for c in data_cols)
+        con.execute(f"UPDATE {table} SET {sets}, ingest_id = a.ingest_id FROM _act a WHERE {where} AND a._action = 'replace'")
+    if counts.get("fill"):
+        sets = ", ".join(f"{_q(c)} = coalesce({table}.{_q(c)}, a.{_q(c)})" for c in data_cols if c != "source")
+        con.execute(f"UPDATE {table} SET {sets} FROM _act a WHERE {where} AND a._action = 'fill'")
+    stored = counts.get("insert", 0)
+    updated = counts.get("replace", 0) + counts.get("fill", 0)
+    unchanged = counts.get("same", 0) + (total - winners)
+    for t in ("_in", "_w", "_act"):
+        con.execute(f"DROP TABLE IF EXISTS {t}")
+    return stored, updated, unchanged
+
+
+def _refresh_job_usage(con, touched: list[str]) -> None:
+    """Job-level numbers derived from steps, for the jobs this file touched.
+    mem_peak_bytes: the largest step's TRESUsageInTot mem, else max over steps of MaxRSS x NTasks.
+    cpu_time_s: kept when the job record has TotalCPU, else the sum over its steps."""
+    if not touched:
+        return
+    con.execute(f"""
+        UPDATE job SET
+            mem_peak_bytes = coalesce(s.peak, job.mem_peak_bytes),
+            cpu_time_s = coalesce(job.cpu_time_s, s.cpu)
+        FROM (SELECT cluster, job_id_raw,
+                     coalesce(max(mem_usage_tot_bytes), max(max_rss_bytes * coalesce(ntasks, 1))) AS peak,
+                     sum(cpu_time_s) AS cpu
+              FROM step WHERE (cluster, job_id_raw) IN (SELECT DISTINCT cluster, job_id_raw FROM ({' UNION ALL '.join(touched)}))
+              GROUP BY cluster, job_id_raw) s
+        WHERE job.cluster = s.cluster AND job.job_id_raw = s.job_id_raw
+          AND ((s.peak IS NOT NULL AND job.mem_peak_bytes IS DISTINCT FROM s.peak)
+               OR (job.cpu_time_s IS NULL AND s.cpu IS NOT NULL))""")
+
+
+def _load_samples(con, frame: pl.DataFrame, ingest_id: int) -> tuple[int, int]:
+    """Insert samples not already stored; returns (stored, duplicates)."""
+    if frame is None or frame.height == 0:
+        return 0, 0
+    keys = ["cluster", "job_id_raw", "host", "device", "time"]
+    total = frame.height
+    if frame.select(pl.struct(keys).is_duplicated().any()).item():
+        frame = frame.unique(subset=keys, keep="first", maintain_order=True)
+    cols = _stage(con, frame, "sample", "_in_s", ingest_id)
+    collist = ", ".join(_q(c) for c in cols)
+    overlap = con.execute("""SELECT count(*) FROM (SELECT 1 FROM sample WHERE (cluster, job_id_raw, host) IN
+                             (SELECT DISTINCT cluster, job_id_raw, host FROM _in_s) LIMIT 1)""").fetchone()[0]
+    if overlap:
+        con.execute(f"""INSERT INTO sample ({collist}) SELECT {collist} FROM _in_s i WHERE NOT EXISTS (
+                          SELECT 1 FROM sample s WHERE s.cluster = i.cluster AND s.job_id_raw = i.job_id_raw
+                          AND s.host = i.host AND s.device = i.device AND s.time = i.time)""")
+    else:
+        con.execute(f"INSERT INTO sample ({collist}) SELECT {collist} FROM _in_s")
+    stored = con.execute("SELECT count(*) FROM sample WHERE ingest_id = ?", [ingest_id]).fetchone()[0]
+    con.execute("DROP TABLE IF EXISTS _in_s")
+    return stored, total - stored
+
+
+def _load_sidecar_runs(con, frame: Optional[pl.DataFrame], ingest_id: int, source_file: str) -> None:
+    if frame is None or frame.height == 0:
+        return
+    if "source_file" not in frame.columns:
+        frame = frame.with_columns(source_file=pl.lit(source_file))
+    cols = _stage(con, frame, "sidecar_run", "_in_r", ingest_id)
+    collist = ", ".join(_q(c) for c in cols)
+    con.execute("DELETE FROM sidecar_run WHERE (cluster, job_id_raw, host, source_file) IN "
+                "(SELECT cluster, job_id_raw, host, source_file FROM _in_r)")
+    con.execute(f"INSERT INTO sidecar_run ({collist}) SELECT DISTINCT ON (cluster, job_id_raw, host, source_file) "
+                f"{collist} FROM _in_r")
+    con.execute("DROP TABLE IF EXISTS _in_r")
+
+
+class AccountingError(RuntimeError):
+    """The loader's row accounting does not add up: a bug, and the file is not committed."""
+
+
+def load_result(con: duckdb.DuckDBPyConnection, result: ParseResult, source_file: str,
+                checksum: Optional[str], options: dict) -> FileReport:
+    """Load one parsed file in one transaction and record it in ingest_log."""
+    t0 = time.monotonic()
+    rep = FileReport(path=source_file, format=result.format, rows_in=result.rows_in,
+                     rejected=len(result.rejects), dropped=result.dropped, notes=list(result.notes))
+    con.execute("BEGIN TRANSACTION")
+    try:
+        ingest_id = con.execute("SELECT nextval('ingest_id_seq')").fetchone()[0]
+        rep.ingest_id = ingest_id
+        con.execute("INSERT INTO ingest_log (ingest_id, source_file, checksum, format, rows_in, started_at, options) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [ingest_id, source_file, checksum, result.format, result.rows_in,
+                     datetime.now(timezone.utc).replace(tzinfo=None), json.dumps(options, sort_keys=True)])
+        touched = []
+        for frame, table, keys, tcols in (
+                (result.jobs, "job", ["cluster", "job_id_raw"], ["end_time", "start_time", "submit_time", "eligible_time"]),
+                (result.steps, "step", ["cluster", "job_id_raw", "step_id"], ["end_time", "start_time"])):
+            s, u, n = _merge_records(con, frame, table, keys, tcols, ingest_id)
+            rep.stored += s
+            rep.updated += u
+            rep.unchanged += n
+            if frame is not None and frame.height:
+                name = f"_touched_{table}"
+                con.register(name, _ArrowStream(frame.select("cluster", "job_id_raw").unique()))
+                touched.append(f"SELECT cluster, job_id_raw FROM {name}")
+        _refresh_job_usage(con, touched)
+        for t in ("job", "step"):
+            try:
+                con.unregister(f"_touched_{t}")
+            except Exception:
+                pass
+        s, dup = _load_samples(con, result.samples, ingest_id)
+        rep.stored += s
+        rep.unchanged += dup
+        _load_sidecar_runs(con, result.sidecar_runs, ingest_id, source_file)
+        if result.rejects:
+            rj = pl.DataFrame({"ingest_id": [ingest_id] * len(result.rejects),
+                               "source_file": [source_file] * len(result.rejects),
+                               "line_no": [r.line_no for r in result.rejects],
+                               "reason": [r.reason for r in result.rejects],
+                               "raw": [r.raw for r in result.rejects]},
+                              schema={"ingest_id": pl.Int64, "source_file": pl.String, "line_no": pl.Int64,
+                                      "reason": pl.String, "raw": pl.String})
+            con.register("_rj", _ArrowStream(rj))
+            con.execute("INSERT INTO reject (ingest_id, source_file, line_no, reason, raw) "
+                        "SELECT ingest_id, source_file, line_no, reason, raw FROM _rj")
+            con.unregister("_rj")
+        accounted = rep.stored + rep.updated + rep.unchanged + rep.rejected + rep.dropped
+        if accounted != rep.rows_in:
+            raise AccountingError(
+                f"{source_file}: {rep.rows_in} rows read but {accounted} accounted for (stored {rep.stored}, "
+                f"updated {rep.updated}, unchanged {rep.unchanged}, rejected {rep.rejected}, dropped {rep.dropped})")
+        con.execute("UPDATE ingest_log SET stored = ?, updated = ?, unchanged = ?, rejected = ?, dropped = ?, "
+                    "finished_at = ? WHERE ingest_id = ?",
+                    [rep.stored, rep.updated, rep.unchanged, rep.rejected, rep.dropped,
+                     datetime.now(timezone.utc).replace(tzinfo=None), ingest_id])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    rep.seconds = time.monotonic() - t0
+    return rep
+
+
+def already_ingested(con, checksum: str) -> Optional[int]:
+    row = con.execute("SELECT ingest_id FROM ingest_log WHERE checksum = ? AND finished_at IS NOT NULL "
+                      "ORDER BY ingest_id LIMIT 1", [checksum]).fetchone()
+    return row[0] if row else None
+
+
+def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleType],
+                fmt: Optional[str] = None, explicit: bool = True) -> FileReport:
+    rep = FileReport(path=str(path))
+    t0 = time.monotonic()
+    try:
+        if fmt:
+            mod = parsers.get(fmt)
+            if mod is None:
+                rep.status, rep.error = "failed", f"format {fmt!r} is not available in this installation"
+                return rep
+        else:
+            mod = detect(path, parsers)
+            if mod is None:
+                rep.status = "unrecognised" if explicit else "skipped"
+                rep.error = "format not recognised (use --format to name it)"
+                return rep
+        rep.format = mod.FORMAT
+        checksum = sha256_file(path)
+    except OSError as exc:
+        rep.status, rep.error = "unreadable", f"cannot read: {exc.strerror or exc}"
+        return rep
+    prior = already_ingested(con, checksum)
+    if prior is not None:
+        rep.status = "already ingested"
+        rep.ingest_id = prior
+        rep.notes.append(f"same content (sha256) as ingest {prior}: nothing changed")
+        return rep
+    try:
+        result = mod.parse(path, opts)
+    except OSError as exc:
+        rep.status, rep.error = "unreadable", f"cannot read: {exc.strerror or exc}"
+        return rep
+    except Exception as exc:
+        rep.status, rep.error = "failed", f"{mod.FORMAT} parser failed: {exc!r}"
+        return rep
+    options = {k: v for k, v in (("timezone", opts.timezone), ("cluster", opts.cluster),
+                                 ("columns", opts.columns), ("job_id", opts.job_id), ("format", fmt)) if v}
+    out = load_result(con, result, str(Path(path).resolve()), checksum, options)
+    out.path = str(path)
+    out.seconds = time.monotonic() - t0
+    return out
+
+
+def ingest_paths(con, paths: Iterable[str | Path], opts: ParseOptions, fmt: Optional[str] = None,
+                 progress: Optional[Callable[[str], None]] = None,
+                 on_file: Optional[Callable[[FileReport], None]] = None) -> list[FileReport]:
+    parsers = load_parsers(warn=progress)
+    files = walk(paths)
+    reports = []
+    for i, (path, explicit) in enumerate(files, 1):
+        if progress and len(files) > 1:
+            progress(f"[{i}/{len(files)}] {path}")
+        if not path.exists():
+            rep = FileReport(path=str(path), status="unreadable", error="no such file or directory")
+        else:
+            rep = ingest_file(con, path, opts, parsers, fmt=fmt, explicit=explicit)
+        reports.append(rep)
+        if on_file:
+            on_file(rep)
+    return reports

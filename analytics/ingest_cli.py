@@ -1,0 +1,137 @@
+"""`jobsight ingest`: options and the per-file summary. The work is in analytics.ingest."""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+from analytics.cli import UserError
+
+FORMATS = ("sacct", "sacct-json", "seff", "sidecar", "nvidia-smi")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="files or folders to ingest (format detected)")
+    parser.add_argument("--db", required=True, help="DuckDB file (created and migrated as needed)")
+    parser.add_argument("--format", choices=FORMATS, help="skip detection: read every file as this format")
+    parser.add_argument("--timezone", metavar="ZONE",
+                        help="IANA zone of timestamps printed without an offset (sacct text, nvidia-smi); "
+                             "default: this machine's zone")
+    parser.add_argument("--cluster", metavar="NAME",
+                        help="cluster name for inputs that carry none; with --from-sacct, sacct -M NAME")
+    parser.add_argument("--columns", metavar="COL,COL,...",
+                        help="sacct text without a header: the --format columns it was made with")
+    parser.add_argument("--job-id", metavar="JOBID", help="nvidia-smi logs: the job the samples belong to")
+    parser.add_argument("--from-sacct", action="store_true",
+                        help="run `TZ=UTC sacct ...` here and ingest its output (incremental)")
+    parser.add_argument("--since", metavar="DATE",
+                        help="with --from-sacct: start of the window (default: last ingested end time)")
+    parser.add_argument("--json", action="store_true", help="print a machine-readable summary on stdout")
+    parser.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
+
+
+_DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?$")
+
+
+def _options(args):
+    from analytics.records import ParseOptions
+    from analytics.parsers.sacct_text import resolve_zone
+    tz = args.timezone
+    if tz:
+        try:
+            resolve_zone(tz)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+    columns = None
+    if args.columns:
+        columns = [c.strip() for c in args.columns.split(",") if c.strip()]
+        if not columns:
+            raise UserError("--columns is empty")
+    return ParseOptions(timezone=tz, cluster=args.cluster, columns=columns, job_id=args.job_id)
+
+
+def _line(rep) -> str:
+    if rep.status in ("unreadable", "unrecognised", "failed", "skipped"):
+        return f"{rep.path}: {rep.status}: {rep.error}"
+    if rep.status == "already ingested":
+        return f"{rep.path}: {rep.format}, already ingested (ingest {rep.ingest_id}), nothing changed"
+    extra = []
+    if rep.unchanged:
+        extra.append(f"{rep.unchanged} unchanged")
+    if rep.dropped:
+        extra.append(f"{rep.dropped} dropped")
+    tail = (", " + ", ".join(extra)) if extra else ""
+    return (f"{rep.path}: {rep.format}, {rep.rows_in} rows: {rep.stored} stored, {rep.updated} updated, "
+            f"{rep.rejected} rejected{tail}")
+
+
+def run(args) -> int:
+    from analytics import db, ingest
+    if args.since and not args.from_sacct:
+        raise UserError("--since only applies with --from-sacct")
+    if args.since and not _DATE_RE.match(args.since):
+        raise UserError(f"--since {args.since!r}: expected YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS]")
+    if not args.paths and not args.from_sacct:
+        raise UserError("nothing to ingest: give files or folders, or --from-sacct")
+    opts = _options(args)
+    con = db.connect(args.db)
+    quiet = args.quiet or args.json
+    progress = None if args.quiet else (lambda msg: print(f"jobsight ingest: {msg}", file=sys.stderr, flush=True))
+
+    def show(rep):
+        if not args.json:
+            print(_line(rep), flush=True)
+            for note in rep.notes:
+                print(f"  note: {note}", flush=True)
+            if rep.rejected:
+                print(f"  see: SELECT line_no, reason FROM rejects WHERE ingest_id = {rep.ingest_id}", flush=True)
+
+    reports = []
+    try:
+        if args.paths:
+            reports += ingest.ingest_paths(con, args.paths, opts, fmt=args.format, progress=progress, on_file=show)
+        if args.from_sacct:
+            reports.append(_from_sacct(con, args, opts, progress, show))
+    finally:
+        con.close()
+    failed = [r for r in reports if r.status in ("unreadable", "unrecognised", "failed")]
+    if args.json:
+        totals = {k: sum(getattr(r, k) for r in reports)
+                  for k in ("rows_in", "stored", "updated", "unchanged", "rejected", "dropped")}
+        json.dump({"db": str(args.db), "files": [r.as_dict() for r in reports], "totals": totals,
+                   "failed": len(failed)}, sys.stdout, indent=2, default=str)
+        print()
+    elif len(reports) > 1:
+        t = {k: sum(getattr(r, k) for r in reports) for k in ("stored", "updated", "rejected")}
+        print(f"total: {len(reports)} files, {t['stored']} stored, {t['updated']} updated, {t['rejected']} rejected"
+              + (f", {len(failed)} could not be read" if failed else ""))
+    return 1 if failed else 0
+
+
+def _from_sacct(con, args, opts, progress, show):
+    from dataclasses import replace
+    from analytics import ingest, sacct_runner
+    from analytics.parsers import sacct_text
+    run_ = sacct_runner.run_sacct(args.since, args.cluster, con=con)
+    try:
+        if progress:
+            progress(f"ran: TZ=UTC {' '.join(run_.argv)}")
+        label = "sacct:" + " ".join(run_.argv[1:])
+        checksum = ingest.sha256_file(run_.output)
+        # sacct ran with TZ=UTC, whatever --timezone says about files
+        sopts = replace(opts, timezone="UTC", columns=None)
+        result = sacct_text.parse(run_.output, sopts)
+        prior = ingest.already_ingested(con, checksum)
+        if prior is not None:
+            rep = ingest.FileReport(path=label, format="sacct", status="already ingested", ingest_id=prior)
+        else:
+            rep = ingest.load_result(con, result, label, checksum, {"since": run_.since, "cluster": args.cluster})
+            rep.path = label
+    finally:
+        run_.output.unlink(missing_ok=True)
+    show(rep)
+    return rep

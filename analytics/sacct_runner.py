@@ -1,0 +1,74 @@
+"""`jobsight ingest --from-sacct`: run sacct here and ingest what it prints.
+
+sacct runs with TZ=UTC (its timestamps carry no offset), --parsable2 with our own column set
+(JobName last, so a name containing '|' is recovered), --duplicates (earlier runs of requeued
+jobs) and steps. Without --since the window starts at the latest job end time already stored for
+that cluster from sacct (incremental; re-reading a boundary job is harmless, the merge rule makes it
+"unchanged"), or at the epoch on the first run.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from analytics.cli import UserError
+
+# The --format of our sacct call; the parser reads them through the header line sacct prints.
+SACCT_COLUMNS = ["JobID", "JobIDRaw", "Cluster", "Partition", "QOS", "Account", "Group", "User", "UID",
+                 "Submit", "Eligible", "Start", "End", "Elapsed", "ExitCode", "State", "NNodes", "NCPUS",
+                 "ReqCPUS", "NTasks", "ReqMem", "ReqTRES", "AllocTRES", "Timelimit", "NodeList", "TotalCPU",
+                 "UserCPU", "SystemCPU", "MaxRSS", "AveRSS", "MaxVMSize", "TRESUsageInTot", "TRESUsageInMax",
+                 "TRESUsageInAve", "Restarts", "JobName"]
+EPOCH = "1970-01-01T00:00:00"
+
+
+@dataclass
+class SacctRun:
+    argv: list[str]
+    output: Path          # temporary file holding sacct's stdout; the caller deletes it
+    since: str
+
+
+def last_end_time(con, cluster: Optional[str]) -> Optional[str]:
+    sql = "SELECT max(end_time) FROM job WHERE source = 'slurm-sacct'"
+    args: list = []
+    if cluster:
+        sql += " AND cluster = ?"
+        args.append(cluster)
+    v = con.execute(sql, args).fetchone()[0]
+    return v.strftime("%Y-%m-%dT%H:%M:%S") if v else None
+
+
+def build_argv(since: str, cluster: Optional[str], sacct: str = "sacct") -> list[str]:
+    argv = [sacct, "--allusers", "--duplicates", "--parsable2", "--noconvert",
+            "--format", ",".join(SACCT_COLUMNS), "-S", since, "-E", "now"]
+    if cluster:
+        argv += ["-M", cluster]
+    return argv
+
+
+def run_sacct(since: Optional[str], cluster: Optional[str], con=None, timeout: float = 3600) -> SacctRun:
+    sacct = shutil.which("sacct")
+    if not sacct:
+        raise UserError("--from-sacct: the `sacct` command was not found on PATH")
+    if since is None:
+        since = (last_end_time(con, cluster) if con is not None else None) or EPOCH
+    argv = build_argv(since, cluster, sacct)
+    env = dict(os.environ, TZ="UTC", SLURM_TIME_FORMAT="standard")
+    fd, name = tempfile.mkstemp(prefix="jobsight-sacct-", suffix=".txt")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            proc = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, env=env, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        os.unlink(name)
+        raise UserError(f"--from-sacct: running sacct failed: {exc}") from exc
+    if proc.returncode != 0:
+        os.unlink(name)
+        err = proc.stderr.decode("utf-8", errors="replace").strip()
+        raise UserError(f"--from-sacct: sacct exited with {proc.returncode}: {err or '(no message)'}")
+    return SacctRun(argv=argv, output=Path(name), since=since)
