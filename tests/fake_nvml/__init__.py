@@ -7,7 +7,15 @@ with LD_LIBRARY_PATH pointing at the build directory (the dynamic loader reads i
     env = fake_nvml_env(tmp_dir, "gpus=8\n")      # builds (cached) + writes the config
     subprocess.run([...], env={**os.environ, **env})
 
-For the benchmark: `python tests/fake_nvml/__init__.py 8 DIR` prints `export ...` lines for a shell.
+In-process alternative (benchmarks): load_in_process(dir) preloads the fake under its soname before
+pynvml's dlopen("libnvidia-ml.so.1"), which then gets the already-loaded library (glibc matches the
+soname of loaded objects):
+
+    from fake_nvml import load_in_process, eight_gpu_config
+    load_in_process(tmp_dir, eight_gpu_config())      # before anything initialises NVML
+    src = collector.gpus.open_gpus({}, "auto", 10.0)   # 8 fake A100s
+
+For a shell: `python tests/fake_nvml/__init__.py 8 DIR` prints `export ...` lines.
 """
 from __future__ import annotations
 
@@ -53,6 +61,14 @@ def fake_nvml_env(workdir: str | os.PathLike, config: str, variant: str = "defau
     conf = Path(workdir) / "fake_nvml.conf"
     conf.write_text(config)
     return {"LD_LIBRARY_PATH": str(lib_dir), "FAKE_NVML_CONFIG": str(conf)}
+
+
+def load_in_process(workdir: str | os.PathLike, config: str) -> None:
+    """Make this process's pynvml use the fake (call before the first nvmlInit in this process)."""
+    import ctypes
+    env = fake_nvml_env(workdir, config)
+    os.environ["FAKE_NVML_CONFIG"] = env["FAKE_NVML_CONFIG"]  # read by the fake at nvmlInit
+    ctypes.CDLL(str(Path(env["LD_LIBRARY_PATH"]) / LIBNAME), mode=ctypes.RTLD_GLOBAL)
 
 
 def eight_gpu_config() -> str:
