@@ -209,3 +209,18 @@ def test_mode_none_and_no_gpus_for_the_job(tmp_path):
     assert probe(tmp_path, conf(2), mode="none")["none"] is True
     out = probe(tmp_path, conf(2), job_env={"CUDA_VISIBLE_DEVICES": ""})
     assert out["none"] is True and out["stderr"] == []
+
+
+def test_in_process_loader_for_the_benchmark(tmp_path):
+    # what bench scripts use: no LD_LIBRARY_PATH, the fake preloaded under its soname
+    code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
+            "from fake_nvml import load_in_process, eight_gpu_config\n"
+            "load_in_process(sys.argv[3], eight_gpu_config())\n"
+            "from collector.gpus import open_gpus\n"
+            "src = open_gpus({}, 'auto', 10.0); rows = src.sample(); src.close()\n"
+            "print(src.meta()['gpu_method'], len(rows), rows[7]['power_w'], rows[7]['mem_used_bytes'])\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "FAKE_NVML_CONFIG")}
+    res = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), str(Path(__file__).parents[1]),
+                          str(tmp_path)], env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["nvml", "8", "350.0", str(47 * GIB)]  # eight_gpu_config: (40 + i) GiB used

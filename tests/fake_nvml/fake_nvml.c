@@ -401,16 +401,16 @@ nvmlReturn_t nvmlDeviceGetMigMode(fake_dev *d, unsigned int *current, unsigned i
 nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(fake_dev *d, unsigned int *count) {
     nvmlReturn_t r = enter(d, F_MAXMIG); if (r) return r;
     if (!count || d->is_mig) return NVML_ERROR_INVALID_ARGUMENT;
-    if (!mig_capable(d)) return NVML_ERROR_NOT_SUPPORTED;
-    *count = (unsigned)d->max_mig;
+    /* nvml.h: "returns zero if MIG is not supported or enabled" */
+    *count = mig_capable(d) && d->mig_mode ? (unsigned)d->max_mig : 0;
     return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(fake_dev *d, unsigned int index, fake_dev **mig) {
     nvmlReturn_t r = enter(d, F_MIGHANDLE); if (r) return r;
     if (!mig || d->is_mig) return NVML_ERROR_INVALID_ARGUMENT;
-    if (!mig_capable(d)) return NVML_ERROR_NOT_SUPPORTED;
+    if (!mig_capable(d) || !d->mig_mode) return NVML_ERROR_NOT_SUPPORTED;
     if (index >= (unsigned)d->max_mig) return NVML_ERROR_INVALID_ARGUMENT;
-    if (!d->mig_mode || index >= MAX_MIG || !d->migs[index]) return NVML_ERROR_NOT_FOUND;
+    if (index >= MAX_MIG || !d->migs[index]) return NVML_ERROR_NOT_FOUND;  /* empty slot */
     *mig = d->migs[index];
     return NVML_SUCCESS;
 }
