@@ -100,6 +100,7 @@ _HEADER_RE = re.compile(r"^[A-Za-z][A-Za-z_]*(?:(?:\||☃|\^\|\^)[A-Za-z_]*)+$")
 _MEM_FAST = r"^(\d+(?:\.\d+)?)([KMGTP]?)$"
 _REQMEM_FAST = r"^(\d+(?:\.\d+)?)([KMGTP]?)([cn]?)$"
 _BLOCK_BYTES = 64 << 20
+FAST_PATH = True  # tests switch it off to check both paths give the same rows
 _NULL_WORDS = sorted(units.NULL_WORDS - {""})
 
 
@@ -499,7 +500,8 @@ def _fast_frame(df: pl.DataFrame, cols: list[str], ctx: _Ctx) -> pl.DataFrame:
     bad.append(pl.col(id_col).str.strip_chars() == "")
 
     out = df.select(pl.col("_line"), **exprs, _bad=pl.any_horizontal(bad) if bad else pl.lit(False),
-                    _reasons=pl.concat_str(reasons, separator=", ", ignore_nulls=True) if reasons else pl.lit(None, pl.String),
+                    _reasons=pl.concat_str(reasons, separator=", ", ignore_nulls=True).replace("", None)
+                    if reasons else pl.lit(None, pl.String),
                     **({"_reqmem": pl.col("reqmem").str.strip_chars()} if "reqmem" in present else {}))
     # ReqMem needs ncpus / nnodes, so it is resolved after the first pass
     if "reqmem" in present:
@@ -646,6 +648,7 @@ def parse(path: Path, opts: ParseOptions) -> ParseResult:
     jobs = allrows.filter(pl.col("_kind") == "job").rename({"name": "job_name"}).select(JOB_COLS)
     steps = allrows.filter(pl.col("_kind") == "step").rename({"name": "step_name"}).select(STEP_COLS)
     result.jobs, result.steps = jobs, steps
+    result.rejects.sort(key=lambda r: r.line_no or 0)
     result.dropped = comments
     result.rows_in += comments
     if comments:
@@ -713,7 +716,7 @@ def _section(sec: pl.DataFrame, layout: _Layout, ctx: _Ctx, frames: list, slow: 
             slow.append((row[0], row[1], cols))
         if fit.height == 0:
             continue
-        if not set(cols) & {"jobid", "jobidraw"}:
+        if not FAST_PATH or not set(cols) & {"jobid", "jobidraw"}:
             for row in fit.select("_line", "text").iter_rows():
                 slow.append((row[0], row[1], cols))
             continue

@@ -1,0 +1,169 @@
+"""sacct text parser: values checked by hand against fixtures/sacct/mixed-jobs.txt, layouts, odd lines."""
+from datetime import datetime
+from pathlib import Path
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+from polars.testing import assert_frame_equal
+
+from analytics.parsers import sacct_text
+from analytics.records import ParseOptions
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "sacct"
+GiB = 1024 ** 3
+MiB = 1024 ** 2
+
+
+def parse_text(tmp_path, text, **opts):
+    p = tmp_path / "in.txt"
+    p.write_text(text, encoding="utf-8")
+    return sacct_text.parse(p, ParseOptions(**opts))
+
+
+def job(res, job_id_raw):
+    rows = res.jobs.filter(pl.col("job_id_raw") == job_id_raw).to_dicts()
+    assert len(rows) >= 1, job_id_raw
+    return rows[-1]
+
+
+def step(res, job_id_raw, step_id):
+    rows = res.steps.filter((pl.col("job_id_raw") == job_id_raw) & (pl.col("step_id") == step_id)).to_dicts()
+    assert len(rows) == 1
+    return rows[0]
+
+
+@pytest.fixture(scope="module")
+def mixed():
+    return sacct_text.parse(FIX / "mixed-jobs.txt", ParseOptions(timezone="Europe/Amsterdam"))
+
+
+def test_mixed_accounting(mixed):
+    # 15 data lines: 9 job lines (3000 twice), 6 steps, nothing rejected
+    assert mixed.rows_in == 15
+    assert (len(mixed.jobs), len(mixed.steps), len(mixed.rejects), mixed.dropped) == (9, 6, 0, 0)
+
+
+def test_gpu_job_values(mixed):
+    j = job(mixed, "1001")
+    # Amsterdam is UTC+1 on 2026-11-01 (summer time ended 2026-10-25)
+    assert j["submit_time"] == datetime(2026, 11, 1, 9, 0, 0)
+    assert j["start_time"] == datetime(2026, 11, 1, 9, 5, 0)
+    assert j["end_time"] == datetime(2026, 11, 1, 10, 5, 30)
+    assert j["elapsed_s"] == 3600 + 30
+    assert j["timelimit_s"] == 7200
+    assert (j["ncpus"], j["nnodes"], j["ngpus"], j["gpu_type"]) == (8, 1, 2, "a100")
+    assert j["billing"] == 24.0
+    assert j["mem_req_bytes"] == 16 * GiB and j["mem_alloc_bytes"] == 16 * GiB
+    assert j["cpu_time_s"] == 6 * 3600 + 60
+    assert j["state"] == "COMPLETED" and j["job_name"] == "train model" and j["user"] == "alice"
+    s0 = step(mixed, "1001", "0")
+    assert s0["mem_usage_tot_bytes"] == 10 * GiB
+    assert s0["gpu_util_tres"] == 150.0 and s0["gpu_mem_tres_bytes"] == 30 * GiB
+    assert s0["max_rss_bytes"] == 3 * GiB and s0["ntasks"] == 4
+    assert s0["ave_rss_bytes"] == 2 * GiB
+    sb = step(mixed, "1001", "batch")
+    assert sb["user_cpu_s"] == 40.0 and sb["system_cpu_s"] == 20.0 and sb["max_rss_bytes"] == 2048 * 1024
+
+
+def test_cancelled_pending_with_pipe_in_name(mixed):
+    j = job(mixed, "1002")
+    assert j["job_name"] == "a|b name"          # surplus field joined back into JobName
+    assert (j["state"], j["cancelled_by_uid"]) == ("CANCELLED", 1500)
+    assert j["start_time"] is None and j["timelimit_s"] is None and j["node_list"] is None
+    assert j["mem_req_bytes"] == 4000 * MiB * 4  # 4000Mc x 4 CPUs
+    import json
+    assert json.loads(j["null_reasons"]) == {"start_time": "Unknown", "timelimit_s": "UNLIMITED",
+                                             "node_list": "None assigned"}
+
+
+def test_arrays_and_het(mixed):
+    t = job(mixed, "1010")
+    assert (t["job_id"], t["array_job_id"], t["array_task_id"]) == ("1003_7", "1003", "7")
+    assert t["mem_req_bytes"] == 16 * GiB * 2    # 16Gn x 2 nodes
+    assert step(mixed, "1010", "batch")["cpu_time_s"] == pytest.approx(65.5)  # MM:SS.mmm
+    p = job(mixed, "1003")
+    assert (p["job_id"], p["array_task_id"], p["state"]) == ("1003_[8-10%2]", "[8-10%2]", "PENDING")
+    h1 = job(mixed, "2001")
+    assert (h1["job_id"], h1["het_job_id"], h1["het_offset"]) == ("2000+1", "2000", 1)
+    assert step(mixed, "2000", "0")["job_id"] == "2000+0"
+    assert step(mixed, "4000", "interactive")["elapsed_s"] == 2 * 86400 + 3 * 3600 + 4 * 60 + 5
+
+
+def test_fast_and_per_line_paths_agree(mixed, monkeypatch):
+    monkeypatch.setattr(sacct_text, "FAST_PATH", False)
+    slow = sacct_text.parse(FIX / "mixed-jobs.txt", ParseOptions(timezone="Europe/Amsterdam"))
+    assert_frame_equal(mixed.jobs, slow.jobs)
+    assert_frame_equal(mixed.steps, slow.steps)
+
+
+HDR = "JobID|JobName|State|Start|End|ReqMem|NCPUS\n"
+
+
+def test_pipe_in_name_unrecoverable_with_two_free_text_columns(tmp_path):
+    res = parse_text(tmp_path, "JobID|JobName|Comment|State\n7|a|b|c|COMPLETED\n", timezone="UTC")
+    assert len(res.rejects) == 1 and res.rejects[0].line_no == 2
+    assert "more than one free-text column" in res.rejects[0].reason
+
+
+def test_bad_values_rejected_with_reasons(tmp_path):
+    text = HDR + ("1|ok|COMPLETED|2026-01-01T00:00:00|2026-01-01T01:00:00|1G|2\n"
+                  "2|x|COMPLETED|2026-01-01T00:00:00|2026-01-01T01:00:00|12Q|2\n"
+                  "3|x|COMPLETED|2026-01-01T02:00:00|2026-01-01T01:00:00|1G|2\n"
+                  "4|x|COMPLETED|yesterday|2026-01-01T01:00:00|1G|2\n"
+                  "5|x|COMPLETED|2026-01-01T00:00:00|2026-01-01T01:00:00|1G\n"
+                  "# a comment\n\n")
+    res = parse_text(tmp_path, text, timezone="UTC")
+    reasons = {r.line_no: r.reason for r in res.rejects}
+    assert set(reasons) == {3, 4, 5, 6}
+    assert "reqmem" in reasons[3] and "12Q" in reasons[3]
+    assert "before Start" in reasons[4]
+    assert "timestamp" in reasons[5]
+    assert "6 fields where the columns are 7" in reasons[6]
+    assert res.rows_in == 6 and res.dropped == 1 and len(res.jobs) == 1
+
+
+def test_columns_option_and_trailing_delimiter(tmp_path):
+    res = parse_text(tmp_path, "11|COMPLETED|00:01:00|\n12|FAILED|1-00:00:00|\n",
+                     columns=["JobID", "State", "Elapsed"], timezone="UTC")
+    assert res.jobs["elapsed_s"].to_list() == [60, 86400] and not res.rejects
+
+
+def test_headerless_unknown_layout_says_pass_columns(tmp_path):
+    res = parse_text(tmp_path, "11|COMPLETED|00:01:00\n", timezone="UTC")
+    assert len(res.rejects) == 1 and "--columns" in res.rejects[0].reason
+
+
+def test_epoch_and_dst_gap(tmp_path):
+    text = "JobIDRaw|Start|End|State\n5|1730212549|Unknown|RUNNING\n6|2026-03-29T02:30:00|Unknown|RUNNING\n"
+    res = parse_text(tmp_path, text, timezone="Europe/Amsterdam")
+    assert job(res, "5")["start_time"] == datetime(2024, 10, 29, 14, 35, 49)  # epoch is UTC already
+    assert len(res.rejects) == 1 and res.rejects[0].line_no == 3 and "does not exist" in res.rejects[0].reason
+
+
+def test_sniff():
+    assert sacct_text.sniff(HDR, Path("x"))
+    assert sacct_text.sniff("4103947|4103947|ub-hpc|general", Path("x"))
+    assert not sacct_text.sniff("timestamp, name, utilization.gpu [%]\n2024/01/01 00:00:00.000, A100, 5 %\n", Path("x"))
+    assert not sacct_text.sniff("Job ID: 123\nCluster: x\nState: COMPLETED\n", Path("x"))
+
+
+# -- property: whatever the line, parse never raises and every reject has a line number and a reason
+_field = st.one_of(st.sampled_from(["", "Unknown", "None", "UNLIMITED", "1G", "4000Mc", "0n", "05:12.345",
+                                    "1-02:03:04", "2026-01-01T00:00:00", "1730212549", "CANCELLED by 1",
+                                    "123_[1-3%2]", "17+0.batch", "billing=3,gres/gpu:a100=1", "-5", "|"]),
+                   st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"),
+                           max_size=12))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.lists(_field, min_size=1, max_size=9).map("|".join), max_size=8),
+       header=st.booleans())
+def test_random_lines_never_raise(tmp_path, lines, header):
+    text = (HDR if header else "") + "\n".join(lines) + "\n"
+    p = tmp_path / "fuzz.txt"
+    p.write_text(text, encoding="utf-8")
+    res = sacct_text.parse(p, ParseOptions(timezone="Europe/Amsterdam"))
+    assert res.rows_in == res.frame_rows() + len(res.rejects) + res.dropped
+    for r in res.rejects:
+        assert isinstance(r.line_no, int) and r.line_no >= 1 and r.reason
