@@ -224,3 +224,10 @@ def test_in_process_loader_for_the_benchmark(tmp_path):
                           str(tmp_path)], env=env, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["nvml", "8", "350.0", str(47 * GIB)]  # eight_gpu_config: (40 + i) GiB used
+
+
+def test_gpu_already_lost_at_start_is_skipped(tmp_path):
+    # lost_after=0: the GPU fails from its first query on (the handle itself is still handed out)
+    out = probe(tmp_path, conf(3, lost_after={1: "0"}, util={0: "5", 2: "7"}), samples=1)
+    assert [(r["device"], r["util_pct"]) for r in out["samples"][0]] == [(G[0], 5), (G[2], 7)]
+    assert out["stderr"] == ["jobsight sidecar: GPU index 1: cannot open it through NVML (GPU is lost); skipped"]
