@@ -68,6 +68,8 @@ class Config:
     samples: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SAMPLES))
     budgets: dict[str, float] = field(default_factory=dict)   # account -> SBU per period
     roles: dict[str, Any] = field(default_factory=dict)       # [roles] admins = [...], leads = {account = [users]}
+    report: dict[str, Any] = field(default_factory=dict)      # [report], checked by analytics/reports/settings.py
+    email: dict[str, Any] = field(default_factory=dict)       # [email], checked by analytics/reports/settings.py
     cluster: str | None = None
 
     def settings(self) -> list[tuple[str, float | None, str | None]]:
@@ -153,6 +155,8 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     for account, value in data.get("budgets", {}).items():
         cfg.budgets[account] = _number(path, f"budgets.{account}", value)
     cfg.roles = dict(data.get("roles", {}))
+    cfg.report = dict(data.get("report", {}))
+    cfg.email = dict(data.get("email", {}))
     return cfg
 
 
