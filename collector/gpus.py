@@ -14,8 +14,8 @@ MIG: a GPU in MIG mode yields one row for the physical GPU (power, energy, clock
 memory; utilisation is not available in MIG mode) plus one row per MIG instance (memory only: NVML
 has no utilisation per instance, and power/temperature/clocks belong to the shared parent, so they
 are left blank on MIG rows). A job given only a MIG instance (CUDA_VISIBLE_DEVICES=MIG-...) gets just
-that instance's row. sm_active_pct comes from GPM (Hopper+) on whole GPUs only; it is blank on the
-first sample (GPM needs two samples) and wherever GPM is unsupported.
+that instance's row. sm_active_pct comes from GPM (Hopper+; for a MIG instance through its parent and
+GPU instance id); it is blank on the first sample (GPM needs two samples) and where GPM is unsupported.
 
 Never raises out of sample(); imports pynvml lazily so the sidecar runs where it is absent.
 """
@@ -56,6 +56,7 @@ class _Device:
         self.worked: set[str] = set()  # field groups that returned a value at least once
         self.lost = False
         self.gpm: Any = None          # (sample_a, sample_b, metrics struct, have_previous) when supported
+        self.gpm_instance: Any = None  # MIG only: (parent handle, GPU instance id) for nvmlGpmMigSampleGet
 
     def info(self) -> dict[str, Any]:
         return {"uuid": self.uuid, "index": self.index, "name": self.name, "mig": self.mig,
@@ -196,7 +197,10 @@ def _read_temp(d: _Device, row: dict) -> None:
 def _read_gpm(d: _Device, row: dict) -> None:
     """SM activity from two GPM samples: the previous call's and this one's (alternating buffers)."""
     a, b, mg, have_prev = d.gpm
-    _n.nvmlGpmSampleGet(d.handle, b)
+    if d.gpm_instance is None:
+        _n.nvmlGpmSampleGet(d.handle, b)
+    else:  # MIG: sampled through the parent GPU, per GPU instance
+        _n.nvmlGpmMigSampleGet(d.gpm_instance[0], d.gpm_instance[1], b)
     if have_prev:
         mg.sample1, mg.sample2 = a, b
         mg.numMetrics = 1
@@ -207,13 +211,19 @@ def _read_gpm(d: _Device, row: dict) -> None:
     d.gpm = (b, a, mg, True)
 
 
-def _setup_gpm(d: _Device) -> bool:
-    """Allocate GPM buffers when the device supports GPM (Hopper+); False otherwise."""
+def _setup_gpm(d: _Device, parent_handle: Any) -> bool:
+    """Allocate GPM buffers when the device supports GPM (Hopper+); False otherwise.
+
+    A MIG instance is sampled through its parent GPU and its GPU instance id (nvmlGpmMigSampleGet)."""
     n = _n
-    if d.mig or not hasattr(n, "nvmlGpmQueryDeviceSupport"):
+    if not hasattr(n, "nvmlGpmQueryDeviceSupport"):
         return False
     try:
-        if not n.nvmlGpmQueryDeviceSupport(d.handle).isSupportedDevice:
+        if d.mig:
+            if not hasattr(n, "nvmlGpmMigSampleGet"):
+                return False
+            d.gpm_instance = (parent_handle, n.nvmlDeviceGetGpuInstanceId(d.handle))
+        if not n.nvmlGpmQueryDeviceSupport(parent_handle if d.mig else d.handle).isSupportedDevice:
             return False
         a, b = n.nvmlGpmSampleAlloc(), n.nvmlGpmSampleAlloc()
     except n.NVMLError:
@@ -293,7 +303,7 @@ def _open_nvml(env: dict[str, str]) -> NvmlGpuSource | None | str:
                 if any(d.uuid == u for d in devices):
                     continue
                 h, idx, name, parent = found[u]
-                devices.append(_new_device(h, u, idx, name, parent))
+                devices.append(_new_device(h, u, idx, name, parent, found[parent][0] if parent else None))
         if not devices:
             pynvml.nvmlShutdown()
             if inventory and (env.get("CUDA_VISIBLE_DEVICES") or env.get("SLURM_JOB_GPUS")):
@@ -308,16 +318,16 @@ def _open_nvml(env: dict[str, str]) -> NvmlGpuSource | None | str:
         raise
 
 
-def _new_device(handle: Any, uuid: str, index: int, name: str, parent: str | None) -> _Device:
+def _new_device(handle: Any, uuid: str, index: int, name: str, parent: str | None, parent_handle: Any) -> _Device:
     d = _Device(handle, uuid, index, name, mig=parent is not None, parent_uuid=parent)
     mem = _read_mem_v2 if hasattr(_n, "nvmlMemory_v2") else _read_mem_v1
     if d.mig:
-        d.readers = {"mem": mem}  # the rest is per parent GPU or not available on MIG
+        d.readers = {"mem": mem}  # util is not available on MIG; power/temp/clocks belong to the parent
     else:
         d.readers = {"util": _read_util, "mem": mem, "power": _read_power, "energy": _read_energy,
                      "clock": _read_clock, "temp": _read_temp}
-        if _setup_gpm(d):
-            d.readers["gpm"] = _read_gpm
+    if _setup_gpm(d, parent_handle):
+        d.readers["gpm"] = _read_gpm
     return d
 
 

@@ -231,3 +231,11 @@ def test_gpu_already_lost_at_start_is_skipped(tmp_path):
     out = probe(tmp_path, conf(3, lost_after={1: "0"}, util={0: "5", 2: "7"}), samples=1)
     assert [(r["device"], r["util_pct"]) for r in out["samples"][0]] == [(G[0], 5), (G[2], 7)]
     assert out["stderr"] == ["jobsight sidecar: GPU index 1: cannot open it through NVML (GPU is lost); skipped"]
+
+
+def test_gpm_on_mig_instances_through_the_parent(tmp_path):
+    cfg = MIG_CFG + "gpu.1.gpm=1\ngpu.1.sm_active=30\ngpu.1.mig.0.sm_active=40\ngpu.1.mig.2.sm_active=12.5\n"
+    out = probe(tmp_path, cfg, samples=2)
+    second = {r["device"]: r["sm_active_pct"] for r in out["samples"][1]}
+    assert second == {G[0]: None, G[1]: 30.0, MIG_A: 40.0, MIG_B: 12.5}
+    assert all(r["sm_active_pct"] is None for r in out["samples"][0])

@@ -10,7 +10,7 @@
  *   mem_reserved / power_mw / energy_mj / energy_step_mj / sm_clock / temp / gpm (0|1) /
  *   sm_active / not_supported (util,mem,power,energy,clock,temp) / lost_after (device calls) /
  *   lost_when_exists (path) / lost_code / mig (0|1 mode) / max_mig
- *   gpu.I.mig.J.uuid / mem_total / mem_used / gi
+ *   gpu.I.mig.J.uuid / mem_total / mem_used / gi / sm_active (GPM via the parent, gpu.I.gpm=1)
  * Compile with -DFAKE_NO_MEMINFO_V2 to mimic a pre-510 driver without nvmlDeviceGetMemoryInfo_v2.
  *
  * Return codes, struct layouts and argument checks follow nvml.h / the NVML API reference for
@@ -460,6 +460,20 @@ nvmlReturn_t nvmlGpmSampleGet(fake_dev *d, nvmlGpmSample_t sample) {
     if (!d->gpm || d->is_mig) return NVML_ERROR_NOT_SUPPORTED;
     sample->taken = 1; sample->dev = d; sample->sm_active = d->sm_active;
     return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlGpmMigSampleGet(fake_dev *d, unsigned int gpuInstanceId, nvmlGpmSample_t sample) {
+    nvmlReturn_t r = enter(d, F_GPMGET); if (r) return r;
+    if (!sample || d->is_mig) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!d->gpm) return NVML_ERROR_NOT_SUPPORTED;
+    for (int j = 0; j < MAX_MIG; j++) {
+        fake_dev *m = d->migs[j];
+        if (m && (unsigned)m->gi == gpuInstanceId) {
+            if (dev_lost(m)) return m->lost_code;
+            sample->taken = 1; sample->dev = m; sample->sm_active = m->sm_active;
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
 }
 nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *m) {
     if (g_refcount == 0) return NVML_ERROR_UNINITIALIZED;
