@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 
 DEFAULT_ROOT = "/sys/fs/cgroup"
 # cgroup v1 reports "no limit" as a huge page-aligned number (LONG_MAX rounded down).
@@ -90,12 +89,16 @@ def _read_int(path: str) -> int | None:
         return None
 
 
-@dataclass
 class CgroupSample:
-    cpu_usec: int | None       # cumulative CPU time of everything in the job cgroup
-    mem_current: int | None
-    mem_peak: int | None
-    mem_max: int | None        # None = unlimited / not available
+    """cpu_usec: cumulative CPU time of everything in the job cgroup; mem_max None = unlimited/unknown."""
+    __slots__ = ("cpu_usec", "mem_current", "mem_peak", "mem_max")
+
+    def __init__(self, cpu_usec: int | None, mem_current: int | None, mem_peak: int | None,
+                 mem_max: int | None) -> None:
+        self.cpu_usec = cpu_usec
+        self.mem_current = mem_current
+        self.mem_peak = mem_peak
+        self.mem_max = mem_max
 
 
 class JobCgroup:

@@ -35,7 +35,7 @@ SIDECAR_VERSION = "0.1.0"
 # microseconds, psutil's (/proc/<pid>/stat) in 10 ms clock ticks, so psutil needs longer windows.
 FIRST_WINDOW_S = {"psutil": 0.25}
 MIN_UTIL_WINDOW_S = {"psutil": 0.2}
-DEFAULT_FIRST_WINDOW_S = 0.1
+DEFAULT_FIRST_WINDOW_S = 0.05
 DEFAULT_MIN_UTIL_WINDOW_S = 0.02
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 
