@@ -101,9 +101,8 @@ class NvmlGpuSource:
             if not d.lost and not self._closed:
                 try:
                     self._sample_device(d, row)
-                except Exception as exc:  # never let one device (or a binding bug) stop the sidecar
+                except Exception:  # belt and braces: sample() must never raise
                     row = blank_row(d.uuid, d.index)
-                    warn(f"GPU {d.uuid}: unexpected error {exc!r}; row left blank")
             rows.append(row)
         return rows
 
@@ -130,11 +129,17 @@ class NvmlGpuSource:
                     row.update(blank_row(d.uuid, d.index))
                     warn(f"GPU {d.uuid} (index {d.index}) lost ({exc}); its rows stay blank, other GPUs are still sampled")
                     return
-                if code in self._skip_field:
-                    del d.readers[group]  # blank from now on, never asked again
-                    if group == "gpm":
-                        self._free_gpm(d)
-                # any other error: blank this time, ask again next sample
+                if code in self._skip_field and not (group == "gpm" and code == self._nvml.NVML_ERROR_INVALID_ARGUMENT):
+                    self._drop(d, group)  # blank from now on, never asked again
+                # any other error (and a GPM sample pair NVML rejects): blank this time, ask again next sample
+            except Exception as exc:  # not an NVML error (a binding problem): drop the field, say so once
+                self._drop(d, group)
+                warn(f"GPU {d.uuid}: reading {group} failed ({exc!r}); left blank from now on")
+
+    def _drop(self, d: _Device, group: str) -> None:
+        d.readers.pop(group, None)
+        if group == "gpm":
+            self._free_gpm(d)
 
     def _free_gpm(self, d: _Device) -> None:
         if d.gpm is not None:
