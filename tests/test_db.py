@@ -1,0 +1,72 @@
+"""Schema creation, in-place upgrade, and refusal of a newer file."""
+import shutil
+
+import duckdb
+import pytest
+
+from analytics import db
+from analytics.cli import UserError
+
+VIEWS = {"jobs", "steps", "samples", "rejects", "ingests"}
+
+
+def _tables(con):
+    return {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+
+
+def test_empty_file_is_version_0_and_gets_everything(tmp_path):
+    path = tmp_path / "a.duckdb"
+    duckdb.connect(str(path)).close()          # a v0 file: exists, holds nothing
+    con = db.connect(path)
+    assert db.current_version(con) == db.known_version() >= 1
+    assert VIEWS | {"job", "step", "sample", "reject", "ingest_log", "sidecar_run", "schema_version"} <= _tables(con)
+    cols = [r[0] for r in con.execute("DESCRIBE jobs").fetchall()]
+    for c in ("cluster", "job_id", "job_id_raw", "array_job_id", "array_task_id", "het_job_id", "het_offset",
+              "job_name", "user", "account", "partition", "qos", "state", "exit_code", "submit_time", "start_time",
+              "end_time", "elapsed_s", "timelimit_s", "ncpus", "nnodes", "ntasks", "ngpus", "gpu_type",
+              "mem_req_bytes", "mem_alloc_bytes", "mem_peak_bytes", "cpu_time_s", "billing", "node_list", "source"):
+        assert c in cols
+    con.close()
+    con = db.connect(path)                      # reopening is a no-op
+    assert con.execute("SELECT count(*) FROM schema_version").fetchone()[0] == db.known_version()
+    con.close()
+
+
+def test_older_file_is_upgraded_in_place_keeping_data(tmp_path):
+    schema = tmp_path / "schema"
+    schema.mkdir()
+    shutil.copy(db.SCHEMA_DIR / "0001_init.sql", schema / "0001_init.sql")
+    path = tmp_path / "b.duckdb"
+    con = duckdb.connect(str(path))
+    assert db.migrate(con, schema_dir=schema) == 1
+    con.execute("INSERT INTO job (cluster, job_id, job_id_raw, source) VALUES ('c', '1', '1', 'slurm-sacct')")
+    (schema / "0002_extra.sql").write_text("ALTER TABLE job ADD COLUMN extra_note VARCHAR;")
+    assert db.migrate(con, schema_dir=schema) == 2
+    assert con.execute("SELECT job_id, extra_note FROM job").fetchall() == [("1", None)]
+    assert con.execute("SELECT version, name FROM schema_version ORDER BY version").fetchall() == [(1, "init"), (2, "extra")]
+    con.close()
+
+
+def test_failed_migration_changes_nothing(tmp_path):
+    schema = tmp_path / "schema"
+    schema.mkdir()
+    shutil.copy(db.SCHEMA_DIR / "0001_init.sql", schema / "0001_init.sql")
+    (schema / "0002_bad.sql").write_text("ALTER TABLE job ADD COLUMN ok1 INT; ALTER TABLE nosuch ADD COLUMN x INT;")
+    con = duckdb.connect(str(tmp_path / "c.duckdb"))
+    with pytest.raises(db.SchemaError, match="0002_bad.sql"):
+        db.migrate(con, schema_dir=schema)
+    assert db.current_version(con) == 1
+    assert "ok1" not in [r[0] for r in con.execute("DESCRIBE job").fetchall()]
+
+
+def test_newer_file_is_refused_untouched(tmp_path):
+    path = tmp_path / "d.duckdb"
+    con = db.connect(path)
+    future = db.known_version() + 1
+    con.execute("INSERT INTO schema_version VALUES (?, 'from_the_future', now()::TIMESTAMP)", [future])
+    con.close()
+    with pytest.raises(UserError, match=f"schema version {future}.*newer jobsight"):
+        db.connect(path)
+    con = duckdb.connect(str(path))
+    assert db.current_version(con) == future
+    con.close()

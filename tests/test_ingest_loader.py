@@ -1,0 +1,164 @@
+"""Loader: merge rule, idempotence, derived job numbers, seff fill-only, samples dedupe, transactions."""
+import json
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from analytics import db, ingest
+from analytics.records import ParseOptions, ParseResult, Reject
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "sacct"
+GiB, MiB = 1024 ** 3, 1024 ** 2
+OPTS = ParseOptions(timezone="Europe/Amsterdam")
+
+
+@pytest.fixture
+def con(tmp_path):
+    c = db.connect(tmp_path / "t.duckdb")
+    yield c
+    c.close()
+
+
+def run(con, *paths, opts=OPTS, fmt=None):
+    return ingest.ingest_paths(con, paths, opts, fmt=fmt)
+
+
+def one(con, sql, *args):
+    return con.execute(sql, list(args)).fetchone()
+
+
+def test_mixed_counts_and_duplicates(con):
+    (rep,) = run(con, FIX / "mixed-jobs.txt")
+    assert rep.format == "sacct" and rep.status == "ingested"
+    # 9 job lines (3000 twice: the requeued earlier run loses), 6 step lines
+    assert (rep.rows_in, rep.stored, rep.updated, rep.unchanged, rep.rejected) == (15, 14, 0, 1, 0)
+    assert one(con, "SELECT state, restarts, node_list FROM jobs WHERE job_id_raw = '3000'") == ("COMPLETED", 1, "node07")
+    assert one(con, "SELECT count(*) FROM jobs")[0] == 8 and one(con, "SELECT count(*) FROM steps")[0] == 6
+    log = one(con, "SELECT format, rows_in, stored, unchanged, checksum FROM ingests")
+    assert log[:4] == ("sacct", 15, 14, 1) and len(log[4]) == 64
+
+
+def test_same_file_twice_changes_nothing(con, tmp_path):
+    run(con, FIX / "mixed-jobs.txt")
+    before = con.execute("SELECT * FROM jobs ORDER BY job_id_raw").fetchall()
+    copy = tmp_path / "renamed.txt"
+    shutil.copy(FIX / "mixed-jobs.txt", copy)
+    reps = run(con, FIX / "mixed-jobs.txt", copy)
+    assert [r.status for r in reps] == ["already ingested", "already ingested"]
+    assert con.execute("SELECT * FROM jobs ORDER BY job_id_raw").fetchall() == before
+    assert one(con, "SELECT count(*) FROM ingests")[0] == 1
+
+
+def test_running_then_completed_updates_and_stale_record_does_not(con, tmp_path):
+    (a,) = run(con, FIX / "running-3001.txt")
+    assert (a.stored, a.updated) == (1, 0)
+    assert one(con, "SELECT state, end_time FROM jobs WHERE job_id_raw = '3001'") == ("RUNNING", None)
+    (b,) = run(con, FIX / "completed-3001.txt")
+    assert (b.stored, b.updated, b.unchanged) == (0, 1, 0)
+    row = one(con, "SELECT state, end_time, elapsed_s, cpu_time_s FROM jobs WHERE job_id_raw = '3001'")
+    assert row == ("COMPLETED", datetime(2026, 11, 2, 6, 0, 10), 3600, 3 * 3600.0)
+    stale = tmp_path / "stale.txt"   # the RUNNING record again, other bytes: lower rank -> unchanged
+    stale.write_text((FIX / "running-3001.txt").read_text() + "# re-exported\n")
+    (c,) = run(con, stale)
+    assert (c.stored, c.updated, c.unchanged, c.dropped) == (0, 0, 1, 1)
+    assert one(con, "SELECT state FROM jobs WHERE job_id_raw = '3001'") == ("COMPLETED",)
+
+
+def test_identical_record_in_new_file_is_unchanged(con, tmp_path):
+    run(con, FIX / "completed-3001.txt")
+    again = tmp_path / "again.txt"
+    again.write_text((FIX / "completed-3001.txt").read_text() + "\n")
+    (r,) = run(con, again)
+    assert (r.stored, r.updated, r.unchanged) == (0, 0, 1)
+
+
+def test_job_numbers_derived_from_steps(con):
+    run(con, FIX / "mixed-jobs.txt")
+    # largest step TRESUsageInTot mem (10G on step 0); TotalCPU from the job row
+    assert one(con, "SELECT mem_peak_bytes, cpu_time_s FROM jobs WHERE job_id_raw = '1001'") == (10 * GiB, 21660.0)
+    # no TRESUsageInTot: max over steps of MaxRSS x NTasks = max(500M x 1, 1M x 2); no job TotalCPU: 65.5 + 0.5
+    assert one(con, "SELECT mem_peak_bytes, cpu_time_s FROM jobs WHERE job_id_raw = '1010'") == (500 * MiB, 66.0)
+
+
+def _frame(rows, schema):
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def test_seff_only_fills_gaps(con):
+    run(con, FIX / "mixed-jobs.txt")
+    seff = ParseResult(format="seff", rows_in=2)
+    seff.jobs = pl.DataFrame({"cluster": ["testclu", "testclu"], "job_id": ["1001", "9999"],
+                              "job_id_raw": ["1001", "9999"], "state": ["FAILED", "COMPLETED"],
+                              "ncpus": [99, 2], "ntasks": [3, None], "source": ["slurm-seff", "slurm-seff"]})
+    rep = ingest.load_result(con, seff, "seff.txt", "x" * 64, {})
+    assert (rep.stored, rep.updated, rep.unchanged) == (1, 1, 0)
+    assert one(con, "SELECT state, ncpus, ntasks, source FROM jobs WHERE job_id_raw = '1001'") == \
+        ("COMPLETED", 8, 3, "slurm-sacct")
+
+
+def test_sacct_replaces_seff_record(con):
+    seff = ParseResult(format="seff", rows_in=1)
+    seff.jobs = pl.DataFrame({"cluster": ["testclu"], "job_id": ["1001"], "job_id_raw": ["1001"],
+                              "state": ["COMPLETED"], "ncpus": [1], "mem_peak_bytes": [5], "source": ["slurm-seff"]})
+    ingest.load_result(con, seff, "seff.txt", "y" * 64, {})
+    (rep,) = run(con, FIX / "mixed-jobs.txt")
+    assert rep.updated == 1
+    assert one(con, "SELECT ncpus, source FROM jobs WHERE job_id_raw = '1001'") == (8, "slurm-sacct")
+
+
+def test_samples_deduplicated(con):
+    t0 = datetime(2026, 11, 1, 10, 0, 0)
+    t1 = datetime(2026, 11, 1, 10, 0, 5)
+    frame = pl.DataFrame({"cluster": ["c"] * 3, "job_id_raw": ["1"] * 3, "host": ["n1"] * 3,
+                          "device": ["GPU-a", "GPU-a", "GPU-a"], "time": [t0, t1, t1],
+                          "util_pct": [50.0, 60.0, 60.0], "source": ["sidecar"] * 3})
+    r1 = ingest.load_result(con, ParseResult(format="sidecar", rows_in=3, samples=frame), "a.csv", "a" * 64, {})
+    assert (r1.stored, r1.unchanged) == (2, 1)
+    t2 = datetime(2026, 11, 1, 10, 0, 10)
+    frame2 = pl.DataFrame({"cluster": ["c"] * 2, "job_id_raw": ["1"] * 2, "host": ["n1"] * 2,
+                           "device": ["GPU-a"] * 2, "time": [t1, t2], "util_pct": [60.0, 70.0],
+                           "source": ["sidecar"] * 2})
+    r2 = ingest.load_result(con, ParseResult(format="sidecar", rows_in=3, samples=frame2, dropped=1),
+                            "b.csv", "b" * 64, {})
+    assert (r2.stored, r2.unchanged, r2.dropped) == (1, 1, 1)
+    assert [r[0] for r in con.execute("SELECT util_pct FROM samples ORDER BY time").fetchall()] == [50.0, 60.0, 70.0]
+
+
+def test_rejects_stored_with_file_line_reason(con, tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("JobID|State|Elapsed\n1|COMPLETED|00:01:00\n2|COMPLETED|nonsense\n")
+    (rep,) = run(con, bad)
+    assert (rep.stored, rep.rejected) == (1, 1)
+    row = one(con, "SELECT source_file, line_no, reason, raw, format FROM rejects")
+    assert row[0] == str(bad.resolve()) and row[1] == 3 and "elapsed" in row[2] and row[3] == "2|COMPLETED|nonsense"
+    assert row[4] == "sacct"
+
+
+def test_accounting_mismatch_rolls_back_whole_file(con):
+    res = ParseResult(format="sacct", rows_in=5, rejects=[Reject(1, "x")])
+    res.jobs = pl.DataFrame({"cluster": ["c"], "job_id": ["1"], "job_id_raw": ["1"], "source": ["slurm-sacct"]})
+    with pytest.raises(ingest.AccountingError, match="5 rows read but 2 accounted"):
+        ingest.load_result(con, res, "f.txt", "z" * 64, {})
+    assert one(con, "SELECT count(*) FROM jobs")[0] == 0
+    assert one(con, "SELECT count(*) FROM ingests")[0] == 0
+    assert one(con, "SELECT count(*) FROM rejects")[0] == 0
+
+
+def test_registry_skips_missing_modules(monkeypatch):
+    monkeypatch.setattr(ingest, "PARSER_MODULES", ("not_written_yet", "sacct_text"))
+    parsers = ingest.load_parsers()
+    assert list(parsers) == ["sacct"]
+
+
+def test_folder_walk_and_unreadable(con, tmp_path):
+    d = tmp_path / "dump"
+    (d / "sub").mkdir(parents=True)
+    shutil.copy(FIX / "running-3001.txt", d / "sub" / "a.txt")
+    (d / "notes.bin").write_bytes(b"\x00\x01 nothing we know")
+    (d / "x.meta.json").write_text("{}")
+    reps = run(con, d, tmp_path / "missing.txt")
+    by = {Path(r.path).name: r.status for r in reps}
+    assert by == {"notes.bin": "skipped", "a.txt": "ingested", "missing.txt": "unreadable"}
