@@ -1,0 +1,85 @@
+"""`jobsight ingest` as users run it: summary lines, --json, exit codes, --from-sacct plumbing."""
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from analytics import cli, sacct_runner
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "sacct"
+
+
+def test_summary_line_and_exit_code(tmp_path, capsys):
+    rc = cli.main(["ingest", "--db", str(tmp_path / "a.duckdb"), "--timezone", "UTC", str(FIX / "mixed-jobs.txt")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "mixed-jobs.txt: sacct, 15 rows: 14 stored, 0 updated, 0 rejected, 1 unchanged" in out
+
+
+def test_json_summary_and_unreadable_input(tmp_path, capsys):
+    rc = cli.main(["ingest", "--db", str(tmp_path / "a.duckdb"), "--json", "--timezone", "UTC",
+                   str(FIX / "running-3001.txt"), str(tmp_path / "nope.txt")])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 1
+    assert [f["status"] for f in doc["files"]] == ["ingested", "unreadable"]
+    assert doc["totals"]["stored"] == 1 and doc["failed"] == 1
+
+
+def test_columns_option(tmp_path, capsys):
+    f = tmp_path / "noheader.txt"
+    f.write_text("77|FAILED|00:02:00\n")
+    rc = cli.main(["ingest", "--db", str(tmp_path / "a.duckdb"), "--format", "sacct", "--columns",
+                   "JobID,State,Elapsed", str(f)])
+    assert rc == 0 and "1 stored" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--since", "2026-01-01", "x.txt"], "--since only applies"),
+    (["--timezone", "Mars/Olympus", "x.txt"], "unknown time zone"),
+    ([], "nothing to ingest"),
+])
+def test_user_errors(tmp_path, capsys, argv, msg):
+    rc = cli.main(["ingest", "--db", str(tmp_path / "a.duckdb"), *argv])
+    assert rc == 2 and msg in capsys.readouterr().err
+
+
+def _fake_sacct(tmp_path, body):
+    """A stand-in `sacct` that records its argv and TZ, and prints body."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    script = bindir / "sacct"
+    script.write_text(f"#!/bin/sh\necho \"$TZ $*\" >> {tmp_path}/calls\ncat <<'EOF'\n{body}EOF\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return bindir
+
+
+def test_from_sacct_runs_sacct_in_utc_and_is_incremental(tmp_path, capsys, monkeypatch):
+    header = "|".join(sacct_runner.SACCT_COLUMNS)
+    row = dict.fromkeys(sacct_runner.SACCT_COLUMNS, "")
+    row.update(JobID="55", JobIDRaw="55", Cluster="c1", State="COMPLETED", Start="2026-11-01T10:00:00",
+               End="2026-11-01T11:00:00", JobName="x|y")
+    body = header + "\n" + "|".join(row[c] for c in sacct_runner.SACCT_COLUMNS) + "\n"
+    bindir = _fake_sacct(tmp_path, body)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    dbp = str(tmp_path / "a.duckdb")
+    assert cli.main(["ingest", "--db", dbp, "--from-sacct", "--timezone", "Asia/Tokyo"]) == 0
+    assert cli.main(["ingest", "--db", dbp, "--from-sacct", "--cluster", "c1"]) == 0
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls[0].startswith("UTC --allusers --duplicates --parsable2")
+    assert "-S 1970-01-01T00:00:00" in calls[0]
+    assert "-S 2026-11-01T11:00:00" in calls[1] and calls[1].endswith("-M c1")   # from the stored end time
+    out = capsys.readouterr().out
+    assert "1 stored" in out and "already ingested" in out
+    import duckdb
+    con = duckdb.connect(dbp)
+    # TZ=UTC output is read as UTC whatever --timezone says; the name with '|' is recovered
+    assert con.execute("SELECT job_name, end_time::VARCHAR FROM jobs").fetchall() == [("x|y", "2026-11-01 11:00:00")]
+    con.close()
+
+
+def test_from_sacct_without_sacct(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    rc = cli.main(["ingest", "--db", str(tmp_path / "a.duckdb"), "--from-sacct"])
+    assert rc == 2 and "sacct` command was not found" in capsys.readouterr().err
