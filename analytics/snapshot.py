@@ -1,0 +1,240 @@
+"""Read-only snapshots of the database for the dashboard, so that it can live beside ingest.
+
+DuckDB lets one process write a file and a writer keeps other processes from opening it, so the
+dashboard never reads the live database. After a successful ingest, ``publish(db)``:
+
+1. copies ``<db>`` (and its ``.wal``, if any) to a temporary name in the same directory;
+2. opens the copy and materialises the metric views the dashboard reads (``dash_job_metrics``,
+   ``dash_job_flags``, ``dash_usage_daily``; at a million jobs the views are too slow to
+   recompute per click), records when it was published, checkpoints and closes it;
+3. fsyncs the copy and ``os.replace``-s it onto ``<db>.snapshot``, then fsyncs the directory.
+
+A reader therefore sees either the old snapshot or the new one, never a half-written file.
+``SnapshotReader`` opens the newest snapshot read-only (the database itself, read-only, when no
+snapshot was published yet) and reopens it when the file's inode or mtime changes; requests
+already running keep the generation they started with until they finish.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import shutil
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import duckdb
+
+from analytics import db as dbmod
+from analytics.cli import UserError
+
+SNAPSHOT_SUFFIX = ".snapshot"
+
+# The tables publish() materialises and the views they are made from. The dashboard's queries
+# use the table when it exists and the view otherwise (a database with no snapshot yet).
+MATERIALISED: dict[str, str] = {
+    "dash_job_metrics": "SELECT * FROM job_metrics",
+    "dash_job_flags": "SELECT * FROM job_flags",
+    "dash_usage_daily": ('SELECT cluster, job_id_raw, "user", account, "partition", state, period_start, '
+                         "sbu, wasted_sbu, core_hours, gpu_hours FROM usage_daily"),
+}
+
+
+def snapshot_path(db_path: str | os.PathLike) -> Path:
+    p = Path(db_path)
+    return p.with_name(p.name + SNAPSHOT_SUFFIX)
+
+
+def _fsync_path(path: Path, directory: bool = False) -> None:
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def materialise(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the dash_* tables from the views, in one transaction."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for table, select in MATERIALISED.items():
+            con.execute(f"CREATE OR REPLACE TABLE {table} AS {select}")
+        con.execute("CREATE OR REPLACE TABLE dash_snapshot AS SELECT ?::TIMESTAMP AS published_at",
+                    [dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)])
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+
+
+def publish(db_path: str | os.PathLike) -> Path:
+    """Publish an atomic read-only snapshot of ``db_path`` next to it; return its path.
+
+    Call it after the writer has closed its connection (closing checkpoints the file), e.g. at the
+    end of a successful `jobsight ingest`. Raises UserError with the reason if anything fails; the
+    previous snapshot then stays in place untouched.
+    """
+    src = Path(db_path)
+    if not src.is_file():
+        raise UserError(f"{src}: no such database to snapshot")
+    dest = snapshot_path(src)
+    tmp = src.with_name(f".{src.name}.snapshot-tmp-{os.getpid()}-{threading.get_ident()}")
+    tmp_wal = tmp.with_name(tmp.name + ".wal")
+    try:
+        shutil.copyfile(src, tmp)
+        wal = src.with_name(src.name + ".wal")
+        if wal.is_file() and wal.stat().st_size:
+            shutil.copyfile(wal, tmp_wal)   # replayed by the open below
+        try:
+            con = duckdb.connect(str(tmp))
+        except duckdb.Error as exc:
+            raise UserError(f"{src}: cannot open the copy for the snapshot: {exc}") from exc
+        try:
+            materialise(con)
+            con.execute("CHECKPOINT")
+        except duckdb.Error as exc:
+            raise UserError(f"{src}: building the snapshot failed: {exc}") from exc
+        finally:
+            con.close()
+        if tmp_wal.exists():
+            tmp_wal.unlink()
+        _fsync_path(tmp)
+        os.replace(tmp, dest)
+        _fsync_path(dest.parent, directory=True)
+    except OSError as exc:
+        raise UserError(f"{src}: cannot write snapshot {dest}: {exc}") from exc
+    finally:
+        for p in (tmp, tmp_wal):
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+    return dest
+
+
+@dataclass(frozen=True)
+class ReadHandle:
+    """A cursor on one snapshot and the names of the tables in it (to pick dash_* or the views)."""
+    con: duckdb.DuckDBPyConnection
+    tables: frozenset[str]
+
+    @classmethod
+    def of(cls, con: duckdb.DuckDBPyConnection) -> "ReadHandle":
+        """Wrap a plain connection (tests, the CLI): its tables are looked up once."""
+        names = frozenset(r[0] for r in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall())
+        return cls(con, names)
+
+
+@dataclass
+class _Generation:
+    """One opened file. Closed once it is replaced and no request uses it any more."""
+    con: duckdb.DuckDBPyConnection
+    key: tuple[int, int, int]          # (inode, mtime_ns, size) of the file when opened
+    path: Path
+    users: int = 0
+    retired: bool = False
+    tables: frozenset[str] = field(default_factory=frozenset)
+
+
+class SnapshotReader:
+    """Hands out read-only cursors on the newest snapshot of a database.
+
+    ``with reader.cursor() as cur:`` gives a cursor whose default catalog is the snapshot. Each
+    generation lives in its own in-memory DuckDB instance with the file ATTACHed read-only:
+    ``duckdb.connect(path)`` would return the process-wide cached instance of the *old* file.
+    """
+
+    def __init__(self, db_path: str | os.PathLike, check_views: bool = True):
+        self.db_path = Path(db_path)
+        self.check_views = check_views
+        self._lock = threading.Lock()
+        self._gen: _Generation | None = None
+        self.reopened = 0
+
+    def _target(self) -> Path:
+        snap = snapshot_path(self.db_path)
+        if snap.is_file():
+            return snap
+        if self.db_path.is_file():
+            return self.db_path
+        raise UserError(f"{self.db_path}: no such database (and no snapshot {snap})")
+
+    @staticmethod
+    def _key(path: Path) -> tuple[int, int, int]:
+        st = path.stat()
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def _open(self, path: Path) -> _Generation:
+        key = self._key(path)
+        con = duckdb.connect(":memory:")
+        try:
+            escaped = str(path).replace("'", "''")
+            con.execute(f"ATTACH '{escaped}' AS snap (READ_ONLY)")
+            con.execute("USE snap")
+            have = dbmod.current_version(con)
+            if have != dbmod.known_version():
+                raise UserError(f"{path} has schema version {have}, this jobsight needs {dbmod.known_version()}; "
+                                "open it once read-write (e.g. `jobsight ingest --db ...`) to upgrade")
+            if self.check_views:
+                from analytics.session import views_checksum
+                stored = con.execute("SELECT text FROM setting WHERE name = 'views.checksum'").fetchone()
+                if not stored or stored[0] != views_checksum():
+                    raise UserError(f"{path}: its metric views are from another jobsight version; open the "
+                                    "database once read-write (e.g. `jobsight flags --db ...`) and publish again")
+            tables = frozenset(r[0] for r in con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'snap'").fetchall())
+        except duckdb.Error as exc:
+            con.close()
+            raise UserError(f"cannot open {path} read-only: {exc}") from exc
+        except BaseException:
+            con.close()
+            raise
+        return _Generation(con=con, key=key, path=path, tables=tables)
+
+    def _current(self) -> _Generation:
+        """The generation to use now, reopening when the file changed. Caller holds the lock."""
+        path = self._target()
+        try:
+            key = self._key(path)
+        except FileNotFoundError:          # replaced between is_file() and stat(): look again
+            path = self._target()
+            key = self._key(path)
+        gen = self._gen
+        if gen is None or gen.key != key or gen.path != path:
+            new = self._open(path)
+            if gen is not None:
+                gen.retired = True
+                self.reopened += 1
+                if gen.users == 0:
+                    gen.con.close()
+            self._gen = gen = new
+        return gen
+
+    @contextlib.contextmanager
+    def cursor(self) -> Iterator["ReadHandle"]:
+        with self._lock:
+            gen = self._current()
+            gen.users += 1
+            cur = gen.con.cursor()
+        try:
+            cur.execute("USE snap")
+            yield ReadHandle(cur, gen.tables)
+        finally:
+            cur.close()
+            with self._lock:
+                gen.users -= 1
+                if gen.retired and gen.users == 0:
+                    gen.con.close()
+
+    def tables(self) -> frozenset[str]:
+        with self._lock:
+            return self._current().tables
+
+    def close(self) -> None:
+        with self._lock:
+            if self._gen is not None:
+                self._gen.retired = True
+                if self._gen.users == 0:
+                    self._gen.con.close()
+                self._gen = None

@@ -1,0 +1,280 @@
+"""Every number the dashboard shows comes from a function here.
+
+Each function takes a ``ReadHandle`` (a read-only cursor on the snapshot, see analytics/snapshot.py),
+a ``Scope`` (who is asking) and the page's filters, and returns plain Python or pandas values.
+The scope is applied inside the SQL of every query, with bound parameters, so a crafted callback
+request cannot reach rows outside it: a job or project outside the scope looks exactly like one
+that does not exist (no rows, zero totals, the same "not found" text).
+
+Period filters: job-level numbers (counts, efficiencies, flags, tables) take jobs that *started* in
+the period; SBU and hours over time are split by day across the jobs' run time (the usage_daily
+view, as XDMoD does), so the chart and the totals above it add up.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from analytics.snapshot import ReadHandle
+
+ROLES = ("admin", "lead", "user")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Who is asking. admin: everything; lead: own jobs and the jobs of ``accounts``; user: own jobs."""
+    role: str
+    user: str
+    accounts: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"unknown role {self.role!r}")
+
+    def sql(self, alias: str = "") -> tuple[str, list]:
+        """SQL condition (for a relation with "user" and account columns) and its parameters."""
+        a = f"{alias}." if alias else ""
+        if self.role == "admin":
+            return "TRUE", []
+        if not self.user:
+            return "FALSE", []
+        if self.role == "lead" and self.accounts:
+            return f'({a}"user" = ? OR list_contains(?::VARCHAR[], {a}account))', [self.user, list(self.accounts)]
+        return f'{a}"user" = ?', [self.user]
+
+
+@dataclass(frozen=True)
+class Filters:
+    """The page's filters (from the URL). ``until`` is inclusive (the whole day)."""
+    since: dt.date | None = None
+    until: dt.date | None = None
+    user: str | None = None
+    account: str | None = None
+    partition: str | None = None
+    codes: tuple[str, ...] = ()
+    severities: tuple[str, ...] = ()
+
+    def where(self, scope: Scope, time_col: str = "start_time", alias: str = "") -> tuple[str, list]:
+        """' WHERE ...' with the scope first, then the filters; parameters in order."""
+        a = f"{alias}." if alias else ""
+        sc, params = scope.sql(alias)
+        clauses = [sc]
+        if self.since:
+            clauses.append(f"{a}{time_col} >= ?")
+            params.append(dt.datetime.combine(self.since, dt.time()))
+        if self.until:
+            clauses.append(f"{a}{time_col} < ?")
+            params.append(dt.datetime.combine(self.until + dt.timedelta(days=1), dt.time()))
+        for value, col in ((self.user, '"user"'), (self.account, "account"), (self.partition, '"partition"')):
+            if value:
+                clauses.append(f"{a}{col} = ?")
+                params.append(value)
+        return " WHERE " + " AND ".join(clauses), params
+
+
+def _src(h: ReadHandle, name: str) -> str:
+    """The materialised table of a snapshot when there is one, else the view."""
+    return f"dash_{name}" if f"dash_{name}" in h.tables else name
+
+
+def _df(h: ReadHandle, sql: str, params: list) -> pd.DataFrame:
+    return h.con.execute(sql, params).df()
+
+
+def _flag_filter(f: Filters) -> tuple[str, list]:
+    clauses, params = [], []
+    if f.codes:
+        clauses.append("list_contains(?::VARCHAR[], code)")
+        params.append(list(f.codes))
+    if f.severities:
+        clauses.append("list_contains(?::VARCHAR[], severity)")
+        params.append(list(f.severities))
+    return "".join(f" AND {c}" for c in clauses), params
+
+
+# --- overview -------------------------------------------------------------------------------
+
+def totals(h: ReadHandle, scope: Scope, f: Filters) -> dict[str, float]:
+    """Totals for the period: SBU, wasted SBU, core/GPU-hours (split by day), jobs, flagged jobs
+    and idle-GPU hours (GPU-hours on devices whose mean utilisation was under flags.gpu_idle_pct)."""
+    w, p = f.where(scope, time_col="period_start")
+    u = h.con.execute(
+        f"SELECT COALESCE(sum(sbu), 0), COALESCE(sum(wasted_sbu), 0), COALESCE(sum(core_hours), 0), "
+        f"COALESCE(sum(gpu_hours), 0) FROM {_src(h, 'usage_daily')}{w}", p).fetchone()
+    w, p = f.where(scope)
+    j = h.con.execute(
+        f"SELECT count(*), COALESCE(sum(elapsed_s / 3600.0 * COALESCE(gpus_idle, CASE WHEN gpu_util_pct < "
+        f"COALESCE((SELECT value FROM setting WHERE name = 'flags.gpu_idle_pct'), 1) THEN ngpus ELSE 0 END)), 0) "
+        f"FROM {_src(h, 'job_metrics')}{w}", p).fetchone()
+    flagged = h.con.execute(
+        f"SELECT count(DISTINCT (cluster, job_id_raw)) FROM {_src(h, 'job_flags')}{w}", p).fetchone()[0]
+    return {"sbu": float(u[0]), "wasted_sbu": float(u[1]), "core_hours": float(u[2]), "gpu_hours": float(u[3]),
+            "jobs": int(j[0]), "idle_gpu_hours": float(j[1]), "flagged_jobs": int(flagged)}
+
+
+def usage_over_time(h: ReadHandle, scope: Scope, f: Filters, grain: str = "day",
+                    stack: str = "account") -> pd.DataFrame:
+    """SBU burned and wasted per period and per project (account) or partition.
+    Columns: period_start, group, sbu, wasted_sbu."""
+    if grain not in ("day", "week", "month"):
+        raise ValueError(f"unknown grain {grain!r}")
+    col = {"account": "account", "partition": '"partition"', "user": '"user"'}.get(stack)
+    if col is None:
+        raise ValueError(f"unknown stack {stack!r}")
+    w, p = f.where(scope, time_col="period_start")
+    return _df(h, f"SELECT date_trunc('{grain}', period_start) AS period_start, COALESCE({col}, '(none)') AS \"group\", "
+                  f"sum(sbu) AS sbu, COALESCE(sum(wasted_sbu), 0) AS wasted_sbu "
+                  f"FROM {_src(h, 'usage_daily')}{w} GROUP BY ALL ORDER BY 1, 2", p)
+
+
+EFFICIENCIES = {"cpu_eff_pct": "CPU", "gpu_util_pct": "GPU", "mem_eff_pct": "Memory", "time_eff_pct": "Time"}
+
+
+def efficiency_histogram(h: ReadHandle, scope: Scope, f: Filters) -> pd.DataFrame:
+    """Jobs per 10 % efficiency bin (0-10 ... 90-100, >100 counted in the last bin) for each of
+    CPU, GPU, memory and time. Columns: metric, bin (0, 10, ... 90), jobs."""
+    w, p = f.where(scope)
+    parts = [f"SELECT '{label}' AS metric, LEAST(floor(GREATEST({col}, 0) / 10) * 10, 90) AS bin, count(*) AS jobs "
+             f"FROM {_src(h, 'job_metrics')}{w} AND {col} IS NOT NULL GROUP BY ALL"
+             for col, label in EFFICIENCIES.items()]
+    return _df(h, " UNION ALL ".join(parts) + " ORDER BY 1, 2", p * len(parts))
+
+
+def flag_counts(h: ReadHandle, scope: Scope, f: Filters) -> pd.DataFrame:
+    """Jobs per flag code and severity. Columns: code, severity, jobs, sbu."""
+    w, p = f.where(scope)
+    fw, fp = _flag_filter(f)
+    return _df(h, f"SELECT code, severity, count(*) AS jobs, sum(sbu) AS sbu FROM {_src(h, 'job_flags')}{w}{fw} "
+                  f"GROUP BY ALL ORDER BY jobs DESC, code", p + fp)
+
+
+# --- users / projects -----------------------------------------------------------------------
+
+def entity_table(h: ReadHandle, scope: Scope, f: Filters, by: str = "user") -> pd.DataFrame:
+    """One row per user or per account (project): jobs, SBU, wasted SBU, GPU-hours, core-hours,
+    CPU efficiency (core-hour weighted), GPU utilisation (GPU-hour weighted), mean memory and
+    time efficiency, flagged jobs. Only jobs inside the scope count."""
+    col = {"user": '"user"', "account": "account"}.get(by)
+    if col is None:
+        raise ValueError(f"unknown grouping {by!r}")
+    w, p = f.where(scope)
+    src, flags = _src(h, "job_metrics"), _src(h, "job_flags")
+    sql = f"""
+    WITH m AS (SELECT * FROM {src}{w}),
+    fl AS (SELECT DISTINCT cluster, job_id_raw FROM {flags}{w})
+    SELECT COALESCE(m.{col}, '(none)') AS name, count(*) AS jobs,
+           round(COALESCE(sum(sbu), 0), 2) AS sbu, round(COALESCE(sum(wasted_sbu), 0), 2) AS wasted_sbu,
+           round(sum(gpu_hours), 2) AS gpu_hours, round(sum(core_hours), 2) AS core_hours,
+           round(sum(cpu_eff_pct * core_hours) FILTER (WHERE cpu_eff_pct IS NOT NULL)
+                 / NULLIF(sum(core_hours) FILTER (WHERE cpu_eff_pct IS NOT NULL), 0), 1) AS cpu_eff_pct,
+           round(sum(gpu_util_pct * gpu_hours) FILTER (WHERE gpu_util_pct IS NOT NULL)
+                 / NULLIF(sum(gpu_hours) FILTER (WHERE gpu_util_pct IS NOT NULL), 0), 1) AS gpu_util_pct,
+           round(avg(mem_eff_pct), 1) AS mem_eff_pct, round(avg(time_eff_pct), 1) AS time_eff_pct,
+           count(fl.job_id_raw) AS flagged_jobs
+    FROM m LEFT JOIN fl USING (cluster, job_id_raw)
+    GROUP BY ALL ORDER BY sbu DESC, name"""
+    return _df(h, sql, p + p)
+
+
+# --- flagged jobs ---------------------------------------------------------------------------
+
+FLAG_COLUMNS = ["cluster", "job_id", "job_id_raw", "job_name", "user", "account", "partition", "state",
+                "start_time", "sbu", "wasted_sbu", "code", "severity", "message", "advice"]
+
+
+def flagged_jobs(h: ReadHandle, scope: Scope, f: Filters, limit: int = 500) -> tuple[pd.DataFrame, int]:
+    """The flags in scope matching the filters, most wasted SBU first (at most ``limit`` rows),
+    and how many there are in all."""
+    w, p = f.where(scope)
+    fw, fp = _flag_filter(f)
+    src = _src(h, "job_flags")
+    total = h.con.execute(f"SELECT count(*) FROM {src}{w}{fw}", p + fp).fetchone()[0]
+    cols = ", ".join(f'"{c}"' for c in FLAG_COLUMNS)
+    df = _df(h, f"SELECT {cols} FROM {src}{w}{fw} "
+                f"ORDER BY COALESCE(wasted_sbu, 0) DESC, sbu DESC, cluster, job_id_raw, code LIMIT ?",
+             p + fp + [int(limit)])
+    return df, int(total)
+
+
+def filter_options(h: ReadHandle, scope: Scope) -> dict[str, list[str]]:
+    """Users, accounts, partitions and flag codes that occur in the scope (for the dropdowns)."""
+    sc, p = scope.sql()
+    src = _src(h, "job_metrics")
+    out = {}
+    for key, col in (("user", '"user"'), ("account", "account"), ("partition", '"partition"')):
+        out[key] = [r[0] for r in h.con.execute(
+            f"SELECT DISTINCT {col} FROM {src} WHERE {sc} AND {col} IS NOT NULL ORDER BY 1", p).fetchall()]
+    out["code"] = [r[0] for r in h.con.execute(
+        f"SELECT DISTINCT code FROM {_src(h, 'job_flags')} WHERE {sc} ORDER BY 1", p).fetchall()]
+    return out
+
+
+# --- one job --------------------------------------------------------------------------------
+
+JOB_FIELDS = ["cluster", "job_id", "job_id_raw", "job_name", "user", "account", "partition", "qos", "state",
+              "exit_code", "submit_time", "start_time", "end_time", "elapsed_s", "timelimit_s", "ncpus", "nnodes",
+              "ngpus", "gpu_type", "node_list", "mem_charged_bytes", "mem_peak_bytes", "mem_peak_source",
+              "cpu_eff_pct", "cpu_eff_source", "mem_eff_pct", "time_eff_pct", "gpu_util_pct", "gpu_util_source",
+              "gpu_mem_peak_pct", "gpus_idle", "sbu", "sbu_source", "wasted_sbu", "charge_driver",
+              "core_hours", "gpu_hours"]
+
+
+def job(h: ReadHandle, scope: Scope, cluster: str | None, job_id: str) -> dict[str, Any] | None:
+    """One job's metadata and metrics, or None when it does not exist *or* is outside the scope.
+    ``job_id`` is JobIDRaw, or the JobID as printed (123_4) when no raw id matches; ``cluster``
+    may be None when the id is unique."""
+    sc, p = scope.sql()
+    cols = ", ".join(f'"{c}"' for c in JOB_FIELDS)
+    cl = "" if not cluster else " AND cluster = ?"
+    rows = h.con.execute(
+        f"SELECT {cols} FROM {_src(h, 'job_metrics')} WHERE {sc}{cl} AND (job_id_raw = ? OR job_id = ?) "
+        f"ORDER BY (job_id_raw = ?) DESC LIMIT 2",
+        p + ([cluster] if cluster else []) + [job_id, job_id, job_id]).fetchall()
+    if not rows or (len(rows) == 2 and not cluster and rows[0][2] != job_id):
+        return None  # nothing visible, or an ambiguous printed id across clusters
+    return dict(zip(JOB_FIELDS, rows[0]))
+
+
+def job_flag_rows(h: ReadHandle, scope: Scope, cluster: str, job_id_raw: str) -> list[dict[str, Any]]:
+    sc, p = scope.sql()
+    cur = h.con.execute(f"SELECT code, severity, message, advice FROM {_src(h, 'job_flags')} "
+                        f"WHERE {sc} AND cluster = ? AND job_id_raw = ? ORDER BY severity = 'alarm' DESC, code",
+                        p + [cluster, job_id_raw])
+    return [dict(zip(("code", "severity", "message", "advice"), r)) for r in cur.fetchall()]
+
+
+MAX_POINTS_PER_SERIES = 2000
+
+
+def job_samples(h: ReadHandle, scope: Scope, cluster: str, job_id_raw: str) -> pd.DataFrame:
+    """The job's samples (empty when the job is outside the scope). GPUs from one source, as the
+    metric views do: the sidecar's when it has any, else nvidia-smi's. Long series are averaged
+    into at most MAX_POINTS_PER_SERIES time buckets per device.
+    Columns: host, device, gpu_index, time, util_pct, mem_used_bytes, mem_total_bytes."""
+    sc, p = scope.sql("j")
+    base = (f"SELECT s.host, s.device, s.gpu_index, s.time, s.util_pct, s.mem_used_bytes, s.mem_total_bytes, s.source "
+            f"FROM sample s WHERE s.cluster = ? AND s.job_id_raw = ? "
+            f"AND EXISTS (SELECT 1 FROM jobs j WHERE j.cluster = ? AND j.job_id_raw = ? AND {sc})")
+    params = [cluster, job_id_raw, cluster, job_id_raw] + p
+    span = h.con.execute(f"SELECT count(*), max(n) FROM (SELECT count(*) AS n FROM ({base}) GROUP BY host, device)",
+                         params).fetchone()
+    if not span[0]:
+        return pd.DataFrame(columns=["host", "device", "gpu_index", "time", "util_pct", "mem_used_bytes",
+                                     "mem_total_bytes"])
+    if span[1] > MAX_POINTS_PER_SERIES:
+        sql = (f"WITH b AS ({base}), r AS (SELECT min(time) AS t0, max(time) AS t1 FROM b) "
+               f"SELECT host, device, min(gpu_index) AS gpu_index, min(time) AS time, avg(util_pct) AS util_pct, "
+               f"max(mem_used_bytes) AS mem_used_bytes, max(mem_total_bytes) AS mem_total_bytes, "
+               f"min(source) AS source FROM b, r "
+               f"GROUP BY host, device, floor(date_diff('millisecond', t0, time) * ? / GREATEST(date_diff('millisecond', t0, t1) + 1, 1)) "
+               f"ORDER BY host, device, time")
+        df = _df(h, sql, params + [MAX_POINTS_PER_SERIES])
+    else:
+        df = _df(h, f"{base} ORDER BY s.host, s.device, s.time", params)
+    gpu = df["device"] != "cpu"
+    if (gpu & (df["source"] == "sidecar")).any():
+        df = df[~gpu | (df["source"] == "sidecar")]
+    return df.drop(columns=["source"]).reset_index(drop=True)

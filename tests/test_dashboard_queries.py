@@ -1,0 +1,204 @@
+"""Dashboard data layer (dashboard/queries.py) and figures on a hand-made database.
+
+The database (build_db, also used by the other dashboard tests), cluster c1, all COMPLETED:
+  job 1  alice  proj-a  cpu  4 cores 2 h, billing 4  -> 8 SBU; TotalCPU 2 h -> CPU 25 % -> 6 wasted
+         8 GiB allocated, 1 GiB peak; flags cpu_low_eff (alarm), cpu_serial_on_many, mem_oversized
+  job 2  bob    proj-b  gpu  1 GPU, 8 cores 1 h, billing 100 -> 100 SBU; GPU samples 10 % -> 90 wasted;
+         flag gpu_low_util (alarm, 10 < 15); job name is an HTML payload
+  job 3  carol  proj-a  cpu  1 core 1 h (the next day), billing 1 -> 1 SBU, CPU 100 % -> 0 wasted; no flag
+  job 4  bob    proj-b  gpu  2 GPUs 2 h, billing 200 -> 400 SBU; both GPUs at 0 % -> 400 wasted,
+         2 idle GPUs x 2 h = 4 idle-GPU hours; flags gpu_idle, gpu_unused_devices, gpu_fits_smaller
+Totals: 509 SBU, 496 wasted, 17 core-hours (8 + 8 + 1 + 0: job 4 has no ncpus), 5 GPU-hours, 3 flagged jobs.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from analytics.config import parse_config
+from analytics.session import open_db
+from analytics.snapshot import ReadHandle, SnapshotReader, publish
+from dashboard import figures, queries
+from dashboard.queries import Filters, Scope
+
+GiB = 2**30
+T0 = dt.datetime(2026, 11, 16, 10, 0, 0)  # a Monday
+XSS = '<img src=x onerror="alert(1)">'
+
+ADMIN = Scope("admin", "root")
+ALICE = Scope("user", "alice")
+BOB = Scope("user", "bob")
+DAVE_LEADS_A = Scope("lead", "dave", ("proj-a",))
+NOBODY = Scope("user", "mallory")
+
+
+def add_job(con, job_id, **kw):
+    row = dict(cluster="c1", job_id=job_id, job_id_raw=job_id, state="COMPLETED", source="test",
+               start_time=T0, partition="cpu", user="alice", account="proj-a")
+    row.update(kw)
+    row["end_time"] = row["start_time"] + dt.timedelta(seconds=row["elapsed_s"])
+    cols = list(row)
+    con.execute(f"INSERT INTO job ({', '.join(chr(34) + c + chr(34) for c in cols)}) VALUES ({', '.join('?' * len(cols))})",
+                list(row.values()))
+
+
+def add_samples(con, job_id, device, utils, mem_used, mem_total, start=T0, step_s=10, gpu_index=None):
+    for i, u in enumerate(utils):
+        con.execute("INSERT INTO sample (cluster, job_id_raw, host, device, time, util_pct, mem_used_bytes, "
+                    "mem_total_bytes, gpu_index, source) VALUES ('c1', ?, 'n1', ?, ?, ?, ?, ?, ?, 'sidecar')",
+                    [job_id, device, start + dt.timedelta(seconds=i * step_s), u, mem_used[i], mem_total, gpu_index])
+
+
+def build_db(path: Path) -> Path:
+    con, _ = open_db(path, parse_config({}))
+    add_job(con, "1", elapsed_s=7200, timelimit_s=4 * 3600, ncpus=4, billing=4, cpu_time_s=7200,
+            mem_alloc_bytes=8 * GiB, mem_peak_bytes=1 * GiB, job_name="prep")
+    add_job(con, "2", user="bob", account="proj-b", partition="gpu", elapsed_s=3600, timelimit_s=7200, ncpus=8,
+            ngpus=1, billing=100, cpu_time_s=8 * 3600, mem_alloc_bytes=16 * GiB, mem_peak_bytes=12 * GiB,
+            job_name=XSS)
+    add_samples(con, "2", "GPU-0000aaaa", [10, 10], [30e9, 30e9], 40e9, gpu_index=0)
+    add_samples(con, "2", "cpu", [50, 70], [10 * GiB, 12 * GiB], 16 * GiB)
+    add_job(con, "3", user="carol", start_time=T0 + dt.timedelta(days=1), elapsed_s=3600, timelimit_s=7200,
+            ncpus=1, billing=1, cpu_time_s=3600, mem_alloc_bytes=2 * GiB, mem_peak_bytes=int(1.5 * GiB))
+    add_job(con, "4", user="bob", account="proj-b", partition="gpu", elapsed_s=7200, ngpus=2, billing=200)
+    add_samples(con, "4", "GPU-0000bbbb", [0, 0], [0, 0], 40e9, gpu_index=0)
+    add_samples(con, "4", "GPU-0000cccc", [0, 0], [0, 0], 40e9, gpu_index=1)
+    con.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def db_path(tmp_path_factory):
+    return build_db(tmp_path_factory.mktemp("dash") / "jobs.duckdb")
+
+
+@pytest.fixture(scope="module", params=["views", "snapshot"])
+def h(request, db_path):
+    """The same questions against the live views and against a published snapshot's tables."""
+    if request.param == "views":
+        con, _ = open_db(db_path, read_only=True)
+        yield ReadHandle.of(con)
+        con.close()
+    else:
+        publish(db_path)
+        reader = SnapshotReader(db_path)
+        with reader.cursor() as handle:
+            assert "dash_job_metrics" in handle.tables
+            yield handle
+        reader.close()
+
+
+def test_totals_per_scope(h):
+    t = queries.totals(h, ADMIN, Filters())
+    assert t["sbu"] == pytest.approx(509) and t["wasted_sbu"] == pytest.approx(496)
+    assert t["jobs"] == 4 and t["flagged_jobs"] == 3
+    assert t["core_hours"] == pytest.approx(17) and t["gpu_hours"] == pytest.approx(5)
+    assert t["idle_gpu_hours"] == pytest.approx(4)
+    a = queries.totals(h, ALICE, Filters())
+    assert (a["sbu"], a["wasted_sbu"], a["jobs"], a["flagged_jobs"]) == (pytest.approx(8), pytest.approx(6), 1, 1)
+    d = queries.totals(h, DAVE_LEADS_A, Filters())
+    assert (d["sbu"], d["jobs"]) == (pytest.approx(9), 2)
+    n = queries.totals(h, NOBODY, Filters())
+    assert (n["sbu"], n["jobs"], n["flagged_jobs"]) == (0, 0, 0)
+
+
+def test_filters_narrow_and_cannot_widen_the_scope(h):
+    assert queries.totals(h, ADMIN, Filters(account="proj-a"))["sbu"] == pytest.approx(9)
+    assert queries.totals(h, ADMIN, Filters(partition="gpu"))["sbu"] == pytest.approx(500)
+    # period: only Tuesday 2026-11-17 -> job 3
+    assert queries.totals(h, ADMIN, Filters(since=dt.date(2026, 11, 17), until=dt.date(2026, 11, 17)))["sbu"] == pytest.approx(1)
+    # alice asking for bob's jobs or project gets nothing
+    assert queries.totals(h, ALICE, Filters(user="bob"))["sbu"] == 0
+    assert queries.totals(h, ALICE, Filters(account="proj-b"))["jobs"] == 0
+    assert queries.totals(h, DAVE_LEADS_A, Filters(account="proj-b"))["jobs"] == 0
+
+
+def test_usage_over_time_by_day_and_week(h):
+    day = queries.usage_over_time(h, ADMIN, Filters(), "day", "account")
+    got = {(str(r.period_start.date()), r.group): round(r.sbu, 6) for r in day.itertuples()}
+    assert got == {("2026-11-16", "proj-a"): 8, ("2026-11-16", "proj-b"): 500, ("2026-11-17", "proj-a"): 1}
+    week = queries.usage_over_time(h, ALICE, Filters(), "week", "partition")
+    assert [(str(r.period_start.date()), r.group, r.sbu, r.wasted_sbu) for r in week.itertuples()] == \
+        [("2026-11-16", "cpu", pytest.approx(8), pytest.approx(6))]
+
+
+def test_entity_tables(h):
+    users = queries.entity_table(h, ADMIN, Filters(), by="user").set_index("name")
+    assert list(users.index) == ["bob", "alice", "carol"]            # by SBU
+    assert users.loc["bob", "sbu"] == pytest.approx(500) and users.loc["bob", "flagged_jobs"] == 2
+    assert users.loc["bob", "gpu_hours"] == pytest.approx(5)
+    # GPU-hour weighted: job 2 10 % x 1 h, job 4 0 % x 4 h -> 2 %
+    assert users.loc["bob", "gpu_util_pct"] == pytest.approx(2.0)
+    assert users.loc["alice", "cpu_eff_pct"] == pytest.approx(25.0)
+    projects = queries.entity_table(h, DAVE_LEADS_A, Filters(), by="account")
+    assert projects["name"].tolist() == ["proj-a"] and projects["jobs"].tolist() == [2]
+    assert queries.entity_table(h, ALICE, Filters(), by="user")["name"].tolist() == ["alice"]
+
+
+def test_flagged_jobs_grid_filters(h):
+    df, total = queries.flagged_jobs(h, ADMIN, Filters())
+    assert total == 7     # 3 (job 1) + 1 (job 2) + 3 (job 4)
+    assert df.iloc[0]["job_id"] == "4"                                  # most wasted first
+    df, total = queries.flagged_jobs(h, ADMIN, Filters(codes=("gpu_low_util",)))
+    assert total == 1 and df.iloc[0]["message"].startswith("GPU utilisation 10.0%")
+    _, total = queries.flagged_jobs(h, ADMIN, Filters(severities=("info",)))
+    assert total == 1                                                   # gpu_fits_smaller of job 4
+    df, total = queries.flagged_jobs(h, ALICE, Filters())
+    assert total == 3 and set(df["job_id"]) == {"1"}
+    assert queries.flagged_jobs(h, ALICE, Filters(user="bob"))[1] == 0
+
+
+def test_flag_counts_and_histogram(h):
+    fc = queries.flag_counts(h, ADMIN, Filters())
+    assert dict(zip(fc["code"], fc["jobs"]))["gpu_idle"] == 1 and fc["jobs"].sum() == 7
+    hist = queries.efficiency_histogram(h, ADMIN, Filters())
+    cpu = dict(zip(hist[hist.metric == "CPU"]["bin"], hist[hist.metric == "CPU"]["jobs"]))
+    assert cpu == {20: 1, 90: 2}          # 25 % (job 1); 100 % (jobs 2, 3) in the last bin
+    gpu = dict(zip(hist[hist.metric == "GPU"]["bin"], hist[hist.metric == "GPU"]["jobs"]))
+    assert gpu == {0: 1, 10: 1}
+
+
+def test_job_detail_and_samples_are_scoped(h):
+    j = queries.job(h, BOB, "c1", "2")
+    assert j["job_name"] == XSS and j["sbu"] == pytest.approx(100) and j["wasted_sbu"] == pytest.approx(90)
+    assert queries.job(h, ALICE, "c1", "2") is None                     # same answer as a missing job
+    assert queries.job(h, ALICE, "c1", "999") is None
+    assert queries.job(h, ALICE, None, "1")["user"] == "alice"
+    assert queries.job(h, DAVE_LEADS_A, "c1", "3")["user"] == "carol"
+    s = queries.job_samples(h, BOB, "c1", "2")
+    assert sorted(s["device"].unique()) == ["GPU-0000aaaa", "cpu"] and len(s) == 4
+    assert queries.job_samples(h, ALICE, "c1", "2").empty
+    assert queries.job_flag_rows(h, ALICE, "c1", "2") == []
+    assert [f["code"] for f in queries.job_flag_rows(h, BOB, "c1", "2")] == ["gpu_low_util"]
+
+
+def test_filter_options_only_show_the_scope(h):
+    o = queries.filter_options(h, ALICE)
+    assert o == {"user": ["alice"], "account": ["proj-a"], "partition": ["cpu"],
+                 "code": ["cpu_low_eff", "cpu_serial_on_many", "mem_oversized"]}
+    assert queries.filter_options(h, ADMIN)["user"] == ["alice", "bob", "carol"]
+
+
+def test_job_figures_draw_allocation_and_say_no_samples(h):
+    j = queries.job(h, BOB, "c1", "2")
+    figs = figures.job_figures(queries.job_samples(h, BOB, "c1", "2"), j)
+    names = [t.name for t in figs["gpu_util"].data]
+    assert names[-1].startswith("allocation") and list(figs["gpu_util"].data[0].y) == [10, 10]
+    assert list(figs["mem"].data[-1].y) == [16, 16]                     # limit 16 GiB
+    j1 = queries.job(h, ALICE, "c1", "1")
+    figs = figures.job_figures(queries.job_samples(h, ALICE, "c1", "1"), j1)
+    assert figs["cpu_util"].layout.annotations[0].text == "No CPU samples"
+    assert figs["gpu_util"].layout.annotations[0].text == "No GPUs in this job"
+
+
+def test_long_series_are_bucketed(tmp_path, monkeypatch):
+    path = tmp_path / "long.duckdb"
+    con, _ = open_db(path, parse_config({}))
+    add_job(con, "9", elapsed_s=3600, ncpus=1)
+    add_samples(con, "9", "cpu", [50.0] * 30, [GiB] * 30, 2 * GiB, step_s=60)
+    monkeypatch.setattr(queries, "MAX_POINTS_PER_SERIES", 10)
+    s = queries.job_samples(ReadHandle.of(con), ALICE, "c1", "9")
+    assert 1 < len(s) <= 11 and set(s["util_pct"]) == {50.0}
+    con.close()
