@@ -2,6 +2,11 @@
 
 About 9 s in total: the durations are the issue's. Outside a job this exercises the psutil path with
 allocated cores = CPU affinity = 1.
+
+The development machine is shared, and when other work runs on core 0 the busy loop really gets
+less than the whole core (nice does not help across sessions with autogroup scheduling). So the busy
+command also reports the CPU share it actually got, and the test checks the sidecar against that
+ground truth; the issue's absolute ">= 80" is asserted whenever the core was really available.
 """
 from __future__ import annotations
 
@@ -11,12 +16,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from conftest import ROOT, require_service
 from test_sidecar_run import clean_env
 
-BUSY = "import time\nt = time.time()\nwhile time.time() - t < 4: pass"
+BUSY = ("import sys, time\nt, c = time.time(), time.process_time()\nwhile time.time() - t < 4: pass\n"
+        "open(sys.argv[1], 'w').write(f'{(time.process_time() - c) / (time.time() - t) * 100}')")
 
 
 def jobsight() -> list[str]:
@@ -24,24 +28,32 @@ def jobsight() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "analytics.cli"]
 
 
-def cpu_utils(out: Path) -> list[float]:
-    (path,) = out.glob("jobsight-*.csv")
-    with path.open() as f:
-        return [float(r["util_pct"]) for r in csv.DictReader(f) if r["device"] == "cpu" and r["util_pct"] != ""]
-
-
-@pytest.mark.parametrize("command,check", [
-    (["python3", "-c", BUSY], lambda mean: mean >= 80),
-    (["sleep", "4"], lambda mean: mean <= 10),
-])
-def test_one_core_busy_and_idle(tmp_path, command, check):
+def run_on_core0(tmp_path: Path, command: list[str]) -> list[float]:
     require_service(shutil.which("taskset") is not None, "taskset (util-linux) is needed")
     out = tmp_path / "out"
     res = subprocess.run(["taskset", "-c", "0", *jobsight(), "sidecar", "run", "--interval", "0.5",
                           "--out", str(out), "--", *command], cwd=ROOT, env=clean_env(), capture_output=True,
                          text=True, timeout=60)
     assert res.returncode == 0, res.stderr
-    utils = cpu_utils(out)
+    (path,) = out.glob("jobsight-*.csv")
+    with path.open() as f:
+        return [float(r["util_pct"]) for r in csv.DictReader(f) if r["device"] == "cpu" and r["util_pct"] != ""]
+
+
+def test_busy_loop_on_one_core(tmp_path):
+    share_file = tmp_path / "share"
+    utils = run_on_core0(tmp_path, ["python3", "-c", BUSY, str(share_file)])
+    truth = float(share_file.read_text())  # % of core 0 the loop actually got
     assert len(utils) >= 6
     mean = sum(utils) / len(utils)
-    assert check(mean), (mean, utils)
+    assert abs(mean - truth) <= 10, (mean, truth, utils)
+    # Skipped locally (failed under CI) when the machine did not leave core 0 to the loop.
+    require_service(truth >= 90, f"sidecar agrees with the loop's real share ({mean:.0f} vs {truth:.0f} %), but "
+                    f"core 0 was busy with other work, so the issue's >= 80 % cannot be checked now")
+    assert mean >= 80, (mean, utils)
+
+
+def test_sleep_on_one_core(tmp_path):
+    utils = run_on_core0(tmp_path, ["sleep", "4"])
+    assert len(utils) >= 6
+    assert sum(utils) / len(utils) <= 10, utils
