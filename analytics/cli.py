@@ -16,6 +16,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "job": ("analytics.job_cli", "one job's efficiencies, GPU table, SBU, flags and advice (seff-style)"),
     "flags": ("analytics.flags_cli", "flagged jobs: idle GPUs, oversized memory/cores/time, failed burn"),
     "usage": ("analytics.usage_cli", "SBU burned and wasted by user, account, partition or period"),
+    "report": ("analytics.report_cli", "weekly reports per user, project and cluster: HTML, Markdown, CSV, e-mail"),
 }
 
 

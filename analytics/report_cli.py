@@ -1,0 +1,135 @@
+"""`jobsight report`: weekly reports per user, per project (account) and for the admins, as HTML,
+Markdown and CSV files named <out>/<window>/<kind>-<name>.<ext>, and by e-mail.
+
+    jobsight report --db jobs.duckdb --week last --for all-users --for all-accounts --for admin \\
+        --format html,md,csv --out reports/ [--email [--smtp host:port | --eml-dir DIR] [--dry-run]]
+
+Every number comes from the report macros in sql/views/50_report.sql (see analytics/reports/).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from analytics.cli import UserError
+from analytics.query_filters import add_db_options
+from analytics.reports import mailer
+from analytics.reports.csvout import render_csv
+from analytics.reports.data import ADMIN_NAME, Report, gather
+from analytics.reports.html import render_html
+from analytics.reports.markdown import render_markdown
+from analytics.reports.period import resolve
+from analytics.reports.settings import from_config
+from analytics.session import open_db
+
+RENDERERS = {"html": render_html, "md": render_markdown, "csv": render_csv}
+FOR_HELP = "user:NAME | account:NAME | admin | all-users | all-accounts (repeatable)"
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    add_db_options(p)
+    p.add_argument("--week", help="ISO week (2026-W47) or `last` (the last complete ISO week, UTC)")
+    p.add_argument("--since", help="instead of --week: first day (YYYY-MM-DD, UTC)")
+    p.add_argument("--until", help="instead of --week: last day, inclusive (default: 7 days from --since)")
+    p.add_argument("--for", dest="targets", action="append", required=True, metavar="WHO", help=FOR_HELP)
+    p.add_argument("--format", default="html", help="comma-separated: html, md, csv (default html)")
+    p.add_argument("--out", help="directory for <window>/<kind>-<name>.<ext> files (default ./reports; "
+                                 "one md or csv report without --out goes to stdout)")
+    p.add_argument("--email", action="store_true", help="e-mail each report with jobs to its recipients ([email] in jobsight.toml)")
+    p.add_argument("--smtp", metavar="HOST:PORT", help="SMTP server for --email (default [email] smtp, else localhost:25)")
+    p.add_argument("--eml-dir", metavar="DIR", help="write the e-mails as DIR/<window>/<kind>-<name>.eml instead of sending")
+    p.add_argument("--dry-run", action="store_true", help="with --email: list who would get what; send and write nothing")
+
+
+def parse_formats(text: str) -> list[str]:
+    formats = [f.strip().lower() for f in text.split(",") if f.strip()]
+    bad = [f for f in formats if f not in RENDERERS]
+    if bad or not formats:
+        raise UserError(f"--format {text!r}: choose from {', '.join(RENDERERS)} (comma-separated)")
+    return list(dict.fromkeys(formats))
+
+
+def parse_target(text: str) -> tuple[str, str | None]:
+    if text in ("admin", "all-users", "all-accounts"):
+        return text, None
+    kind, sep, name = text.partition(":")
+    if sep and kind in ("user", "account") and name:
+        return kind, name
+    raise UserError(f"--for {text!r}: use {FOR_HELP}")
+
+
+def subjects(ds, targets: list[str]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for text in targets:
+        kind, name = parse_target(text)
+        if kind == "admin":
+            out.append(("admin", ADMIN_NAME))
+        elif kind == "all-users":
+            out += [("user", u) for u in ds.subjects("user")]
+        elif kind == "all-accounts":
+            out += [("account", a) for a in ds.subjects("account")]
+        else:
+            out.append((kind, name))
+    return list(dict.fromkeys(out))
+
+
+def write_files(reports: list[Report], formats: list[str], out: Path) -> list[Path]:
+    written = []
+    for rep in reports:
+        folder = out / rep.period.label
+        folder.mkdir(parents=True, exist_ok=True)
+        for fmt in formats:
+            path = folder / f"{rep.stem}.{fmt}"
+            path.write_text(RENDERERS[fmt](rep), encoding="utf-8")
+            written.append(path)
+    return written
+
+
+def run(args: argparse.Namespace) -> int:
+    formats = parse_formats(args.format)
+    if (args.smtp or args.eml_dir or args.dry_run) and not args.email:
+        raise UserError("--smtp, --eml-dir and --dry-run go with --email")
+    if args.smtp and args.eml_dir:
+        raise UserError("give either --smtp or --eml-dir, not both")
+    targets = [parse_target(t) and t for t in args.targets]
+    period = resolve(args.week, args.since, args.until)
+    con, cfg = open_db(args.db, args.config)
+    try:
+        settings = from_config(cfg)
+        ds = gather(con, period, settings)
+    finally:
+        con.close()
+    reports = [ds.build(kind, name) for kind, name in subjects(ds, targets)]
+    if not reports:
+        print(f"jobsight report: nobody ran jobs in {period.label}; no reports", file=sys.stderr)
+
+    to_stdout = (not args.out and not args.email and len(reports) == 1 and len(formats) == 1
+                 and formats[0] in ("md", "csv"))
+    if to_stdout:
+        sys.stdout.write(RENDERERS[formats[0]](reports[0]))
+    elif args.out or not args.email:
+        out = Path(args.out or "reports")
+        written = write_files(reports, formats, out)
+        print(f"jobsight report: wrote {len(written)} file(s) for {len(reports)} report(s) to {out / period.label}",
+              file=sys.stderr)
+
+    if args.email:
+        deliveries = [mailer.plan(rep, settings) for rep in reports]
+        sendable = [d for d in deliveries if d.recipients]
+        if sendable and not settings.sender and not args.dry_run:
+            raise UserError("--email needs a sender: set `from` in [email] of jobsight.toml")
+        if args.dry_run:
+            for d in deliveries:
+                print(d.describe())
+            return 0
+        for d in deliveries:
+            if not d.recipients:
+                print(f"jobsight report: {d.describe()}", file=sys.stderr)
+        if args.eml_dir:
+            paths = mailer.write_eml(sendable, settings, Path(args.eml_dir))
+            print(f"jobsight report: wrote {len(paths)} e-mail(s) to {Path(args.eml_dir) / period.label}", file=sys.stderr)
+        else:
+            sent = mailer.send_smtp(sendable, settings, args.smtp or settings.smtp)
+            print(f"jobsight report: sent {sent} e-mail(s) via {args.smtp or settings.smtp}", file=sys.stderr)
+    return 0

@@ -1,0 +1,24 @@
+"""CSV report for pipelines: one file, one row per table row, a `section` column saying which table
+(totals, trend, daily, budget, members, leaderboard, accounts, partitions, top_jobs, flags).
+Raw values at full precision; text cells that a spreadsheet would run as a formula are neutralised
+(render.csv_safe)."""
+from __future__ import annotations
+
+from analytics.render import to_csv
+from analytics.reports.data import Report
+from analytics.reports.sections import HEADLINE, sections
+
+COLUMNS = ["report", "window", "section", "rank", "label", "day", "user", "account", "partition", "job_id",
+           "job_name", "state", "code", "jobs", "alarms", "sbu", "used_sbu", "wasted_sbu", "wasted_pct",
+           "unrated_sbu", "core_hours", "gpu_hours", "idle_gpu_hours", "cpu_eff_pct", "gpu_util_pct",
+           "mem_eff_pct", "time_eff_pct", "flag_codes", "sbatch_lines", "period", "budget_sbu", "burned_sbu",
+           "remaining_sbu"]
+
+
+def render_csv(rep: Report) -> str:
+    base = {"report": rep.stem, "window": rep.period.label}
+    rows = [{**base, "section": "totals", "rank": 1, **{c.key: rep.totals.get(c.key) for c in HEADLINE}}]
+    for sec in sections(rep):
+        for i, r in enumerate(sec.rows, 1):
+            rows.append({**base, "section": sec.key, "rank": i, **{c: r.get(c) for c in COLUMNS if c in r}})
+    return to_csv(rows, COLUMNS)

@@ -1,0 +1,186 @@
+"""Every number of every report, read from the report macros of sql/views/50_report.sql.
+
+`gather` runs each macro once for the whole cluster and the report window (plus the trend's earlier
+windows); `build` then picks one subject's rows. So 1,000 user reports cost the same handful of
+queries as one, and a user's report holds only rows keyed by that user: nothing of other users.
+Python here only selects, orders and pads rows (days or weeks with no jobs show as zero).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from analytics.render import rows_of
+from analytics.reports.period import Period
+from analytics.reports.settings import ReportSettings
+
+KINDS = ("user", "account", "admin")
+ADMIN_NAME = "cluster"
+TOTAL_KEYS = ("jobs", "sbu", "wasted_sbu", "wasted_pct", "unrated_sbu", "core_hours", "gpu_hours",
+              "idle_gpu_hours", "cpu_eff_pct", "gpu_util_pct", "mem_eff_pct", "time_eff_pct")
+_UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._@+-]")
+
+
+def file_stem(kind: str, name: str) -> str:
+    """<kind>-<name> with the name made safe as one path component (no '/', no leading dot)."""
+    safe = _UNSAFE_FILE_CHARS.sub("_", name) or "_"
+    if safe.startswith("."):
+        safe = "_" + safe[1:]
+    return f"{kind}-{safe}"
+
+
+@dataclass
+class Report:
+    kind: str                    # user | account | admin
+    name: str                    # user name, account name, or "cluster"
+    period: Period
+    cluster: str | None
+    totals: dict[str, Any]
+    trend: list[dict]            # oldest window first; the last is the report window
+    daily: list[dict]            # one row per day of the window
+    top_jobs: list[dict]
+    flag_counts: list[dict]
+    members: list[dict] = field(default_factory=list)      # account: per user, most wasted first
+    budget: dict | None = None                              # account with a [budgets] entry
+    partitions: list[dict] = field(default_factory=list)   # admin
+    accounts: list[dict] = field(default_factory=list)     # admin
+    leaderboard: list[dict] = field(default_factory=list)  # admin: users by wasted SBU
+    summary: str = ""
+
+    @property
+    def stem(self) -> str:
+        return file_stem(self.kind, self.name)
+
+    @property
+    def heading(self) -> str:
+        who = {"user": f"user {self.name}", "account": f"project {self.name}",
+               "admin": f"cluster {self.cluster}" if self.cluster else "the cluster"}[self.kind]
+        return f"jobsight {'weekly' if self.period.is_week else ''} report for {who}".replace("  ", " ")
+
+    @property
+    def title(self) -> str:
+        return f"{self.heading}: {self.period.describe()}"
+
+    @property
+    def has_jobs(self) -> bool:
+        return bool(self.totals.get("jobs"))
+
+
+def _key(scope: str, row: dict):
+    return {"user": row.get("user"), "account": row.get("account"), "partition": row.get("partition"),
+            "member": (row.get("account"), row.get("user")), "cluster": None}[scope]
+
+
+def _index(rows: list[dict]) -> dict[tuple, list[dict]]:
+    out: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        out[(r["scope"], _key(r["scope"], r))].append(r)
+    return out
+
+
+def budget_start(period: Period, budget_period: str) -> dt.datetime:
+    """Start of the budget period holding the report window's last day."""
+    last = (period.until - dt.timedelta(days=1)).date()
+    if budget_period == "week":
+        start = last - dt.timedelta(days=last.weekday())
+    elif budget_period == "month":
+        start = last.replace(day=1)
+    elif budget_period == "quarter":
+        start = last.replace(month=(last.month - 1) // 3 * 3 + 1, day=1)
+    else:
+        start = last.replace(month=1, day=1)
+    return dt.datetime.combine(start, dt.time())
+
+
+@dataclass
+class Dataset:
+    period: Period
+    settings: ReportSettings
+    totals: dict[tuple, list[dict]]
+    daily: dict[tuple, list[dict]]
+    trend: dict[tuple, list[dict]]
+    flags: dict[tuple, list[dict]]
+    top: list[dict]
+    budget_burn: dict[str, float]
+
+    def subjects(self, kind: str) -> list[str]:
+        """Users or accounts that ran jobs in the window, by name."""
+        return sorted(k for (scope, k) in self.totals if scope == kind and k is not None)
+
+    def build(self, kind: str, name: str) -> Report:
+        from analytics.reports.summary import summarise
+        s, p = self.settings, self.period
+        scope, key = ("cluster", None) if kind == "admin" else (kind, name)
+        totals_row = (self.totals.get((scope, key)) or [{}])[0]
+        totals = {k: totals_row.get(k) for k in TOTAL_KEYS}
+        totals["jobs"] = totals["jobs"] or 0
+        totals["sbu"] = totals["sbu"] or 0.0
+        rank = {"user": "rank_user", "account": "rank_account", "cluster": "rank_cluster"}[scope]
+        top = [j for j in self.top if j[rank] <= s.top_jobs and _key(scope, j) == key]
+        top.sort(key=lambda j: j[rank])
+        flags = sorted(self.flags.get((scope, key), []), key=lambda r: (-r["jobs"], r["code"]))
+        rep = Report(kind=kind, name=name, period=p, cluster=s.cluster, totals=totals,
+                     trend=self._trend(scope, key), daily=self._daily(scope, key),
+                     top_jobs=top, flag_counts=flags)
+        if kind == "account":
+            rep.members = sorted((r for (sc, k), rows in self.totals.items() if sc == "member" and k[0] == name
+                                  for r in rows), key=_most_wasted)
+            if name in s.budgets:
+                burned = self.budget_burn.get(name, 0.0)
+                rep.budget = {"budget_sbu": s.budgets[name], "period": s.budget_period,
+                              "since": budget_start(p, s.budget_period), "until": p.until,
+                              "burned_sbu": burned, "remaining_sbu": s.budgets[name] - burned}
+        if kind == "admin":
+            rep.partitions = sorted((rows[0] for (sc, _k), rows in self.totals.items() if sc == "partition"),
+                                    key=lambda r: (-(r["sbu"] or 0), str(r["partition"])))
+            rep.accounts = sorted((rows[0] for (sc, _k), rows in self.totals.items() if sc == "account"),
+                                  key=lambda r: (-(r["sbu"] or 0), str(r["account"])))
+            rep.leaderboard = sorted((rows[0] for (sc, _k), rows in self.totals.items() if sc == "user"),
+                                     key=_most_wasted)
+        rep.summary = summarise(rep)
+        return rep
+
+    def _daily(self, scope: str, key) -> list[dict]:
+        by_day = {r["day"]: r for r in self.daily.get((scope, key), [])}
+        out, day = [], self.period.since
+        while day < self.period.until:
+            r = by_day.get(day, {})
+            out.append({"day": day, "sbu": r.get("sbu") or 0.0, "used_sbu": r.get("used_sbu") or 0.0,
+                        "wasted_sbu": r.get("wasted_sbu") or 0.0, "unrated_sbu": r.get("unrated_sbu") or 0.0})
+            day += dt.timedelta(days=1)
+        return out
+
+    def _trend(self, scope: str, key) -> list[dict]:
+        by_back = {r["windows_back"]: r for r in self.trend.get((scope, key), [])}
+        out = []
+        for back in range(self.settings.trend_weeks, -1, -1):
+            start = self.period.since - back * self.period.length
+            r = by_back.get(back, {})
+            label = f"{start:%G-W%V}" if self.period.is_week else f"{start:%Y-%m-%d}"
+            out.append({"windows_back": back, "window_start": start, "label": label,
+                        "jobs": r.get("jobs") or 0, "sbu": r.get("sbu") or 0.0,
+                        "wasted_sbu": r.get("wasted_sbu") or 0.0, "idle_gpu_hours": r.get("idle_gpu_hours") or 0.0})
+        return out
+
+
+def _most_wasted(r: dict):
+    return (-(r.get("wasted_sbu") or 0.0), -(r.get("sbu") or 0.0), str(r.get("user")))
+
+
+def gather(con, period: Period, settings: ReportSettings) -> Dataset:
+    """Run the report macros once over the whole cluster for this window."""
+    since, until = period.since, period.until
+    totals = rows_of(con, "SELECT * FROM report_totals(?, ?)", [since, until])
+    daily = rows_of(con, "SELECT * FROM report_daily(?, ?)", [since, until])
+    trend = rows_of(con, "SELECT * FROM report_trend(?, ?, ?)", [since, until, settings.trend_weeks])
+    flags = rows_of(con, "SELECT * FROM report_flag_counts(?, ?)", [since, until])
+    top = rows_of(con, "SELECT * FROM report_top_jobs(?, ?, ?)", [since, until, settings.top_jobs])
+    burn: dict[str, float] = {}
+    if settings.budgets:
+        start = budget_start(period, settings.budget_period)
+        burn = {r["account"]: r["sbu"] or 0.0 for r in rows_of(
+            con, "SELECT account, sbu FROM report_totals(?, ?) WHERE scope = 'account'", [start, until])}
+    return Dataset(period, settings, _index(totals), _index(daily), _index(trend), _index(flags), top, burn)

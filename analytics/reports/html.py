@@ -1,0 +1,177 @@
+"""HTML report: one self-contained file that opens offline, on a phone and on paper.
+
+Plotly's JS is embedded once in <head> (no CDN); each chart is a div plus its data. The e-mail
+variant (charts=False) carries no script at all and draws the daily burn as CSS bars, since mail
+clients run no JavaScript. Every user-supplied string goes through html.escape; chart labels too,
+because Plotly reads tags (<b>, <br>) in labels as markup.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import html
+
+import plotly.graph_objects as go
+
+from analytics.render import terminal_safe
+from analytics.reports.data import Report
+from analytics.reports.sections import Section, fmt, headline, sections
+
+USED, WASTED, UNRATED = "#2b8a3e", "#e8590c", "#adb5bd"
+
+CSS = """
+:root { --fg: #1f2328; --muted: #59636e; --line: #d1d9e0; --bg: #fff; --card: #f6f8fa; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--fg); background: var(--bg); }
+main { max-width: 1100px; margin: 0 auto; padding: 16px; }
+h1 { font-size: 1.35rem; margin: 0 0 4px; }
+.period { color: var(--muted); margin: 0; }
+h2 { font-size: 1.1rem; margin: 28px 0 8px; border-bottom: 1px solid var(--line); padding-bottom: 4px; }
+.summary { font-size: 1.02rem; background: var(--card); border-left: 4px solid #0969da; padding: 10px 14px; margin: 12px 0; }
+.kpis { display: grid; grid-template-columns: repeat(auto-fill, minmax(150px, 1fr)); gap: 8px; margin: 12px 0; }
+.kpi { background: var(--card); border: 1px solid var(--line); border-radius: 6px; padding: 8px 10px; }
+.kpi .v { font-size: 1.3rem; font-weight: 600; font-variant-numeric: tabular-nums; }
+.kpi .k { color: var(--muted); font-size: .82rem; }
+.kpi.wasted .v { color: #bc4c00; }
+.scroll { overflow-x: auto; -webkit-overflow-scrolling: touch; }
+table { border-collapse: collapse; width: auto; min-width: 60%; font-size: .88rem; }
+th, td { padding: 4px 8px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }
+th { background: var(--card); white-space: nowrap; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td code, .sbatch { font: .82rem ui-monospace, SFMono-Regular, Menlo, monospace; white-space: pre; }
+.note, footer { color: var(--muted); font-size: .82rem; }
+.chart { width: 100%; min-height: 300px; }
+.bar { display: inline-block; height: 10px; vertical-align: middle; }
+@media (max-width: 600px) {
+  main { padding: 10px; } body { font-size: 14px; }
+  .kpis { grid-template-columns: repeat(2, 1fr); }
+  th, td { padding: 3px 5px; }
+}
+@media print {
+  body { font-size: 11pt; } main { max-width: none; padding: 0; }
+  .scroll { overflow: visible; }
+  section, .kpis, table, .chart { break-inside: avoid; }
+  h2 { break-after: avoid; }
+  a { color: inherit; text-decoration: none; }
+}
+"""
+
+
+def esc(value) -> str:
+    return html.escape(terminal_safe(str(value)), quote=True)
+
+
+@functools.lru_cache(maxsize=1)
+def plotly_js() -> str:
+    from plotly.offline import get_plotlyjs
+    return get_plotlyjs()
+
+
+def _figure_div(fig: go.Figure, div_id: str) -> str:
+    fig.update_layout(margin=dict(l=50, r=10, t=30, b=40), height=320, autosize=True,
+                      legend=dict(orientation="h", y=1.12), barmode="stack", template="plotly_white")
+    return ('<div class="chart">' +
+            fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
+                        config={"displayModeBar": False, "responsive": True}) + "</div>")
+
+
+def _daily_chart(rep: Report) -> str:
+    days = [f"{d['day']:%a %d %b}" for d in rep.daily]
+    fig = go.Figure()
+    for key, name, colour in (("used_sbu", "used", USED), ("wasted_sbu", "wasted", WASTED), ("unrated_sbu", "unrated", UNRATED)):
+        fig.add_bar(x=days, y=[round(d[key], 3) for d in rep.daily], name=name, marker_color=colour)
+    fig.update_yaxes(title_text="SBU")
+    return _figure_div(fig, "chart-daily")
+
+
+def _trend_chart(rep: Report) -> str:
+    labels = [esc(w["label"]) for w in rep.trend]
+    fig = go.Figure()
+    fig.add_bar(x=labels, y=[round(w["sbu"] - w["wasted_sbu"], 3) for w in rep.trend], name="burned, not wasted", marker_color=USED)
+    fig.add_bar(x=labels, y=[round(w["wasted_sbu"], 3) for w in rep.trend], name="wasted", marker_color=WASTED)
+    fig.update_yaxes(title_text="SBU")
+    return _figure_div(fig, "chart-trend")
+
+
+def _group_chart(rows: list[dict], key: str, div_id: str, limit: int = 15) -> str:
+    rows = rows[:limit]
+    labels = [esc(r.get(key)) for r in rows]
+    fig = go.Figure()
+    fig.add_bar(x=labels, y=[round((r["sbu"] or 0) - (r["wasted_sbu"] or 0), 3) for r in rows], name="burned, not wasted", marker_color=USED)
+    fig.add_bar(x=labels, y=[round(r["wasted_sbu"] or 0, 3) for r in rows], name="wasted", marker_color=WASTED)
+    fig.update_yaxes(title_text="SBU")
+    return _figure_div(fig, div_id)
+
+
+def _css_bars(rep: Report) -> str:
+    """The daily burn as CSS bars, for the e-mail variant."""
+    top = max([d["sbu"] for d in rep.daily] + [1e-9])
+    rows = []
+    for d in rep.daily:
+        bars = "".join(f'<span class="bar" style="width:{d[k] / top * 200:.0f}px;background:{c}"></span>'
+                       for k, c in (("used_sbu", USED), ("wasted_sbu", WASTED), ("unrated_sbu", UNRATED)) if d[k] > 0)
+        rows.append(f'<tr><td>{esc(fmt(d["day"], "day"))}</td><td>{bars}</td><td class="n">{fmt(d["sbu"], "num")}</td></tr>')
+    legend = (f'<p class="note"><span class="bar" style="width:10px;background:{USED}"></span> used '
+              f'<span class="bar" style="width:10px;background:{WASTED}"></span> wasted '
+              f'<span class="bar" style="width:10px;background:{UNRATED}"></span> unrated</p>')
+    return legend + '<div class="scroll"><table>' + "".join(rows) + "</table></div>"
+
+
+def _cell(value, kind: str) -> str:
+    if kind == "code":
+        return f'<td><code class="sbatch">{esc(value)}</code></td>' if value else "<td>-</td>"
+    cls = ' class="n"' if kind in ("num", "pct", "int") else ""
+    return f"<td{cls}>{esc(fmt(value, kind))}</td>"
+
+
+def _table(sec: Section) -> str:
+    if not sec.rows:
+        return f'<p class="note">{esc(sec.empty)}</p>'
+    head = "".join(f"<th>{esc(c.header)}</th>" for c in sec.cols)
+    body = "".join("<tr>" + "".join(_cell(r.get(c.key), c.kind) for c in sec.cols) + "</tr>" for r in sec.rows)
+    note = f'<p class="note">{esc(sec.note)}</p>' if sec.note else ""
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>{note}'
+
+
+def render_html(rep: Report, charts: bool = True, generated: dt.datetime | None = None) -> str:
+    generated = generated or dt.datetime.now(dt.timezone.utc)
+    kpis = "".join(
+        f'<div class="kpi{" wasted" if c.key in ("wasted_sbu", "wasted_pct") else ""}">'
+        f'<div class="v">{esc(fmt(v, c.kind))}</div><div class="k">{esc(c.header)}</div></div>'
+        for c, v in headline(rep))
+    parts = []
+    for sec in sections(rep):
+        chart = ""
+        if sec.key == "daily":
+            chart = _daily_chart(rep) if charts else _css_bars(rep)
+        elif charts and sec.key == "trend":
+            chart = _trend_chart(rep)
+        elif charts and sec.key in ("accounts", "partitions") and sec.rows:
+            chart = _group_chart(sec.rows, sec.key[:-1] if sec.key == "partitions" else "account", f"chart-{sec.key}")
+        table = _table(sec)
+        if sec.key == "daily" and charts:
+            table = f"<details><summary>Daily figures</summary>{table}</details>"
+        parts.append(f'<section id="{sec.key}"><h2>{esc(sec.title)}</h2>{chart}{table}</section>')
+    script = f'<script type="text/javascript">{plotly_js()}</script>' if charts else ""
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{esc(rep.title)}</title>
+<style>{CSS}</style>
+{script}
+</head>
+<body>
+<main>
+<header><h1>{esc(rep.heading)}</h1><p class="period">{esc(rep.period.describe())}</p></header>
+<p class="summary" id="summary">{esc(rep.summary)}</p>
+<div class="kpis" id="headline">{kpis}</div>
+{"".join(parts)}
+<footer><p>Generated by jobsight on {generated:%Y-%m-%d %H:%M} UTC. SBU: billing units as charged.
+Wasted SBU: the charge times the idle share of the resource that drove it (GPU, CPU or memory).
+Efficiencies are allocation-weighted: each job counts with the core-, GPU- or GiB-hours it held.</p></footer>
+</main>
+</body>
+</html>
+"""

@@ -1,0 +1,48 @@
+"""Markdown report (GitHub-flavoured tables). User-supplied strings are inert: HTML special
+characters become entities and Markdown punctuation is backslash-escaped, so a job named
+`<script>alert(1)</script>` or `[x](http://evil)` shows as that text."""
+from __future__ import annotations
+
+import html
+import re
+
+from analytics.render import terminal_safe
+from analytics.reports.data import Report
+from analytics.reports.sections import fmt, headline, sections
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
+_SBATCH_SAFE = re.compile(r"^[#A-Za-z0-9=:,._/ -]+$")
+
+
+def md_escape(value) -> str:
+    text = terminal_safe(str(value))          # newlines and escapes shown, not acted on
+    return html.escape(_MD_SPECIAL.sub(r"\\\1", text), quote=False)
+
+
+def md_cell(value, kind: str) -> str:
+    if kind == "code" and value:
+        lines = str(value).splitlines()
+        if all(_SBATCH_SAFE.match(line) for line in lines):
+            return "<br>".join(f"`{line}`" for line in lines)
+        return md_escape("; ".join(lines))
+    return md_escape(fmt(value, kind))
+
+
+def render_markdown(rep: Report) -> str:
+    out = [f"# {md_escape(rep.title)}", "", md_escape(rep.summary), ""]
+    out += ["| " + " | ".join(md_escape(c.header) for c, _ in headline(rep)) + " |",
+            "|" + "|".join("---:" for _ in headline(rep)) + "|",
+            "| " + " | ".join(md_cell(v, c.kind) for c, v in headline(rep)) + " |", ""]
+    for sec in sections(rep):
+        out += [f"## {md_escape(sec.title)}", ""]
+        if not sec.rows:
+            out += [f"_{md_escape(sec.empty)}_", ""]
+            continue
+        out.append("| " + " | ".join(md_escape(c.header) for c in sec.cols) + " |")
+        out.append("|" + "|".join("---:" if c.kind in ("num", "pct", "int") else "---" for c in sec.cols) + "|")
+        for r in sec.rows:
+            out.append("| " + " | ".join(md_cell(r.get(c.key), c.kind) for c in sec.cols) + " |")
+        out.append("")
+        if sec.note:
+            out += [md_escape(sec.note), ""]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,104 @@
+"""What a report shows, once for every format: titled tables of (column key, header, kind).
+
+Kinds tell renderers how to print a value: num (SBU, hours), pct, int, text (user-supplied, to be
+escaped), day, code (generated #SBATCH lines, shown as code).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from analytics.reports.data import Report
+
+
+@dataclass(frozen=True)
+class Col:
+    key: str
+    header: str
+    kind: str = "num"
+
+
+@dataclass
+class Section:
+    key: str                       # csv `section` value and html anchor
+    title: str
+    cols: list[Col]
+    rows: list[dict]
+    note: str = ""
+    empty: str = "none"
+
+
+HEADLINE = [Col("jobs", "Jobs", "int"), Col("sbu", "SBU burned"), Col("wasted_sbu", "SBU wasted"),
+            Col("wasted_pct", "Wasted", "pct"), Col("unrated_sbu", "SBU unrated"),
+            Col("cpu_eff_pct", "CPU efficiency", "pct"), Col("gpu_util_pct", "GPU utilisation", "pct"),
+            Col("mem_eff_pct", "Memory efficiency", "pct"), Col("time_eff_pct", "Time-limit use", "pct"),
+            Col("core_hours", "Core-hours"), Col("gpu_hours", "GPU-hours"), Col("idle_gpu_hours", "Idle GPU-hours")]
+EFFICIENCY = [Col("cpu_eff_pct", "CPU eff.", "pct"), Col("gpu_util_pct", "GPU util.", "pct"),
+              Col("mem_eff_pct", "Mem eff.", "pct"), Col("time_eff_pct", "Time use", "pct")]
+GROUP = [Col("jobs", "Jobs", "int"), Col("sbu", "SBU"), Col("wasted_sbu", "Wasted SBU"),
+         Col("wasted_pct", "Wasted", "pct")] + EFFICIENCY
+
+
+def headline(rep: Report) -> list[tuple[Col, Any]]:
+    """The headline figures: all of HEADLINE, GPU ones only when GPUs were used."""
+    gpu = bool(rep.totals.get("gpu_hours"))
+    return [(c, rep.totals.get(c.key)) for c in HEADLINE
+            if gpu or c.key not in ("gpu_util_pct", "gpu_hours", "idle_gpu_hours")]
+
+
+def sections(rep: Report) -> list[Section]:
+    n = rep.period.noun()
+    out = [Section("trend", f"This {n} and the {len(rep.trend) - 1} before",
+                   [Col("label", n.capitalize(), "day"), Col("jobs", "Jobs", "int"), Col("sbu", "SBU"),
+                    Col("wasted_sbu", "Wasted SBU")] +
+                   ([Col("idle_gpu_hours", "Idle GPU-hours")] if rep.kind == "admin" else []),
+                   rep.trend),
+           Section("daily", "Daily burn", [Col("day", "Day", "day"), Col("used_sbu", "Used SBU"),
+                                           Col("wasted_sbu", "Wasted SBU"), Col("unrated_sbu", "Unrated SBU"),
+                                           Col("sbu", "Total SBU")], rep.daily,
+                   note="A job running across midnight counts on each day with its share of the time.")]
+    if rep.budget:
+        b = rep.budget
+        out.append(Section("budget", "Budget", [Col("period", "Budget period", "text"), Col("budget_sbu", "Budget SBU"),
+                                                Col("burned_sbu", "Burned SBU"), Col("remaining_sbu", "Remaining SBU")],
+                           [{**b, "period": f"{b['period']} from {b['since']:%Y-%m-%d} to {b['until'] - dt.timedelta(days=1):%Y-%m-%d}"}]))
+    if rep.kind == "account":
+        out.append(Section("members", "Members, most wasted first", [Col("user", "User", "text")] + GROUP,
+                           rep.members, empty="no member ran jobs"))
+    if rep.kind == "admin":
+        out.append(Section("leaderboard", "Waste leaderboard (users)", [Col("user", "User", "text")] + GROUP, rep.leaderboard[:25], empty="no jobs"))
+        out.append(Section("accounts", "Burn by project (account)", [Col("account", "Account", "text")] + GROUP,
+                           rep.accounts, empty="no jobs"))
+        out.append(Section("partitions", "Burn by partition", [Col("partition", "Partition", "text")] + GROUP +
+                           [Col("gpu_hours", "GPU-hours"), Col("idle_gpu_hours", "Idle GPU-hours")],
+                           rep.partitions, empty="no jobs"))
+    who = [] if rep.kind == "user" else [Col("user", "User", "text")]
+    out.append(Section("top_jobs", "Jobs that wasted the most",
+                       [Col("job_id", "Job", "text"), Col("job_name", "Name", "text")] + who +
+                       [Col("partition", "Partition", "text"), Col("state", "State", "text"), Col("sbu", "SBU"),
+                        Col("wasted_sbu", "Wasted SBU")] + EFFICIENCY +
+                       [Col("flag_codes", "Flags", "text"), Col("sbatch_lines", "Would have fit", "code")],
+                       rep.top_jobs, empty="no jobs",
+                       note="SBU and waste inside this window; efficiencies are the whole job's. "
+                            "\"Would have fit\" is the request the flags suggest."))
+    out.append(Section("flags", "Flagged jobs by code", [Col("code", "Flag", "text"), Col("jobs", "Jobs", "int"),
+                                                          Col("alarms", "Alarms", "int")],
+                       rep.flag_counts, empty="no flagged jobs"))
+    return out
+
+
+def fmt(value: Any, kind: str) -> str:
+    """A value as plain text (no escaping: renderers escape for their target)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if kind == "pct":
+        return f"{value:.1f}%"
+    if kind == "int":
+        return f"{int(value):,}"
+    if kind == "num":
+        return f"{value:,.1f}"
+    if kind == "day" and isinstance(value, dt.datetime):
+        return f"{value:%a %Y-%m-%d}"
+    return str(value)

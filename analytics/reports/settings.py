@@ -1,0 +1,113 @@
+"""[report] and [email] in jobsight.toml, checked once so that a typo is an error, not a silent default.
+
+    [report]
+    top_jobs = 10              # jobs listed by wasted SBU
+    trend_weeks = 4            # earlier windows compared with the report's own
+    budget_period = "month"    # what a [budgets] figure covers: week | month | quarter | year
+
+    [email]
+    from = "jobsight@example.org"
+    user_address = "{user}@example.org"     # template; [email.addresses] overrides per user
+    admins = ["hpc-admins@example.org"]      # the admin report's recipients
+    smtp = "localhost:25"                    # used by --email without --smtp/--eml-dir
+    subject_prefix = "[jobsight]"
+    [email.addresses]
+    alice = "alice.smith@example.org"
+
+Project (account) reports go to the account's leads: [roles] leads = {proj-astro = ["carol"]}.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from analytics.cli import UserError
+from analytics.config import Config
+
+BUDGET_PERIODS = ("week", "month", "quarter", "year")
+
+
+@dataclass
+class ReportSettings:
+    top_jobs: int = 10
+    trend_weeks: int = 4
+    budget_period: str = "month"
+    sender: str | None = None
+    user_address: str | None = None
+    addresses: dict[str, str] = field(default_factory=dict)
+    admins: list[str] = field(default_factory=list)
+    smtp: str = "localhost:25"
+    subject_prefix: str = "[jobsight]"
+    leads: dict[str, list[str]] = field(default_factory=dict)   # account -> users, from [roles]
+    budgets: dict[str, float] = field(default_factory=dict)
+    cluster: str | None = None
+
+    def address_of(self, user: str) -> str | None:
+        if user in self.addresses:
+            return self.addresses[user]
+        if self.user_address:
+            return self.user_address.format(user=user)
+        return None
+
+
+def _where(cfg: Config) -> str:
+    return str(cfg.path) if cfg.path else "config"
+
+
+def _int(cfg: Config, key: str, value: Any, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise UserError(f"{_where(cfg)}: {key} must be a whole number >= {low}, got {value!r}")
+    return value
+
+
+def _str(cfg: Config, key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise UserError(f"{_where(cfg)}: {key} must be a non-empty string, got {value!r}")
+    return value
+
+
+def from_config(cfg: Config) -> ReportSettings:
+    s = ReportSettings(budgets=dict(cfg.budgets), cluster=cfg.cluster)
+    for key, value in cfg.report.items():
+        if key == "top_jobs":
+            s.top_jobs = _int(cfg, "report.top_jobs", value, 1)
+        elif key == "trend_weeks":
+            s.trend_weeks = _int(cfg, "report.trend_weeks", value, 1)
+        elif key == "budget_period":
+            if value not in BUDGET_PERIODS:
+                raise UserError(f"{_where(cfg)}: report.budget_period must be one of {', '.join(BUDGET_PERIODS)}, got {value!r}")
+            s.budget_period = value
+        else:
+            raise UserError(f"{_where(cfg)}: unknown key report.{key} (known: budget_period, top_jobs, trend_weeks)")
+    for key, value in cfg.email.items():
+        if key == "from":
+            s.sender = _str(cfg, "email.from", value)
+        elif key == "user_address":
+            s.user_address = _str(cfg, "email.user_address", value)
+            if "{user}" not in value:
+                raise UserError(f"{_where(cfg)}: email.user_address must contain {{user}}, got {value!r}")
+            try:
+                value.format(user="x")
+            except (KeyError, IndexError, ValueError):
+                raise UserError(f"{_where(cfg)}: email.user_address may use only {{user}}, got {value!r}") from None
+        elif key == "addresses":
+            if not isinstance(value, dict):
+                raise UserError(f"{_where(cfg)}: email.addresses must be a table user = \"address\"")
+            s.addresses = {str(u): _str(cfg, f"email.addresses.{u}", a) for u, a in value.items()}
+        elif key == "admins":
+            if not isinstance(value, list):
+                raise UserError(f"{_where(cfg)}: email.admins must be a list of addresses")
+            s.admins = [_str(cfg, "email.admins[]", a) for a in value]
+        elif key == "smtp":
+            s.smtp = _str(cfg, "email.smtp", value)
+        elif key == "subject_prefix":
+            s.subject_prefix = str(value)
+        else:
+            raise UserError(f"{_where(cfg)}: unknown key email.{key} "
+                            "(known: addresses, admins, from, smtp, subject_prefix, user_address)")
+    leads = cfg.roles.get("leads", {}) if isinstance(cfg.roles, dict) else {}
+    if not isinstance(leads, dict):
+        raise UserError(f"{_where(cfg)}: roles.leads must be a table account = [users]")
+    for account, users in leads.items():
+        s.leads[str(account)] = [str(u) for u in (users if isinstance(users, list) else [users])]
+    return s

@@ -1,0 +1,78 @@
+"""The one-paragraph plain-language summary at the top of a report.
+
+Plain text with user-supplied names in it: each renderer escapes it for its own target.
+"""
+from __future__ import annotations
+
+from analytics.reports.data import Report
+
+
+def sbu(v: float | None) -> str:
+    return "unknown" if v is None else f"{v:,.1f} SBU"
+
+
+def pct(v: float | None) -> str:
+    return "not measured" if v is None else f"{v:.0f}%"
+
+
+def _trend_sentence(rep: Report, whose: str) -> str:
+    earlier = rep.trend[:-1]
+    if not earlier:
+        return ""
+    avg = sum(w["sbu"] for w in earlier) / len(earlier)
+    n = len(earlier)
+    unit = f"{n} {rep.period.noun()}s" if n > 1 else f"{rep.period.noun()}"
+    if avg <= 0:
+        return f" {whose} previous {unit} burned nothing."
+    change = (rep.totals["sbu"] - avg) * 100.0 / avg
+    direction = "more" if change >= 0 else "less"
+    return (f" That is {abs(change):.0f}% {direction} than {whose.lower()} average of {sbu(avg)} "
+            f"over the previous {unit}.")
+
+
+def _efficiency_sentence(t: dict) -> str:
+    parts = [f"CPU {pct(t['cpu_eff_pct'])}"]
+    if t.get("gpu_hours"):
+        parts.append(f"GPU {pct(t['gpu_util_pct'])}")
+    parts += [f"memory {pct(t['mem_eff_pct'])}", f"time limit {pct(t['time_eff_pct'])}"]
+    return " Allocation-weighted efficiency: " + ", ".join(parts) + "."
+
+
+def _worst_job_sentence(rep: Report) -> str:
+    if not rep.top_jobs or not rep.top_jobs[0].get("wasted_sbu"):
+        return ""
+    j = rep.top_jobs[0]
+    name = f" ({j['job_name']})" if j.get("job_name") else ""
+    owner = f" of {j['user']}" if rep.kind != "user" else ""
+    s = f" The most wasteful job was {j['job_id']}{name}{owner}, with {sbu(j['wasted_sbu'])} wasted"
+    if j.get("sbatch_lines"):
+        s += "; asking for " + " ".join(line.removeprefix("#SBATCH ") for line in j["sbatch_lines"].splitlines())
+        s += " would have fit"
+    return s + "."
+
+
+def summarise(rep: Report) -> str:
+    t = rep.totals
+    when = rep.period.describe()
+    subject = {"user": "you", "account": f"project {rep.name}", "admin": "the cluster"}[rep.kind]
+    whose = {"user": "Your", "account": "Its", "admin": "Its"}[rep.kind]
+    if not t["jobs"]:
+        return f"In {when} {subject} ran no jobs, so nothing was burned or wasted."
+    ran = "you ran" if rep.kind == "user" else f"{subject} ran"
+    text = f"In {when} {ran} {t['jobs']:,} job{'s' if t['jobs'] != 1 else ''} that burned {sbu(t['sbu'])}"
+    if t["wasted_sbu"] is not None:
+        text += (f", of which {sbu(t['wasted_sbu'])} ({t['wasted_pct']:.0f}% of the rated burn) "
+                 "paid for resources that sat idle")
+    text += "."
+    if t.get("unrated_sbu"):
+        text += f" {sbu(t['unrated_sbu'])} could not be rated (no CPU time or GPU samples recorded)."
+    text += _trend_sentence(rep, whose)
+    text += _efficiency_sentence(t)
+    if t.get("idle_gpu_hours"):
+        text += f" GPUs sat idle for {t['idle_gpu_hours']:,.1f} GPU-hours."
+    text += _worst_job_sentence(rep)
+    if rep.budget:
+        b = rep.budget
+        text += (f" Of its {b['period']}ly budget of {sbu(b['budget_sbu'])}, {sbu(b['remaining_sbu'])} "
+                 "remain.")
+    return text
