@@ -126,3 +126,112 @@ class JobProcesses(ProcessSet):
         current = {p.pid for p in procs}
         self._decided = {k: v for k, v in self._decided.items() if k[0] in current}
         return members
+
+
+# ---------------------------------------------------------------- without psutil: /proc directly
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _proc_stat(pid: int, proc: str = "/proc"):
+    """(ppid, cpu seconds, rss bytes, start ticks) from /proc/<pid>/stat, or None if gone."""
+    try:
+        with open(f"{proc}/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    # The command name is in parentheses and may itself hold spaces or ')': split after the last ')'.
+    fields = data[data.rfind(b")") + 2:].split()
+    try:
+        return int(fields[1]), (int(fields[11]) + int(fields[12])) / _CLK_TCK, int(fields[21]) * _PAGE, int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+class ProcfsSet:
+    """The same counters as ProcessSet, read from /proc with the standard library only
+    (for `python3 collector/sidecar.py` on a node without psutil)."""
+
+    def __init__(self, exclude: set[int] | None = None, proc: str = "/proc") -> None:
+        self.proc = proc
+        self._exclude = set(exclude or ()) | {os.getpid()}
+        self._last: dict[tuple[int, int], float] = {}   # (pid, start ticks) -> cpu seconds
+        self._gone_cpu = 0.0
+
+    def _pids(self) -> list[int]:
+        try:
+            return [int(n) for n in os.listdir(self.proc) if n.isdigit()]
+        except OSError:
+            return []
+
+    def _select(self, stats: dict[int, tuple]) -> list[int]:
+        raise NotImplementedError
+
+    def read(self) -> tuple[float, int, int]:
+        stats = {}
+        for pid in self._pids():
+            st = _proc_stat(pid, self.proc)
+            if st is not None:
+                stats[pid] = st
+        now: dict[tuple[int, int], float] = {}
+        rss = 0
+        for pid in self._select(stats):
+            if pid in self._exclude:
+                continue
+            _ppid, cpu, mem, start = stats[pid]
+            now[(pid, start)] = cpu
+            rss += mem
+        for key, cpu in self._last.items():
+            if key not in now:
+                self._gone_cpu += cpu
+        self._last = now
+        return self._gone_cpu + sum(now.values()), rss, len(now)
+
+
+class ProcfsTree(ProcfsSet):
+    def __init__(self, root_pid: int, exclude: set[int] | None = None, proc: str = "/proc") -> None:
+        super().__init__(exclude, proc)
+        self.root_pid = root_pid
+        self._root_start = (_proc_stat(root_pid, proc) or (0, 0, 0, None))[3]
+
+    def _select(self, stats: dict[int, tuple]) -> list[int]:
+        root = stats.get(self.root_pid)
+        if root is None or root[3] != self._root_start:  # gone, or the pid was reused
+            return []
+        children: dict[int, list[int]] = {}
+        for pid, st in stats.items():
+            children.setdefault(st[0], []).append(pid)
+        out, todo = [], [self.root_pid]
+        while todo:
+            pid = todo.pop()
+            out.append(pid)
+            todo.extend(children.get(pid, ()))
+        return out
+
+
+class ProcfsJobProcesses(ProcfsSet):
+    """This user's processes whose environment holds VAR=job_id (decided once per process)."""
+
+    def __init__(self, var: str, job_id: str, exclude: set[int] | None = None, proc: str = "/proc") -> None:
+        super().__init__(exclude, proc)
+        self._needle = f"{var}={job_id}".encode()
+        self._uid = os.getuid()
+        self._decided: dict[tuple[int, int], bool] = {}
+
+    def _belongs(self, pid: int, start: int) -> bool:
+        key = (pid, start)
+        verdict = self._decided.get(key)
+        if verdict is None:
+            try:
+                verdict = (os.stat(f"{self.proc}/{pid}").st_uid == self._uid and
+                           self._needle in open(f"{self.proc}/{pid}/environ", "rb").read().split(b"\0"))
+            except OSError:
+                verdict = False
+            self._decided[key] = verdict
+        return verdict
+
+    def _select(self, stats: dict[int, tuple]) -> list[int]:
+        members = [pid for pid, st in stats.items() if self._belongs(pid, st[3])]
+        self._decided = {k: v for k, v in self._decided.items() if k[0] in stats}
+        return members

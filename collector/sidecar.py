@@ -33,8 +33,8 @@ SIDECAR_VERSION = "0.1.0"
 # The first row covers one short window after start, so it comes almost at once. Below the
 # minimum window a CPU percentage is noise and the cell stays blank: cgroup counters are in
 # microseconds, psutil's (/proc/<pid>/stat) in 10 ms clock ticks, so psutil needs longer windows.
-FIRST_WINDOW_S = {"psutil": 0.25}
-MIN_UTIL_WINDOW_S = {"psutil": 0.2}
+FIRST_WINDOW_S = {"psutil": 0.25, "procfs": 0.25}
+MIN_UTIL_WINDOW_S = {"psutil": 0.2, "procfs": 0.2}
 DEFAULT_FIRST_WINDOW_S = 0.05
 DEFAULT_MIN_UTIL_WINDOW_S = 0.02
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
@@ -108,17 +108,10 @@ class PsutilCpu:
         return CpuReading(total, rss, self.mem_limit, self.peak)
 
 
-class NoCpu:
-    method = "none"
-    cgroup_path = None
-
-    def read(self) -> CpuReading:
-        return CpuReading(None, None, None, None)
-
-
 def make_cpu_source(job: jobenv.JobInfo, env: dict[str, str], child_pid: int | None,
                     cgroup_root: str, proc_cgroup_text: str | None, problems: Problems):
-    """Job cgroup first; else psutil over the wrapped command / the job's processes / the parent's tree."""
+    """Job cgroup first; else psutil (or /proc read directly when psutil is missing) over the wrapped
+    command / the job's processes / the tree of the process that started the sidecar."""
     scheduler_id = jobenv.detect_scheduler(env)[1]
     cg = None
     try:
@@ -129,20 +122,21 @@ def make_cpu_source(job: jobenv.JobInfo, env: dict[str, str], child_pid: int | N
         cores, source = jobenv.allocated_cores(env, cg.cpuset())
         return CgroupCpu(cg), cores, source
     cores, source = jobenv.allocated_cores(env, None)
-    try:
-        from collector import procs
-        if child_pid is not None:
-            pset = procs.ProcessTree(child_pid)
-        elif job.scheduler != "none" and scheduler_id:
-            var = {"slurm": "SLURM_JOB_ID", "pbs": "PBS_JOBID", "lsf": "LSB_JOBID"}[job.scheduler]
-            pset = procs.JobProcesses(var, scheduler_id)
-        else:
-            # Outside a job: the shell (or whatever) that started us, and its other children.
-            pset = procs.ProcessTree(os.getppid())
-    except ImportError:
-        problems.warn("psutil", "jobsight sidecar: no job cgroup and psutil is not installed: CPU and memory columns stay blank")
-        return NoCpu(), cores, source
-    return PsutilCpu(pset, jobenv.memory_limit_from_env(env, cores)), cores, source
+    from collector import procs
+    have_psutil = procs.psutil_available()
+    tree, by_env = (procs.ProcessTree, procs.JobProcesses) if have_psutil else (procs.ProcfsTree, procs.ProcfsJobProcesses)
+    if child_pid is not None:
+        pset = tree(child_pid)
+    elif job.scheduler != "none" and scheduler_id:
+        var = {"slurm": "SLURM_JOB_ID", "pbs": "PBS_JOBID", "lsf": "LSB_JOBID"}[job.scheduler]
+        pset = by_env(var, scheduler_id)
+    else:
+        # Outside a job: the shell (or whatever) that started us, and its other children.
+        pset = tree(os.getppid())
+    cpu = PsutilCpu(pset, jobenv.memory_limit_from_env(env, cores))
+    if not have_psutil:
+        cpu.method = "procfs"  # same counters as psutil, read from /proc by the standard library
+    return cpu, cores, source
 
 
 def open_gpu_source(env: dict[str, str], mode: str, interval: float, problems: Problems):

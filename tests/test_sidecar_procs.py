@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from collector import procs
 
 # Burns a fixed amount of CPU time (not wall time, so a loaded machine only makes it slower),
@@ -41,10 +43,15 @@ def stop(p: subprocess.Popen) -> None:
     p.wait(timeout=30)
 
 
-def test_tree_sums_cpu_and_rss_of_child_and_grandchild():
+TREES = [procs.ProcessTree, procs.ProcfsTree]
+JOBS = [procs.JobProcesses, procs.ProcfsJobProcesses]
+
+
+@pytest.mark.parametrize("tree_cls", TREES)
+def test_tree_sums_cpu_and_rss_of_child_and_grandchild(tree_cls):
     p = start(0.3, 40, child=True)
     try:
-        tree = procs.ProcessTree(p.pid)
+        tree = tree_cls(p.pid)
         cpu, rss, n = tree.read()
         assert n == 2
         # 0.3 s of CPU in each of two processes; /proc counts in 10 ms ticks.
@@ -54,9 +61,10 @@ def test_tree_sums_cpu_and_rss_of_child_and_grandchild():
         stop(p)
 
 
-def test_cpu_counter_never_goes_down_when_a_process_exits():
+@pytest.mark.parametrize("tree_cls", TREES)
+def test_cpu_counter_never_goes_down_when_a_process_exits(tree_cls):
     p = start(0.2, 0, child=False)
-    tree = procs.ProcessTree(p.pid)
+    tree = tree_cls(p.pid)
     before, _, n_before = tree.read()
     stop(p)
     after, rss, n_after = tree.read()
@@ -64,14 +72,27 @@ def test_cpu_counter_never_goes_down_when_a_process_exits():
     assert after == before and rss == 0
 
 
-def test_job_processes_selected_by_environment():
+@pytest.mark.parametrize("job_cls", JOBS)
+def test_job_processes_selected_by_environment(job_cls):
     env = dict(os.environ, SLURM_JOB_ID="jobsight-test-424242")
     p = start(0.2, 0, child=False, env=env)
     other = start(0.1, 0, child=False)
     try:
-        cpu, _, n = procs.JobProcesses("SLURM_JOB_ID", "jobsight-test-424242").read()
+        cpu, _, n = job_cls("SLURM_JOB_ID", "jobsight-test-424242").read()
         assert n == 1
         assert 0.19 <= cpu <= 0.3
     finally:
         stop(p)
         stop(other)
+
+
+def test_procfs_stat_parsing_survives_odd_command_names(tmp_path):
+    # /proc/<pid>/stat of a process named "a) b": the name is split off at the LAST ')'.
+    fields = ["S", "1", "1", "1", "0", "-1", "0", "0", "0", "0", "0", "250", "50", "0", "0", "20", "0", "1", "0",
+              "777", "100000", "3"]
+    (tmp_path / "42").mkdir()
+    (tmp_path / "42" / "stat").write_text("42 (a) b) " + " ".join(fields) + "\n")
+    ppid, cpu, rss, start = procs._proc_stat(42, str(tmp_path))
+    assert (ppid, start) == (1, 777)
+    assert cpu == (250 + 50) / os.sysconf("SC_CLK_TCK")
+    assert rss == 3 * os.sysconf("SC_PAGE_SIZE")

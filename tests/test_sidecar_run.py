@@ -216,13 +216,17 @@ def test_runs_as_a_plain_file_without_jobsight_installed(tmp_path):
     import shutil
     shutil.copytree(ROOT / "collector", tmp_path / "co" / "collector", ignore=shutil.ignore_patterns("__pycache__"))
     python = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
+    has_psutil = subprocess.run([python, "-c", "import psutil"], capture_output=True).returncode == 0
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     res = subprocess.run([python, str(tmp_path / "co" / "collector" / "sidecar.py"), "run", "--interval", "0.2",
-                          "--gpus", "none", "--out", str(tmp_path / "out"), "--", "sh", "-c", "exit 4"],
+                          "--gpus", "none", "--out", str(tmp_path / "out"), "--", "sh", "-c", "sleep 0.5; exit 4"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30)
-    assert res.returncode == 4, res.stderr
-    assert len(res.stderr.splitlines()) <= 1  # at most the "psutil is not installed" line
-    assert csv_files(tmp_path / "out")[0].read_text().startswith(HEADER + "\n")
+    assert (res.returncode, res.stderr) == (4, "")
+    out = tmp_path / "out"
+    assert csv_files(out)[0].read_text().startswith(HEADER + "\n")
+    assert meta(out)["cpu_method"] == ("psutil" if has_psutil else "procfs")
+    data = rows(out)
+    assert len(data) >= 2 and int(data[0]["mem_used_bytes"]) > 0 and data[1]["util_pct"] != ""
 
 
 def test_eight_fake_gpus_and_cgroup(tmp_path):
