@@ -164,8 +164,10 @@ class Sampler:
     """Turns readings into CSV rows: one `cpu` row plus one row per GPU per sample."""
 
     def __init__(self, job: jobenv.JobInfo, cpu, cores: int, gpus, out, problems: Problems,
-                 clock=time.monotonic, wallclock=time.time) -> None:
+                 clock=time.monotonic, wallclock=time.time, min_window: float | None = None) -> None:
         self.clock = clock
+        self.min_window = min_window if min_window is not None else \
+            MIN_UTIL_WINDOW_S.get(cpu.method, DEFAULT_MIN_UTIL_WINDOW_S)
         self.wallclock = wallclock
         self.job = job
         self.cpu = cpu
@@ -197,7 +199,7 @@ class Sampler:
         util = None
         if reading.cpu_s is not None and self.last_cpu_s is not None and self.last_mono is not None:
             dt = mono - self.last_mono
-            if dt >= MIN_UTIL_WINDOW_S.get(self.cpu.method, DEFAULT_MIN_UTIL_WINDOW_S):
+            if dt >= self.min_window:
                 util = cpu_util_pct(reading.cpu_s - self.last_cpu_s, dt, self.cores)
         if reading.cpu_s is not None:
             self.last_cpu_s, self.last_mono = reading.cpu_s, mono
@@ -391,7 +393,9 @@ class Sidecar:
                 gpu_meta.update(gpus.meta())
             except Exception as exc:
                 self.problems.warn("gpu-meta", f"jobsight sidecar: GPU metadata unavailable ({exc!r})")
-        sampler = Sampler(job, cpu, cores, gpus, self.out, self.problems)
+        # A short --interval lowers the minimum window, so jitter alone never blanks regular rows.
+        min_window = min(MIN_UTIL_WINDOW_S.get(cpu.method, DEFAULT_MIN_UTIL_WINDOW_S), args.interval / 2)
+        sampler = Sampler(job, cpu, cores, gpus, self.out, self.problems, min_window=min_window)
         sampler.baseline()
         mem_limit = None
         try:
