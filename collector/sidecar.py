@@ -6,7 +6,8 @@
 
 Never harms the job: output or sampling problems print one stderr line each and the sidecar
 degrades (background mode: exits 0; wrapper mode: keeps waiting for the command and returns
-its exit code). SIGTERM/SIGINT in background mode: a last sample, fsync, exit 0.
+its exit code). SIGTERM/SIGINT/SIGHUP in background mode: a last sample, fsync, exit 0.
+Wrapper mode forwards SIGTERM/SIGINT/SIGHUP/SIGUSR1/SIGUSR2 to the command's process group.
 """
 from __future__ import annotations
 
@@ -37,7 +38,9 @@ FIRST_WINDOW_S = {"psutil": 0.25, "procfs": 0.25}
 MIN_UTIL_WINDOW_S = {"psutil": 0.2, "procfs": 0.2}
 DEFAULT_FIRST_WINDOW_S = 0.05
 DEFAULT_MIN_UTIL_WINDOW_S = 0.02
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+# Wrapper mode forwards these to the command's process group; background mode stops on STOPPING.
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+STOPPING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class Problems:
@@ -250,7 +253,7 @@ class Signals:
         pass
 
     def stop_requested(self) -> bool:
-        return any(s in (signal.SIGTERM, signal.SIGINT) for s in self.received)
+        return any(s in STOPPING for s in self.received)
 
     def sleep(self, seconds: float) -> None:
         if seconds > 0:
@@ -279,7 +282,7 @@ def build_parser(wrapper: bool) -> argparse.ArgumentParser:
     prog = "jobsight sidecar run" if wrapper else "jobsight sidecar"
     p = argparse.ArgumentParser(
         prog=prog,
-        description=("Run CMD, sample this job's CPU, memory and GPUs while it runs, forward SIGTERM/SIGINT/SIGUSR1 "
+        description=("Run CMD, sample this job's CPU, memory and GPUs while it runs, forward SIGTERM/SIGINT/SIGHUP/SIGUSR1/SIGUSR2 "
                      "to it and exit with its exit code." if wrapper else
                      "Sample this job's CPU, memory and GPUs to CSV until SIGTERM/SIGINT. "
                      "Use `jobsight sidecar run [OPTIONS] -- CMD ...` to wrap a command instead."),
@@ -288,7 +291,8 @@ def build_parser(wrapper: bool) -> argparse.ArgumentParser:
     p.add_argument("--out", default=".", metavar="DIR", help="output directory, created 0750 if missing (default: current directory)")
     p.add_argument("--job-id", default=None, help="job id to record (default: SLURM_JOB_ID / PBS_JOBID / LSB_JOBID, else local-<pid>)")
     p.add_argument("--cluster", default=None, help="cluster name (default: SLURM_CLUSTER_NAME, else JOBSIGHT_CLUSTER)")
-    p.add_argument("--gpus", choices=("auto", "none"), default="auto", help="sample the job's GPUs (auto) or not (none)")
+    p.add_argument("--gpus", choices=("auto", "none", "nvml", "nvidia-smi"), default="auto",
+                   help="sample the job's GPUs: auto (NVML, else nvidia-smi), none, or force nvml / nvidia-smi")
     # For tests and unusual nodes: where cgroups are mounted, and a file to read instead of /proc/self/cgroup.
     p.add_argument("--cgroup-root", default=DEFAULT_ROOT, help=argparse.SUPPRESS)
     p.add_argument("--proc-cgroup", default=None, help=argparse.SUPPRESS)
@@ -352,6 +356,11 @@ class Sidecar:
             print(f"jobsight sidecar: cannot run {self.args.cmd[0]}: {exc.strerror or exc}", file=sys.stderr, flush=True)
             return 126 if isinstance(exc, PermissionError) else 127
         signals.child_pgid = self.child.pid
+        for sig in list(signals.received):  # arrived while the command was being started
+            try:
+                os.killpg(self.child.pid, sig)
+            except OSError:
+                pass
         return None
 
     def _child_exited(self) -> bool:

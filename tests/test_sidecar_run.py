@@ -57,7 +57,7 @@ def wait_rows(out: Path, n: int, proc: subprocess.Popen, limit: float = 20.0) ->
     raise AssertionError(f"fewer than {n} rows in {limit} s")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_background_stop_signal_takes_a_last_sample_and_exits_0(tmp_path, sig):
     out = tmp_path / "out"
     p = sidecar(["--interval", "60", "--gpus", "none", "--out", str(out)])
@@ -158,6 +158,7 @@ def note(text):
         f.write(text + "\n")
 signal.signal(signal.SIGUSR1, lambda *a: note("usr1"))
 signal.signal(signal.SIGINT, lambda *a: note("int"))
+signal.signal(signal.SIGUSR2, lambda *a: note("usr2"))
 def on_term(*a):
     note("term")
     sys.exit(7)
@@ -184,13 +185,15 @@ def test_wrapper_forwards_signals_to_the_command_process_group(tmp_path):
     wait_for_line(log, "pgleader=True")
     p.send_signal(signal.SIGUSR1)
     wait_for_line(log, "usr1")
+    p.send_signal(signal.SIGUSR2)
+    wait_for_line(log, "usr2")
     p.send_signal(signal.SIGINT)
     wait_for_line(log, "int")
     assert p.poll() is None  # SIGINT was forwarded, the command lives on, so does the sidecar
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=20)
     assert p.returncode == 7 and err == ""
-    assert log.read_text().splitlines() == ["pgleader=True", "usr1", "int", "term"]
+    assert log.read_text().splitlines() == ["pgleader=True", "usr1", "usr2", "int", "term"]
 
 
 def test_wrapper_runs_the_command_even_when_output_is_unwritable(tmp_path):
