@@ -1,0 +1,73 @@
+"""The Dash app: a top bar, one dcc.Location and a router that renders the page for the path.
+
+Pages live in dashboard/pages/; each exposes ``layout(...)`` and ``register(app)`` (its callbacks,
+registered on this app object rather than globally, so that several apps can live in one process,
+as in the tests). Every request passes dashboard/auth.py first; every callback asks the data layer
+with the request's scope.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import dash
+from dash import Input, Output, State, dcc, html
+
+from analytics.snapshot import SnapshotReader
+from dashboard import common
+from dashboard.auth import Auth, current_scope, install
+from dashboard.pages import entities, flagged, job, overview
+
+log = logging.getLogger("jobsight.dashboard")
+
+NAV = [("/", "Overview"), ("/users", "Users"), ("/projects", "Projects"), ("/flagged", "Flagged jobs")]
+
+
+def page_for(path: str, params: dict[str, str]):
+    """Layout of the page at ``path`` (without the URL prefix) for the request's scope."""
+    scope = current_scope()
+    path = "/" + path.strip("/")
+    for prefix, (p, _fixed, _heading) in overview.INSTANCES.items():
+        if path == p:
+            return overview.layout(prefix, params, scope)
+    for prefix, (p, *_rest) in entities.INSTANCES.items():
+        if path == p:
+            return entities.layout(prefix, params, scope)
+    if path == "/flagged":
+        return flagged.layout(params, scope)
+    if path == "/job":
+        return job.layout(params, scope)
+    return html.Div([html.H2("Page not found"), dcc.Link("Back to the overview", href="/")])
+
+
+def create_app(reader: SnapshotReader, auth: Auth, url_prefix: str = "/", debug: bool = False) -> dash.Dash:
+    prefix = "/" + url_prefix.strip("/") + "/" if url_prefix.strip("/") else "/"
+    app = dash.Dash(__name__, title="jobsight", url_base_pathname=prefix, suppress_callback_exceptions=True,
+                    assets_folder=str(Path(__file__).with_name("assets")), update_title=None,
+                    serve_locally=True)
+    app.server.config[common.READER_KEY] = reader
+    install(app.server, auth)
+
+    def shell():
+        scope = current_scope()
+        who = f"{scope.user} ({scope.role}" + (f" of {', '.join(scope.accounts)}" if scope.accounts else "") + ")"
+        return html.Div([
+            dcc.Location(id="url", refresh="callback-nav"),
+            html.Nav([dcc.Link(label, href=app.get_relative_path(path)) for path, label in NAV]
+                     + [html.Span(who, className="who")], className="topbar"),
+            html.Div(id="page"),
+        ])
+
+    app.layout = shell
+
+    @app.callback(Output("page", "children"), Input("url", "pathname"), State("url", "search"))
+    @common.safe()
+    def route(pathname, search):
+        path = app.strip_relative_path(pathname or "/") or ""
+        return page_for(path, common.parse_search(search))
+
+    overview.register(app)
+    entities.register(app)
+    flagged.register(app)
+    job.register(app)
+    return app

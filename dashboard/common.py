@@ -1,0 +1,149 @@
+"""What the pages share: the URL query string <-> filters, the read-only database handle of the
+request, the error wrapper of every callback and the filter controls."""
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import functools
+import logging
+from typing import Any, Callable, Iterator
+from urllib.parse import parse_qs, urlencode
+
+import flask
+from dash import dcc, html
+from dash.exceptions import PreventUpdate
+
+from analytics.snapshot import ReadHandle
+from dashboard import queries
+from dashboard.auth import current_scope
+from dashboard.queries import Filters, Scope
+
+log = logging.getLogger("jobsight.dashboard")
+
+READER_KEY = "JOBSIGHT_READER"
+SEVERITIES = ["alarm", "warn", "info"]
+ERROR_TEXT = "Something went wrong while preparing this view; it has been logged. Try again or change the filters."
+
+
+# --- URL ------------------------------------------------------------------------------------
+
+def parse_search(search: str | None) -> dict[str, str]:
+    """Query string -> {name: first value}; unknown or repeated names are harmless."""
+    raw = parse_qs((search or "").lstrip("?"), keep_blank_values=False, max_num_fields=50)
+    return {k: v[0] for k, v in raw.items() if v and len(v[0]) <= 200}
+
+
+def make_search(params: dict[str, Any]) -> str:
+    clean = {k: v for k, v in params.items() if v not in (None, "", [], ())}
+    for k, v in list(clean.items()):
+        if isinstance(v, (list, tuple)):
+            clean[k] = ",".join(str(x) for x in v)
+    return ("?" + urlencode(clean)) if clean else ""
+
+
+def _date(text: str | None) -> dt.date | None:
+    if not text:
+        return None
+    try:
+        return dt.date.fromisoformat(text[:10])
+    except ValueError:
+        return None
+
+
+def _list(text: str | None) -> tuple[str, ...]:
+    return tuple(x for x in (text or "").split(",") if x)[:20]
+
+
+def filters_from(params: dict[str, str], **fixed: str | None) -> Filters:
+    """Filters from URL parameters; ``fixed`` (the user or project of an entity page) wins."""
+    values = dict(since=_date(params.get("since")), until=_date(params.get("until")),
+                  user=params.get("user") or None, account=params.get("account") or None,
+                  partition=params.get("partition") or None,
+                  codes=_list(params.get("code")), severities=_list(params.get("severity")))
+    values.update({k: v for k, v in fixed.items() if v})
+    return Filters(**values)
+
+
+# --- database and errors --------------------------------------------------------------------
+
+@contextlib.contextmanager
+def handle() -> Iterator[ReadHandle]:
+    reader = flask.current_app.config[READER_KEY]
+    with reader.cursor() as h:
+        yield h
+
+
+def scope() -> Scope:
+    return current_scope()
+
+
+def safe(fallback: Callable[[], Any] | None = None, outputs: int = 1):
+    """Wrap a callback: any exception is logged with its traceback on the server and the user gets
+    a plain message (or ``fallback()``), never the traceback."""
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except PreventUpdate:
+                raise
+            except Exception:
+                log.exception("callback %s failed", fn.__name__)
+                if fallback is not None:
+                    return fallback()
+                msg = html.Div(ERROR_TEXT, className="error", role="alert")
+                return msg if outputs == 1 else (msg,) + (None,) * (outputs - 1)
+        return wrapper
+    return deco
+
+
+# --- controls -------------------------------------------------------------------------------
+
+def options(values: list[str]) -> list[dict[str, str]]:
+    return [{"label": v, "value": v} for v in values]
+
+
+def period_control(prefix: str, params: dict[str, str]) -> html.Div:
+    return html.Div([
+        html.Label("Period (UTC)", htmlFor=f"{prefix}-period"),
+        dcc.DatePickerRange(id=f"{prefix}-period", start_date=str(_date(params.get("since")) or "") or None,
+                            end_date=str(_date(params.get("until")) or "") or None, clearable=True,
+                            display_format="YYYY-MM-DD", start_date_placeholder_text="from",
+                            end_date_placeholder_text="to"),
+    ], className="control")
+
+
+def dropdown(prefix: str, name: str, label: str, values: list[str], value, multi: bool = False) -> html.Div:
+    return html.Div([
+        html.Label(label, htmlFor=f"{prefix}-{name}"),
+        dcc.Dropdown(id=f"{prefix}-{name}", options=options(values), value=value, multi=multi,
+                     clearable=True, placeholder="all"),
+    ], className="control")
+
+
+def scope_filter_controls(prefix: str, params: dict[str, str], opts: dict[str, list[str]],
+                          skip: tuple[str, ...] = ()) -> list[html.Div]:
+    labels = {"user": "User", "account": "Project", "partition": "Partition"}
+    return [dropdown(prefix, key, label, opts.get(key, []), params.get(key) or None)
+            for key, label in labels.items() if key not in skip]
+
+
+def number(x: float | None, digits: int = 1) -> str:
+    if x is None:
+        return "-"
+    try:
+        if x != x:  # NaN
+            return "-"
+    except TypeError:
+        return str(x)
+    return f"{x:,.{digits}f}"
+
+
+def card(label: str, value: str, cid: str) -> html.Div:
+    return html.Div([html.Div(label, className="card-label"), html.Div(value, className="card-value", id=cid)],
+                    className="card")
+
+
+def visible_options(params_scope: Scope) -> dict[str, list[str]]:
+    with handle() as h:
+        return queries.filter_options(h, params_scope)

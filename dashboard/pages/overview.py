@@ -1,0 +1,108 @@
+"""Overview (/), and the same charts scoped to one user (/user?name=) or project (/project?name=):
+SBU burned vs wasted over time, totals, efficiency distributions, flag counts, idle-GPU hours."""
+from __future__ import annotations
+
+from dash import Input, Output, State, dcc, html, no_update
+
+from dashboard import common, figures, queries
+from dashboard.queries import Filters, Scope
+
+# page id prefix -> (path, the filter the page's `name` fixes, heading)
+INSTANCES = {
+    "ov": ("/", None, "Overview"),
+    "us": ("/user", "user", "User"),
+    "pj": ("/project", "account", "Project"),
+}
+GRAINS = [{"label": "daily", "value": "day"}, {"label": "weekly", "value": "week"}, {"label": "monthly", "value": "month"}]
+STACKS = [{"label": "by project", "value": "account"}, {"label": "by partition", "value": "partition"}]
+
+
+def render(h, scope: Scope, f: Filters, grain: str, stack: str) -> list:
+    """The page body for a scope and filters: totals cards and the four charts."""
+    t = queries.totals(h, scope, f)
+    if t["jobs"] == 0 and t["sbu"] == 0:
+        return [html.P("No jobs in this view for the selected period and filters.", className="empty")]
+    cards = html.Div([
+        common.card("SBU burned", common.number(t["sbu"]), "total-sbu"),
+        common.card("SBU wasted", common.number(t["wasted_sbu"]), "total-wasted"),
+        common.card("Jobs started", f"{t['jobs']:,}", "total-jobs"),
+        common.card("Flagged jobs", f"{t['flagged_jobs']:,}", "total-flagged"),
+        common.card("Core-hours", common.number(t["core_hours"]), "total-core-hours"),
+        common.card("GPU-hours", common.number(t["gpu_hours"]), "total-gpu-hours"),
+        common.card("Idle-GPU hours", common.number(t["idle_gpu_hours"]), "total-idle-gpu"),
+    ], className="cards")
+    usage = figures.usage_figure(queries.usage_over_time(h, scope, f, grain, stack),
+                                 "project" if stack == "account" else stack)
+    return [
+        cards,
+        dcc.Graph(figure=usage, id="fig-usage", config={"displaylogo": False}),
+        html.Div([
+            dcc.Graph(figure=figures.efficiency_figure(queries.efficiency_histogram(h, scope, f)), id="fig-eff",
+                      config={"displaylogo": False}, className="half"),
+            dcc.Graph(figure=figures.flag_count_figure(queries.flag_counts(h, scope, f)), id="fig-flags",
+                      config={"displaylogo": False}, className="half"),
+        ], className="row"),
+    ]
+
+
+def layout(prefix: str, params: dict[str, str], scope: Scope) -> html.Div:
+    path, fixed, heading = INSTANCES[prefix]
+    name = params.get("name") if fixed else None
+    with common.handle() as h:
+        opts = queries.filter_options(h, scope)
+    title = f"{heading}: {name}" if name else heading
+    controls = [common.period_control(prefix, params),
+                html.Div([html.Label("Grain", htmlFor=f"{prefix}-grain"),
+                          dcc.Dropdown(id=f"{prefix}-grain", options=GRAINS, clearable=False,
+                                       value=params.get("grain") if params.get("grain") in ("day", "week", "month") else "day")],
+                         className="control"),
+                html.Div([html.Label("Stack", htmlFor=f"{prefix}-stack"),
+                          dcc.Dropdown(id=f"{prefix}-stack", options=STACKS, clearable=False,
+                                       value=params.get("stack") if params.get("stack") in ("account", "partition") else "account")],
+                         className="control")]
+    controls += common.scope_filter_controls(prefix, params, opts, skip=(fixed,) if fixed else ())
+    hidden = [dcc.Dropdown(id=f"{prefix}-{fixed}", style={"display": "none"})] if fixed else []
+    return html.Div([
+        html.H2(title),   # a name from the scheduler, as text
+        dcc.Store(id=f"{prefix}-name", data=name),
+        html.Div(controls + hidden, className="controls"),
+        dcc.Loading(html.Div(id=f"{prefix}-content"), type="default"),
+    ])
+
+
+def register(app) -> None:
+    for prefix, (_path, fixed, _heading) in INSTANCES.items():
+        _register_instance(app, prefix, fixed)
+
+
+def _register_instance(app, prefix: str, fixed: str | None) -> None:
+    inputs = [Input(f"{prefix}-period", "start_date"), Input(f"{prefix}-period", "end_date"),
+              Input(f"{prefix}-grain", "value"), Input(f"{prefix}-stack", "value"),
+              Input(f"{prefix}-user", "value"), Input(f"{prefix}-account", "value"),
+              Input(f"{prefix}-partition", "value")]
+
+    def params_of(since, until, grain, stack, user, account, partition, name):
+        p = dict(since=since, until=until, grain=grain, stack=stack, user=user, account=account, partition=partition)
+        if fixed:
+            p[fixed] = None
+            p["name"] = name
+        return p
+
+    @app.callback(Output(f"{prefix}-content", "children"), *inputs, State(f"{prefix}-name", "data"))
+    @common.safe()
+    def content(since, until, grain, stack, user, account, partition, name):
+        p = params_of(since, until, grain, stack, user, account, partition, name)
+        if fixed and not name:
+            return html.P("No name given.", className="empty")
+        f = common.filters_from({k: v for k, v in p.items() if isinstance(v, str)},
+                                **({fixed: name} if fixed else {}))
+        grain = grain if grain in ("day", "week", "month") else "day"
+        stack = stack if stack in ("account", "partition") else "account"
+        with common.handle() as h:
+            return render(h, common.scope(), f, grain, stack)
+
+    @app.callback(Output("url", "search", allow_duplicate=True), *inputs, State(f"{prefix}-name", "data"),
+                  prevent_initial_call=True)
+    @common.safe(fallback=lambda: no_update)
+    def sync_url(since, until, grain, stack, user, account, partition, name):
+        return common.make_search(params_of(since, until, grain, stack, user, account, partition, name))
