@@ -351,7 +351,10 @@ class Sidecar:
     # The wrapped command comes first: nothing the sidecar does may delay or prevent it.
     def _start_child(self, signals: Signals) -> int | None:
         try:
-            self.child = subprocess.Popen(self.args.cmd, process_group=0)
+            if sys.version_info >= (3, 11):
+                self.child = subprocess.Popen(self.args.cmd, process_group=0)
+            else:  # older python3 on a node, running this file directly
+                self.child = subprocess.Popen(self.args.cmd, preexec_fn=os.setpgrp)
         except OSError as exc:
             print(f"jobsight sidecar: cannot run {self.args.cmd[0]}: {exc.strerror or exc}", file=sys.stderr, flush=True)
             return 126 if isinstance(exc, PermissionError) else 127
