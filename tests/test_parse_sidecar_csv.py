@@ -131,3 +131,16 @@ def test_end_to_end_ingest(tmp_path):
                        [UUID]).fetchone()[0] == 250.5
     assert con.execute("SELECT dropped FROM ingests WHERE file LIKE '%4243%'").fetchone()[0] == 1
     assert con.execute("SELECT interval_s FROM sidecar_run WHERE job_id_raw = '4242'").fetchone()[0] == 10.0
+
+
+@pytest.mark.parametrize("path", [GOOD, TRUNC, BAD])
+@pytest.mark.parametrize("chunk", [10, 100, 1 << 20])
+def test_iter_parse_pieces_add_up_to_parse(path, chunk):
+    import polars as pl
+    whole = sidecar_csv.parse(path, ParseOptions())
+    parts = list(sidecar_csv.iter_parse(path, ParseOptions(), chunk_bytes=chunk))
+    assert sum(p.rows_in for p in parts) == whole.rows_in
+    assert sum(p.dropped for p in parts) == whole.dropped
+    assert [(r.line_no, r.reason) for p in parts for r in p.rejects] == [(r.line_no, r.reason) for r in whole.rejects]
+    assert pl.concat([p.samples for p in parts]).equals(whole.samples)
+    assert (parts[0].sidecar_runs is None) == (whole.sidecar_runs is None)

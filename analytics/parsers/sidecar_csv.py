@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-from typing import Optional
+from typing import Iterator, Optional
 
 import polars as pl
 
@@ -92,14 +92,15 @@ def _reasons(raw: pl.DataFrame, typed: pl.DataFrame) -> pl.Series:
     return both.select(expr.alias("reason"))["reason"]
 
 
-def _robust(path: pathlib.Path, n_lines: Optional[int]) -> tuple[pl.DataFrame, list[Reject], int]:
+def _robust(source, n_lines: Optional[int], first_line: int = 2) -> tuple[pl.DataFrame, list[Reject], int]:
     """Line-level read: split raw lines, reject the ones with the wrong field count or bad values."""
     lines = pl.read_csv(
-        path, has_header=False, separator="\x01", quote_char=None, schema={"line": pl.String},
+        source, has_header=False, separator="\x01", quote_char=None, schema={"line": pl.String},
         n_rows=n_lines, raise_if_empty=False, empty_string_is_null=False,
     )["line"]
     lines = lines.slice(1)  # header
-    df = pl.DataFrame({"line": lines.str.strip_suffix("\r"), "line_no": pl.int_range(2, len(lines) + 2, eager=True)})
+    df = pl.DataFrame({"line": lines.str.strip_suffix("\r"),
+                       "line_no": pl.int_range(first_line, len(lines) + first_line, eager=True, dtype=pl.Int64)})
     df = df.with_columns(pl.col("line").str.split(",").list.len().alias("_n"))
     rejects: list[Reject] = []
     ragged = df.filter(pl.col("_n") != len(COLUMNS))
@@ -172,36 +173,34 @@ def _meta_frame(meta: dict, path: pathlib.Path, cluster: str, job_id: Optional[s
     )
 
 
-def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
-    path = pathlib.Path(path)
-    result = ParseResult(format=FORMAT)
-    size, ends_nl = _tail_state(path)
-    n_rows: Optional[int] = None          # data rows to read (None = all)
-    if not ends_nl:
-        tail = _last_line(path, size)
-        # Header only, cut short: nothing to read.
-        n_rows = max(_count_newlines(path) - 1, 0)
-        result.dropped = 1 if tail.strip() else 0
-        if tail.strip():
-            result.notes.append(f"last line has no newline (write cut short): dropped: {tail[:80]!r}")
+def _read_block(source, n_rows: Optional[int], first_line: int) -> tuple[pl.DataFrame, list[Reject], int]:
+    """(samples with a _line column, rejects, data rows read) for a header + data source."""
     try:
-        samples = _read_typed(path, n_rows)
+        samples = _read_typed(source, n_rows)
         if samples["time"].null_count() or samples["device"].null_count():
             raise ValueError("null key")
-        samples = samples.with_columns(pl.int_range(2, len(samples) + 2, dtype=pl.Int64).alias("_line"))
-        rejects: list[Reject] = []
-        rows = len(samples)
+        line = pl.int_range(first_line, len(samples) + first_line, dtype=pl.Int64)
+        return samples.with_columns(line.alias("_line")), [], len(samples)
     except Exception:  # noqa: BLE001 - any failure of the fast path: find the bad lines one by one
-        samples, rejects, rows = _robust(path, None if n_rows is None else n_rows + 1)
-    result.rows_in = rows + result.dropped
-    meta = _read_meta(path, result.notes)
-    cluster_default = (meta or {}).get("cluster") or opts.cluster or "default"
-    job_default = str((meta or {}).get("job_id") or "") or None
-    host_default = (meta or {}).get("host") or None
+        return _robust(source, None if n_rows is None else n_rows + 1, first_line)
+
+
+class _Defaults:
+    """Values from the metadata JSON (or options) for cells the CSV leaves empty."""
+
+    def __init__(self, path: pathlib.Path, opts: ParseOptions, notes: list[str]):
+        self.meta = _read_meta(path, notes)
+        m = self.meta or {}
+        self.cluster = m.get("cluster") or opts.cluster or "default"
+        self.job = str(m.get("job_id") or "") or None
+        self.host = m.get("host") or "unknown"
+
+
+def _finish(result: ParseResult, samples: pl.DataFrame, rejects: list[Reject], d: _Defaults) -> None:
     samples = samples.with_columns(
-        pl.col("cluster").fill_null(pl.lit(cluster_default)),
-        pl.col("job_id").fill_null(pl.lit(job_default, dtype=pl.String)).alias("job_id_raw"),
-        pl.col("host").fill_null(pl.lit(host_default or "unknown")),
+        pl.col("cluster").fill_null(pl.lit(d.cluster)),
+        pl.col("job_id").fill_null(pl.lit(d.job, dtype=pl.String)).alias("job_id_raw"),
+        pl.col("host").fill_null(pl.lit(d.host)),
         pl.lit(SOURCE).alias("source"),
     ).drop("job_id")
     no_job = samples["job_id_raw"].is_null()
@@ -210,10 +209,72 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
             rejects.append(Reject(line_no, "empty job_id and no metadata job_id", None))
         rejects.sort(key=lambda r: r.line_no or 0)
         samples = samples.filter(~no_job)
-    samples = samples.drop("_line")
-    result.samples = samples
+    order = [("job_id_raw" if c == "job_id" else c) for c in COLUMNS] + ["source"]
+    result.samples = samples.select(order)
     result.rejects = rejects
-    if meta is not None:
-        first = samples.row(0, named=True) if len(samples) else {}
-        result.sidecar_runs = _meta_frame(meta, path, cluster_default, first.get("job_id_raw"), first.get("host"))
+
+
+def _cut_short(result: ParseResult, tail: bytes) -> None:
+    text = tail.decode("utf-8", "replace")
+    if text.strip():
+        result.dropped = 1
+        result.notes.append(f"last line has no newline (write cut short): dropped: {text[:80]!r}")
+
+
+def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
+    """The whole file as one result (polars reads the file directly)."""
+    path = pathlib.Path(path)
+    result = ParseResult(format=FORMAT)
+    size, ends_nl = _tail_state(path)
+    n_rows: Optional[int] = None          # data rows to read (None = all)
+    if not ends_nl:
+        _cut_short(result, _last_line(path, size).encode())
+        n_rows = max(_count_newlines(path) - 1, 0)
+    samples, rejects, rows = _read_block(path, n_rows, 2)
+    result.rows_in = rows + result.dropped
+    d = _Defaults(path, opts, result.notes)
+    _finish(result, samples, rejects, d)
+    if d.meta is not None:
+        first = result.samples.row(0, named=True) if len(result.samples) else {}
+        result.sidecar_runs = _meta_frame(d.meta, path, d.cluster, first.get("job_id_raw"), first.get("host"))
     return result
+
+
+def iter_parse(path: pathlib.Path, opts: ParseOptions, chunk_bytes: int = 256 << 20) -> Iterator[ParseResult]:
+    """The file in pieces of about ``chunk_bytes`` (cut at line ends), for files too big to hold as
+    one frame (50M rows ~ 6 GB as a frame). Line numbers in rejects are the file's own; the
+    sidecar_run row and notes come with the first piece; the dropped last line with the last one.
+    Summing rows_in / rows / rejects / dropped over the pieces gives the same totals as parse()."""
+    path = pathlib.Path(path)
+    size = path.stat().st_size
+    notes: list[str] = []
+    d = _Defaults(path, opts, notes)
+    with open(path, "rb") as fh:
+        header = fh.readline()
+        if not header.endswith(b"\n"):
+            header += b"\n"
+        start, first_line, first = fh.tell(), 2, True
+        while first or start < size:
+            end = min(start + chunk_bytes, size)
+            if end < size:
+                fh.seek(end)
+                fh.readline()
+                end = fh.tell()
+            fh.seek(start)
+            data = fh.read(end - start)
+            result = ParseResult(format=FORMAT)
+            if end >= size and data and not data.endswith(b"\n"):
+                cut = data.rfind(b"\n") + 1
+                _cut_short(result, data[cut:])
+                data = data[:cut]
+            samples, rejects, rows = _read_block(header + data, None, first_line)
+            result.rows_in = rows + result.dropped
+            _finish(result, samples, rejects, d)
+            if first:
+                result.notes[:0] = notes
+                if d.meta is not None:
+                    row0 = result.samples.row(0, named=True) if len(result.samples) else {}
+                    result.sidecar_runs = _meta_frame(d.meta, path, d.cluster, row0.get("job_id_raw"), row0.get("host"))
+            first_line += data.count(b"\n")
+            start, first = end, False
+            yield result
