@@ -451,7 +451,7 @@ class Sidecar:
                 pass
         if self.out is not None:
             self.out.close()
-        if self.meta_path and sampler is not None:
+        if self.meta_path and sampler is not None and not self.out.failed:  # disk full: one line is enough
             self.meta.update({"ended_at": iso_utc(time.time()), "samples": sampler.samples,
                               "rows": self.out.rows_written, "mem_peak_bytes": sampler.mem_peak,
                               "exit_code": exit_code, "write_failed": self.out.failed})

@@ -49,7 +49,7 @@ def _write_all(fd: int, data: bytes) -> None:
     """One write; a short write (disk full mid-line) is an error, not a retry loop."""
     n = os.write(fd, data)
     if n != len(data):
-        raise OSError(errno.ENOSPC, "short write (disk full?)")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC) + " (short write)")
 
 
 def format_cell(value) -> str:

@@ -255,3 +255,38 @@ def test_eight_fake_gpus_and_cgroup(tmp_path):
     gpu = first[1]
     assert (gpu["job_id"], gpu["cluster"], gpu["host"], gpu["gpu_index"]) == ("123", "testclu", "node7", "0")
     assert gpu["mem_used_bytes"] == str(40 * 2**30) and gpu["power_w"] == "350" and gpu["temperature_c"] == "65"
+
+
+@pytest.fixture
+def tiny_fs(tmp_path):
+    """A real 'disk full': a 32 KiB tmpfs (root only)."""
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    ok = os.geteuid() == 0 and subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32k", "tmpfs", str(mnt)],
+                                               capture_output=True).returncode == 0
+    require_service(ok, "mounting a small tmpfs needs root")
+    try:
+        (mnt / "filler").write_bytes(b"x" * 24 * 1024)  # leaves about 8 KiB: full within a few hundred rows
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_disk_full_background_stops_with_one_line(tiny_fs):
+    p = sidecar(["--interval", "0.001", "--gpus", "none", "--out", str(tiny_fs)])
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 0
+    assert err.count("\n") == 1 and "No space left on device" in err
+    text = csv_files(tiny_fs)[0].read_text()
+    assert text.startswith(HEADER + "\n") and text.count("\n") > 10
+    for line in text.split("\n")[1:-1]:  # complete rows stay intact; at most the last is cut
+        assert len(line.split(",")) == len(COLUMNS)
+
+
+def test_disk_full_wrapper_leaves_the_command_alone(tiny_fs, tmp_path):
+    marker = tmp_path / "done"
+    p = sidecar(["run", "--interval", "0.001", "--gpus", "none", "--out", str(tiny_fs), "--",
+                 "sh", "-c", f"sleep 1.5; echo ok > {marker}; exit 9"])
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 9 and marker.read_text() == "ok\n"
+    assert err.count("\n") == 1 and "No space left on device" in err
