@@ -124,7 +124,9 @@ def dropdown(prefix: str, name: str, label: str, values: list[str], value, multi
 def scope_filter_controls(prefix: str, params: dict[str, str], opts: dict[str, list[str]],
                           skip: tuple[str, ...] = ()) -> list[html.Div]:
     labels = {"user": "User", "account": "Project", "partition": "Partition"}
-    return [dropdown(prefix, key, label, opts.get(key, []), params.get(key) or None)
+    # a value from the URL that is not among the visible options is dropped, not echoed
+    return [dropdown(prefix, key, label, opts.get(key, []),
+                     params.get(key) if params.get(key) in opts.get(key, []) else None)
             for key, label in labels.items() if key not in skip]
 
 
