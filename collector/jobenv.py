@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 
 
 class JobInfo:
@@ -59,7 +58,8 @@ def _array_ids(env: dict[str, str], scheduler: str, job_id: str | None) -> tuple
 
 def short_hostname(env: dict[str, str]) -> str:
     """The node name as the scheduler knows it (Slurm NodeList uses short names)."""
-    return _get(env, "SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    # os.uname() is gethostname() without importing socket (start-up time).
+    return _get(env, "SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
 
 
 def detect_job(env: dict[str, str], job_id: str | None = None, cluster: str | None = None,

@@ -24,7 +24,6 @@ if not __package__:
 import argparse  # noqa: E402
 import select  # noqa: E402
 import signal  # noqa: E402
-import subprocess  # noqa: E402
 import time  # noqa: E402
 
 from collector import csv_schema, jobenv, writer  # noqa: E402
@@ -343,13 +342,14 @@ class Sidecar:
         self.problems = Problems()
         self.env = dict(os.environ)
         self.pid = os.getpid()
-        self.child: subprocess.Popen | None = None
+        self.child = None  # subprocess.Popen of the wrapped command
         self.out: writer.CsvWriter | None = None
         self.meta: dict = {}
         self.meta_path: str | None = None
 
     # The wrapped command comes first: nothing the sidecar does may delay or prevent it.
     def _start_child(self, signals: Signals) -> int | None:
+        import subprocess  # only wrapper mode needs it (start-up time)
         try:
             if sys.version_info >= (3, 11):
                 self.child = subprocess.Popen(self.args.cmd, process_group=0)
