@@ -355,195 +355,231 @@ def parse_line(cols: list[str], fields: list[str], line_no: int, ctx: _Ctx) -> d
 # ----------------------------------------------------------------------------------------------
 # fast path (column-wise); rows it cannot take get _bad = True and go to parse_line
 
+# The spellings sacct prints; other casings miss the fast path and are decided per line.
+_NULL_SPELLINGS = sorted({v for w in units.NULL_WORDS for v in (w, w.upper(), w.capitalize(), w.title())}
+                         | {"Partition_Limit", "UNLIMITED", "Unknown", "None", "N/A", "INVALID"})
+
+
 def _is_null_word(c: pl.Expr) -> pl.Expr:
-    return c.is_null() | c.str.strip_chars().str.to_lowercase().is_in(list(units.NULL_WORDS))
+    return c.is_null() | c.is_in(_NULL_SPELLINGS)
 
 
-def _word_reason(c: pl.Expr, target: str) -> pl.Expr:
-    s = c.str.strip_chars()
-    return pl.when(s.str.to_lowercase().is_in(_NULL_WORDS)).then(pl.format('"{}": "{}"', pl.lit(target), s))
+_POW_KEYS, _POW_VALS = ["", "K", "M", "G", "T", "P"], [0, 1, 2, 3, 4, 5]
 
 
-def _mem_expr(c: pl.Expr) -> pl.Expr:
-    g = c.str.strip_chars().str.extract_groups(_MEM_FAST)
-    power = g.struct.field("2").replace_strict(["", "K", "M", "G", "T", "P"], [0, 1, 2, 3, 4, 5],
-                                               default=None, return_dtype=pl.Int64)
-    return (g.struct.field("1").cast(pl.Float64, strict=False) * pl.lit(1024.0).pow(power)).round(0).cast(pl.Int64)
+# Capture groups are ~10x slower than plain matching in polars, so values are cut out with
+# literal splits / slices and only validated with capture-free regexes.
+_MEM_OK = r"^[0-9]+(?:\.[0-9]+)?[KMGTP]?$"
+_REQMEM_OK = r"^[0-9]+(?:\.[0-9]+)?[KMGTP]?[cn]?$"
+_DUR_OK = r"^(?:[0-9]+-)?(?:[0-9]+:){0,2}[0-9]+(?:\.[0-9]+)?$"
+_STATE_OK = r"^[A-Za-z_]+\+?(?: by [0-9]+)?$"
+_JOBID_OK = r"^[0-9]+(?:_(?:[0-9]+|\[[^\]]*\]))?(?:\+[0-9]+)?(?:\.[A-Za-z0-9_]+(?:\+[0-9]+)?)?$"
 
 
-def _dur_expr(c: pl.Expr) -> pl.Expr:
-    s = c.str.strip_chars()
-    g3 = s.str.extract_groups(r"^(?:(\d+)-)?(\d+):(\d\d?):(\d\d?(?:\.\d+)?)$")
-    d = g3.struct.field("1").cast(pl.Float64, strict=False)
-    h = g3.struct.field("2").cast(pl.Float64, strict=False)
-    m = g3.struct.field("3").cast(pl.Float64, strict=False)
-    sec = g3.struct.field("4").cast(pl.Float64, strict=False)
-    v3 = pl.when((m < 60) & (sec < 60) & (d.is_null() | (h < 24))).then(d.fill_null(0) * 86400 + h * 3600 + m * 60 + sec)
-    g2 = s.str.extract_groups(r"^(\d+):(\d\d?(?:\.\d+)?)$")
-    m2 = g2.struct.field("1").cast(pl.Float64, strict=False)
-    s2 = g2.struct.field("2").cast(pl.Float64, strict=False)
-    v2 = pl.when((m2 < 60) & (s2 < 60)).then(m2 * 60 + s2)
-    v1 = pl.when(s.str.contains(r"^\d+(?:\.\d+)?$")).then(s.cast(pl.Float64, strict=False))
-    return pl.coalesce(v3, v2, v1)
+def _mem_value(c: pl.Expr) -> pl.Expr:
+    """'438.50M' -> bytes; null unless the text matches _MEM_OK (checked by the caller)."""
+    last = c.str.slice(-1)
+    power = last.replace_strict(_POW_KEYS[1:], _POW_VALS[1:], default=0, return_dtype=pl.Int64)
+    num = c.str.strip_chars_end("KMGTP").cast(pl.Float64, strict=False)
+    return (num * pl.lit(1024.0).pow(power)).round(0).cast(pl.Int64)
 
 
-def _time_expr(c: pl.Expr, tz: str) -> pl.Expr:
-    s = c.str.strip_chars()
-    local = s.str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False)
-    if tz != "UTC":
-        local = (local.dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null")
-                 .dt.convert_time_zone("UTC").dt.replace_time_zone(None))
-    epoch = pl.when(s.str.contains(r"^\d+$")).then(
-        pl.from_epoch(s.cast(pl.Int64, strict=False), time_unit="s").cast(pl.Datetime("us")))
-    return pl.coalesce(epoch, local)
+def _tres_item(c: pl.Expr, key: str) -> pl.Expr:
+    """Value of key in ',k=v,k=v' (c must start with ','), or null."""
+    needle = "," + key + "="
+    pos = c.str.find(needle, literal=True)
+    rest = c.str.slice(pos + len(needle))
+    return pl.when(pos.is_not_null()).then(rest.str.split_exact(",", 1).struct.field("field_0"))
 
 
-def _tres_item(c: pl.Expr, key: str, value_re: str = r"([^,]*)") -> pl.Expr:
-    return c.str.extract(r"(?:^|,)" + re.escape(key) + "=" + value_re + r"(?:,|$)", 1)
+class _Stages:
+    """Column-wise conversion in materialised stages, so no regex runs twice on a column."""
+
+    def __init__(self):
+        self.s1: dict[str, pl.Expr] = {}   # regex / parse primitives
+        self.s1b: dict[str, pl.Expr] = {}  # primitives of primitives
+        self.s2: dict[str, pl.Expr] = {}   # values from primitives
+        self.bad: list[pl.Expr] = []       # evaluated after s2
+        self.reasons: list[pl.Expr] = []   # evaluated after s2
 
 
 def _fast_frame(df: pl.DataFrame, cols: list[str], ctx: _Ctx) -> pl.DataFrame:
-    """String columns named after sacct fields (+ _line) -> OUT_SCHEMA columns + _bad."""
-    exprs: dict[str, pl.Expr] = {}
-    bad: list[pl.Expr] = []
-    reasons: list[pl.Expr] = []
+    """Stripped string columns named after sacct fields (+ _line) -> OUT_SCHEMA columns + _bad."""
+    st = _Stages()
     present = set(cols)
+    src = lambda name: pl.col("__s_" + name)  # the text; output columns may share its name
+    df = df.rename({c: "__s_" + c for c in df.columns if c != "_line"})
+    tmp = "__"
 
-    def ok_or_bad(raw: pl.Expr, parsed: pl.Expr, target: str, nonneg: bool = False) -> pl.Expr:
-        isnull = _is_null_word(raw)
-        cond = ~isnull & parsed.is_null()
+    def nullable(col: str, target: str, value: pl.Expr, nonneg: bool = False) -> None:
+        """value (over stage-1 columns) -> target; a non-null-word text giving no value is bad."""
+        isnull = tmp + "n_" + col
+        st.s1[isnull] = _is_null_word(src(col))
+        st.s2[target] = pl.when(pl.col(isnull)).then(None).otherwise(value)
+        cond = ~pl.col(isnull) & pl.col(target).is_null()
         if nonneg:
-            cond = cond | (parsed < 0).fill_null(False)
-        bad.append(cond)
+            cond = cond | (pl.col(target) < 0).fill_null(False)
+        st.bad.append(cond)
         if not target.startswith("_"):
-            reasons.append(_word_reason(raw, target))
-        return pl.when(isnull).then(None).otherwise(parsed)
+            st.reasons.append(pl.when(pl.col(isnull) & (src(col) != ""))
+                              .then(pl.format('"{}": "{}"', pl.lit(target), src(col))))
 
-    for col in cols:
+    for col in dict.fromkeys(cols):
         spec = COLUMNS.get(col)
         if spec is None:
             continue
         kind, target = spec
-        c = pl.col(col)
-        s = c.str.strip_chars()
+        c = src(col)
+        g = tmp + "g_" + col
         if kind == "str":
-            exprs[target] = pl.when(s != "").then(s)
+            st.s2[target] = pl.when(c != "").then(c)
         elif kind == "state":
-            g = s.str.extract_groups(r"^([A-Za-z_]+)\+?(?:\s+by\s+(\d+))?$")
-            st = g.struct.field("1").str.to_uppercase()
-            bad.append((s != "") & st.is_null())
-            exprs["state"] = st
-            exprs["cancelled_by_uid"] = g.struct.field("2").cast(pl.Int64, strict=False)
+            st.s1[g + "ok"] = c.str.contains(_STATE_OK)
+            st.s1[g] = c.str.split_exact(" by ", 1)
+            st.s2["state"] = pl.when(pl.col(g + "ok")).then(
+                pl.col(g).struct.field("field_0").str.strip_chars_end("+").str.to_uppercase())
+            st.s2["cancelled_by_uid"] = pl.when(pl.col(g + "ok")).then(
+                pl.col(g).struct.field("field_1").cast(pl.Int64, strict=False))
+            st.bad.append((c != "") & ~pl.col(g + "ok"))
         elif kind == "nodes":
-            isnull = (s == "") | s.str.to_lowercase().is_in(_NULL_WORDS + ["none assigned"])
-            reasons.append(pl.when(isnull & (s != "")).then(pl.format('"{}": "{}"', pl.lit(target), s)))
-            exprs[target] = pl.when(~isnull).then(s)
-        elif kind == "int":
-            exprs[target] = ok_or_bad(c, s.cast(pl.Int64, strict=False), target.lstrip("_"), nonneg=True)
-        elif kind == "minutes":
-            exprs[target] = ok_or_bad(c, s.cast(pl.Int64, strict=False), target, nonneg=True) * 60
+            n = tmp + "n_" + col
+            st.s1[n] = (c == "") | c.str.to_lowercase().is_in(_NULL_WORDS + ["none assigned"])
+            st.s2[target] = pl.when(~pl.col(n)).then(c)
+            st.reasons.append(pl.when(pl.col(n) & (c != "")).then(pl.format('"{}": "{}"', pl.lit(target), c)))
+        elif kind in ("int", "minutes"):
+            st.s1[g] = c.cast(pl.Int64, strict=False)
+            nullable(col, target, pl.col(g) * 60 if kind == "minutes" else pl.col(g), nonneg=True)
         elif kind == "dur":
-            v = ok_or_bad(c, _dur_expr(c), target)
-            exprs[target] = v.round(0).cast(pl.Int64) if target in ("elapsed_s", "timelimit_s") else v
+            # [D-]a[:b[:c]] -> fields after turning the day dash into ':'; which is which depends
+            # on the dash and the count, exactly as units.parse_duration reads them
+            st.s1[g + "ok"] = c.str.contains(_DUR_OK)
+            st.s1[g + "d"] = c.str.contains("-", literal=True)
+            st.s1[g] = c.str.replace("-", ":", literal=True).str.split_exact(":", 3)
+            f = [pl.col(g).struct.field(f"field_{k}").cast(pl.Float64, strict=False) for k in range(4)]
+            dash = pl.col(g + "d")
+            n = pl.sum_horizontal([x.is_not_null().cast(pl.Int8) for x in f])
+            zero = pl.lit(0.0)
+            d = pl.when(dash).then(f[0]).otherwise(zero)
+            h = (pl.when(dash & (n == 4)).then(f[1]).when(dash & (n == 3)).then(f[1])
+                 .when(~dash & (n == 3)).then(f[0]).otherwise(zero))
+            m = (pl.when(dash & (n == 4)).then(f[2]).when(dash & (n == 3)).then(f[2])
+                 .when(~dash & (n == 3)).then(f[1]).when(~dash & (n == 2)).then(f[0]).otherwise(zero))
+            s = (pl.when(dash & (n == 4)).then(f[3]).when(~dash & (n == 3)).then(f[2])
+                 .when(~dash & (n == 2)).then(f[1]).when(~dash & (n == 1)).then(f[0]).otherwise(zero))
+            fits = pl.col(g + "ok") & pl.when(dash).then(n >= 3).otherwise(n >= 1)
+            v = pl.when(fits & (m < 60) & (s < 60) & (~dash | (h < 24)) | (fits & ~dash & (n == 1))).then(
+                d * 86400 + h * 3600 + m * 60 + s)
+            nullable(col, target, v.round(0).cast(pl.Int64) if target in ("elapsed_s", "timelimit_s") else v)
         elif kind == "time":
-            exprs[target] = ok_or_bad(c, _time_expr(c, ctx.tz), target)
+            local = c.str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False)
+            if ctx.tz != "UTC":
+                local = (local.dt.replace_time_zone(ctx.tz, ambiguous="earliest", non_existent="null")
+                         .dt.convert_time_zone("UTC").dt.replace_time_zone(None))
+            st.s1[g] = local
+            st.s1[g + "e"] = c.cast(pl.Int64, strict=False)
+            epoch = pl.from_epoch(pl.col(g + "e"), time_unit="s").cast(pl.Datetime("us"))
+            nullable(col, target, pl.coalesce(epoch, pl.col(g)))
         elif kind == "mem":
-            exprs[target] = ok_or_bad(c, _mem_expr(c), target)
+            st.s1[g] = c.str.contains(_MEM_OK)
+            nullable(col, target, pl.when(pl.col(g)).then(_mem_value(c)))
         elif kind == "tres":
-            exprs[target] = pl.when(s != "").then(s)
+            st.s2[target] = pl.when(c != "").then(c)
+            raw_tres = c
+            c = pl.concat_str([pl.lit(","), c])  # anchor: every item starts with ','
             # anything not a plain 'k=v,k=v' list goes to the per-line path for its reason
-            bad.append((s != "") & ~s.str.contains(r"^[^=,]+=[^=,]*(?:,[^=,]+=[^=,]*)*$"))
+            st.s1[g + "v"] = (raw_tres != "") & ~raw_tres.str.contains(r"^[^=,]+=[^=,]*(?:,[^=,]+=[^=,]*)*$")
+            st.bad.append(pl.col(g + "v"))
             if target == "alloc_tres":
-                exprs["billing"] = _tres_item(s, "billing").cast(pl.Float64, strict=False)
-                bad.append(_tres_item(s, "billing").is_not_null() & exprs["billing"].is_null())
-                mem_txt = _tres_item(s, "mem")
-                exprs["mem_alloc_bytes"] = _mem_expr(mem_txt)
-                bad.append(mem_txt.is_not_null() & exprs["mem_alloc_bytes"].is_null())
+                st.s1[g + "b"] = _tres_item(c, "billing")
+                st.s1[g + "mt"] = _tres_item(c, "mem")
+                st.s2["billing"] = pl.col(g + "b").cast(pl.Float64, strict=False)
+                st.s2["mem_alloc_bytes"] = pl.when(pl.col(g + "mt").str.contains(_MEM_OK)).then(_mem_value(pl.col(g + "mt")))
+                st.bad.append(pl.col(g + "b").is_not_null() & pl.col("billing").is_null())
+                st.bad.append(pl.col(g + "mt").is_not_null() & pl.col("mem_alloc_bytes").is_null())
             if target in ("alloc_tres", "req_tres"):
-                plain = _tres_item(s, "gres/gpu").cast(pl.Int64, strict=False)
-                typed = s.str.extract_all(r"(?:^|,)gres/gpu:[^=,]+=\d+")
-                typed_sum = typed.list.eval(pl.element().str.extract(r"=(\d+)$", 1).cast(pl.Int64)).list.sum()
-                gtype = s.str.extract(r"(?:^|,)gres/gpu:([^=,]+)=", 1)
-                bad.append(_tres_item(s, "gres/gpu").is_not_null() & plain.is_null())
-                exprs["_gpus_" + target] = pl.coalesce(plain, pl.when(typed_sum > 0).then(typed_sum))
-                exprs["_gtype_" + target] = gtype
+                st.s1[g + "p"] = _tres_item(c, "gres/gpu")
+                has_typed = c.str.contains(",gres/gpu:", literal=True)
+                st.s1[g + "t"] = pl.when(has_typed).then(c.str.extract_all(r",gres/gpu:[^=,]+=[0-9]+"))
+                st.s1[g + "ty"] = pl.when(has_typed).then(c.str.extract(r",gres/gpu:([^=,]+)=", 1))
+                plain = pl.col(g + "p").cast(pl.Int64, strict=False)
+                typed = pl.col(g + "t").list.eval(pl.element().str.extract(r"=(\d+)$", 1).cast(pl.Int64)).list.sum()
+                st.s2["_gpus_" + target] = pl.coalesce(plain, pl.when(typed > 0).then(typed))
+                st.s2["_gtype_" + target] = pl.col(g + "ty")
+                st.bad.append(pl.col(g + "p").is_not_null() & pl.col(g + "p").cast(pl.Int64, strict=False).is_null())
             if target == "tres_usage_in_tot":
-                for key, out, conv in (("mem", "mem_usage_tot_bytes", _mem_expr),
-                                       ("gres/gpumem", "gpu_mem_tres_bytes", _mem_expr),
-                                       ("gres/gpuutil", "gpu_util_tres", lambda e: e.cast(pl.Float64, strict=False))):
-                    txt = _tres_item(s, key)
-                    exprs[out] = conv(txt)
-                    bad.append(txt.is_not_null() & exprs[out].is_null())
+                for key, out in (("mem", "mem_usage_tot_bytes"), ("gres/gpumem", "gpu_mem_tres_bytes")):
+                    st.s1[g + out] = _tres_item(c, key)
+                    st.s2[out] = pl.when(pl.col(g + out).str.contains(_MEM_OK)).then(_mem_value(pl.col(g + out)))
+                    st.bad.append(pl.col(g + out).is_not_null() & pl.col(out).is_null())
+                st.s1[g + "u"] = _tres_item(c, "gres/gpuutil")
+                st.s2["gpu_util_tres"] = pl.col(g + "u").cast(pl.Float64, strict=False)
+                st.bad.append(pl.col(g + "u").is_not_null() & pl.col("gpu_util_tres").is_null())
     # ids
     id_col = "jobid" if "jobid" in present else "jobidraw"
-    idg = pl.col(id_col).str.strip_chars().str.extract_groups(JOBID_RE.pattern)
-    base, task, het, step = (idg.struct.field(k) for k in ("1", "2", "3", "4"))
-    printed = pl.col(id_col).str.strip_chars().str.split(".").list.first()
-    bad.append(base.is_null())
-    exprs["job_id"] = printed
-    exprs["step_id"] = step
-    exprs["array_job_id"] = pl.when(task.is_not_null()).then(base)
-    exprs["array_task_id"] = task
-    exprs["het_job_id"] = pl.when(het.is_not_null()).then(base)
-    exprs["het_offset"] = het.cast(pl.Int32)
+    st.s1["__idok"] = src(id_col).str.contains(_JOBID_OK)
+    st.s1["__id"] = src(id_col).str.split_exact(".", 1)
+    printed = pl.col("__id").struct.field("field_0")
+    step = pl.when(pl.col("__idok")).then(pl.col("__id").struct.field("field_1"))
+    st.s1b["__het"] = printed.str.split_exact("+", 1)
+    st.s1b["__arr"] = printed.str.split_exact("_", 1)
+    base = pl.when(pl.col("__idok")).then(pl.col("__het").struct.field("field_0").str.split_exact("_", 1).struct.field("field_0"))
+    task = pl.col("__arr").struct.field("field_1").str.split_exact("+", 1).struct.field("field_0")
+    het = pl.col("__het").struct.field("field_1")
+    st.s2["job_id"] = printed
+    st.s2["step_id"] = step
+    st.s2["array_job_id"] = pl.when(task.is_not_null()).then(base)
+    st.s2["array_task_id"] = task
+    st.s2["het_job_id"] = pl.when(het.is_not_null()).then(base)
+    st.s2["het_offset"] = het.cast(pl.Int32)
+    st.bad.append(base.is_null())
     if "jobidraw" in present and id_col == "jobid":
-        rawg = pl.col("jobidraw").str.strip_chars()
-        raw_ok = rawg.str.extract_groups(JOBID_RE.pattern)
+        raw = src("jobidraw")
+        st.s1["__rawok"] = raw.str.contains(_JOBID_OK)
+        st.s1["__raw"] = raw.str.split_exact(".", 1)
         # empty JobIDRaw falls back to the printed id; a malformed one or a step mismatch -> per-line path
-        bad.append((rawg != "") & (raw_ok.struct.field("1").is_null() |
-                                   (raw_ok.struct.field("4").fill_null("") != step.fill_null(""))))
-        exprs["job_id_raw"] = pl.when(rawg != "").then(rawg.str.split(".").list.first()).otherwise(printed)
+        st.bad.append((raw != "") & (~pl.col("__rawok") |
+                                     (pl.col("__raw").struct.field("field_1").fill_null("") != step.fill_null(""))))
+        st.s2["job_id_raw"] = pl.when(raw != "").then(pl.col("__raw").struct.field("field_0")).otherwise(printed)
     else:
-        exprs["job_id_raw"] = printed
-    if not present & {"jobid", "jobidraw"}:
-        raise AssertionError("fast path needs an id column")
-    bad.append(pl.col(id_col).str.strip_chars() == "")
-
-    out = df.select(pl.col("_line"), **exprs, _bad=pl.any_horizontal(bad) if bad else pl.lit(False),
-                    _reasons=pl.concat_str(reasons, separator=", ", ignore_nulls=True).replace("", None)
-                    if reasons else pl.lit(None, pl.String),
-                    **({"_reqmem": pl.col("reqmem").str.strip_chars()} if "reqmem" in present else {}))
-    # ReqMem needs ncpus / nnodes, so it is resolved after the first pass
+        st.s2["job_id_raw"] = printed
+    w = df.with_columns(**st.s1)
+    w = w.with_columns(**st.s1b)
+    w = w.with_columns(**st.s2)
     if "reqmem" in present:
-        g = pl.col("_reqmem").str.extract_groups(_REQMEM_FAST)
-        num = g.struct.field("1").cast(pl.Float64, strict=False)
-        power = g.struct.field("2").replace_strict(["", "K", "M", "G", "T", "P"], [2, 1, 2, 3, 4, 5],
-                                                   default=None, return_dtype=pl.Int64)
-        power = pl.when(g.struct.field("2") == "").then(2).otherwise(power)  # bare number = MiB
-        per = g.struct.field("3")
-        cpus = pl.coalesce([e for e in (pl.when(pl.col("ncpus") > 0).then(pl.col("ncpus")) if "ncpus" in out.columns else None,
-                                        pl.col("_reqcpus") if "_reqcpus" in out.columns else None) if e is not None]
+        # ReqMem needs ncpus / nnodes, so it is resolved after the values above
+        rm = src("reqmem")
+        w = w.with_columns(__rmok=rm.str.contains(_REQMEM_OK), __rmn=_is_null_word(rm))
+        per = pl.when(pl.col("__rmok")).then(rm.str.slice(-1)).replace_strict(["c", "n"], ["c", "n"], default="")
+        core = rm.str.strip_chars_end("cn")
+        last = core.str.slice(-1)
+        num = pl.when(pl.col("__rmok")).then(core.str.strip_chars_end("KMGTP").cast(pl.Float64, strict=False))
+        power = last.replace_strict(_POW_KEYS[1:], _POW_VALS[1:], default=2, return_dtype=pl.Int64)  # bare = MiB
+        cpus = pl.coalesce([e for e in (pl.when(pl.col("ncpus") > 0).then(pl.col("ncpus")) if "ncpus" in w.columns else None,
+                                        pl.col("_reqcpus") if "_reqcpus" in w.columns else None) if e is not None]
                            + [pl.lit(None, pl.Int64)])
-        nodes = pl.col("nnodes").fill_null(1) if "nnodes" in out.columns else pl.lit(1)
+        nodes = pl.col("nnodes").fill_null(1) if "nnodes" in w.columns else pl.lit(1)
         nodes = pl.when(nodes > 0).then(nodes).otherwise(1)
         val = num * pl.lit(1024.0).pow(power)
         val = pl.when(per == "c").then(val * cpus).when(per == "n").then(val * nodes).otherwise(val)
-        isnull = _is_null_word(pl.col("_reqmem"))
-        zero = num == 0
-        out = out.with_columns(
-            mem_req_bytes=pl.when(isnull | zero).then(None).otherwise(val.round(0).cast(pl.Int64)),
-            _bad=pl.col("_bad") | (~isnull & (num.is_null() | ((per == "c") & cpus.is_null() & ~zero))),
-            _reasons=pl.concat_str([pl.col("_reasons"),
-                                    pl.when((isnull | zero) & (pl.col("_reqmem") != "")).then(
-                                        pl.format('"mem_req_bytes": "{}"', pl.col("_reqmem")))],
-                                   separator=", ", ignore_nulls=True),
-        )
-    if "start_time" in out.columns and "end_time" in out.columns:
-        out = out.with_columns(_bad=pl.col("_bad") | (pl.col("end_time") < pl.col("start_time")).fill_null(False))
-    gpus_a, gpus_r = pl.col("_gpus_alloc_tres") if "_gpus_alloc_tres" in out.columns else None, \
-        pl.col("_gpus_req_tres") if "_gpus_req_tres" in out.columns else None
-    gt_a, gt_r = pl.col("_gtype_alloc_tres") if "_gtype_alloc_tres" in out.columns else None, \
-        pl.col("_gtype_req_tres") if "_gtype_req_tres" in out.columns else None
-    cluster = pl.col("cluster") if "cluster" in out.columns else pl.lit(None, pl.String)
-    out = out.with_columns(
+        isnull, zero = pl.col("__rmn"), num == 0
+        w = w.with_columns(mem_req_bytes=pl.when(isnull | zero).then(None).otherwise(val.round(0).cast(pl.Int64)))
+        st.bad.append(~isnull & (num.is_null() | ((per == "c") & cpus.is_null() & ~zero)))
+        st.reasons.append(pl.when((isnull | zero) & (src("reqmem") != "")).then(
+            pl.format('"mem_req_bytes": "{}"', src("reqmem"))))
+    if "start_time" in w.columns and "end_time" in w.columns:
+        st.bad.append((pl.col("end_time") < pl.col("start_time")).fill_null(False))
+    reasons = pl.concat_str(st.reasons, separator=", ", ignore_nulls=True) if st.reasons else pl.lit("")
+    opt = lambda name, dtype: pl.col(name) if name in w.columns else pl.lit(None, dtype)
+    w = w.with_columns(
+        _bad=pl.any_horizontal(st.bad),
+        null_reasons=pl.when(reasons != "").then(pl.concat_str([pl.lit("{"), reasons, pl.lit("}")])),
         _kind=pl.when(pl.col("step_id").is_not_null()).then(pl.lit("step")).otherwise(pl.lit("job")),
-        cluster=pl.coalesce(cluster, pl.lit(ctx.cluster or "default")),
-        ngpus=pl.coalesce([e for e in (gpus_a, gpus_r) if e is not None] + [pl.lit(None, pl.Int64)]),
-        gpu_type=pl.coalesce([e for e in (gt_a, gt_r) if e is not None] + [pl.lit(None, pl.String)]),
-        null_reasons=pl.when(pl.col("_reasons") != "").then(pl.concat_str([pl.lit("{"), pl.col("_reasons"), pl.lit("}")])),
+        cluster=pl.coalesce(opt("cluster", pl.String), pl.lit(ctx.cluster or "default")),
+        ngpus=pl.coalesce(opt("_gpus_alloc_tres", pl.Int64), opt("_gpus_req_tres", pl.Int64)),
+        gpu_type=pl.coalesce(opt("_gtype_alloc_tres", pl.String), opt("_gtype_req_tres", pl.String)),
         source=pl.lit(SOURCE),
     )
-    return _conform(out, keep_bad=True)
+    return _conform(w, keep_bad=True)
 
 
 def _conform(df: pl.DataFrame, keep_bad: bool = False) -> pl.DataFrame:
@@ -721,7 +757,7 @@ def _section(sec: pl.DataFrame, layout: _Layout, ctx: _Ctx, frames: list, slow: 
                 slow.append((row[0], row[1], cols))
             continue
         strs = fit.select(pl.col("_line"), pl.col("text"),
-                          *[pl.col("_f").list.get(i).alias(c) for i, c in enumerate(cols)
+                          *[pl.col("_f").list.get(i).str.strip_chars().alias(c) for i, c in enumerate(cols)
                             if c in COLUMNS or c in ("jobid", "jobidraw")])
         typed = _fast_frame(strs, cols, ctx)
         badlines = typed.filter(pl.col("_bad"))["_line"]
