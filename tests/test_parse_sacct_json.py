@@ -112,6 +112,34 @@ def test_sniff():
     assert not sacct_json.sniff("JobID|State\n", p)
 
 
+def test_real_harness_slurm_2205_against_sacct_text():
+    """Real `sacct --json` from this project's Slurm 22.05.8 harness; expected values are what
+    `sacct -P` printed for the same jobs (fixtures/sacct_json/README.md)."""
+    r = sacct_json.parse(DIR / "real-harness-slurm-22.05.8.json", ParseOptions())
+    assert r.rows_in == 10 + 23 and not r.rejects and accounted(r)
+    j1 = job(r, "1")
+    assert (j1["state"], j1["exit_code"], j1["elapsed_s"], j1["ncpus"], j1["mem_alloc_bytes"]) == ("COMPLETED", "0:0", 2, 1, 200 * MIB)
+    assert (j1["start_time"], j1["end_time"]) == (dt.datetime(2026, 11, 22, 0, 0, 40), dt.datetime(2026, 11, 22, 0, 0, 42))
+    assert j1["timelimit_s"] is None and json.loads(j1["null_reasons"])["timelimit_s"] == "UNLIMITED"
+    assert round(j1["cpu_time_s"], 3) == 0.019                      # TotalCPU 00:00.019
+    j2 = job(r, "2")
+    assert (j2["state"], j2["exit_code"], j2["mem_peak_bytes"]) == ("FAILED", "0:9", 316732 * 1024)
+    assert step(r, "2", "batch")["max_rss_bytes"] == 316732 * 1024
+    j4 = job(r, "4")
+    assert (j4["ngpus"], j4["gpu_type"], j4["billing"]) == (1, "a100", 33.0)
+    j5 = job(r, "5")
+    assert (j5["state"], j5["elapsed_s"], j5["timelimit_s"]) == ("TIMEOUT", 88, 60)
+    assert (step(r, "5", "batch")["state"], step(r, "5", "batch")["exit_code"]) == ("CANCELLED", "0:15")
+    j10 = job(r, "10")
+    assert j10["state"] == "FAILED" and j10["exit_code"] is None   # sacct text: 3:0; the JSON lost it
+    assert "return code lost" in json.loads(j10["null_reasons"])["exit_code"]
+    assert (job(r, "12")["job_id"], job(r, "17")["job_id"]) == ("12_4", "12_1")
+    assert (step(r, "13", "0")["step_name"], step(r, "13", "1")["state"]) == ("sleep", "FAILED")
+    assert job(r, "15")["job_name"] == "pipe|name"
+    j21 = job(r, "21")
+    assert j21["state"] == "CANCELLED" and step(r, "21", "batch")["exit_code"] == "0:15"
+
+
 # ---- real Slurm JSON from other projects -------------------------------------------------------
 
 def test_realdata_all_accounted(realdata):

@@ -273,13 +273,24 @@ def _job_row(job: dict, cluster_default: str, steps: list[dict]) -> dict:
         nulls["end_time"] = "0 (not ended)"
     if t.get("start") is not None and _epoch(t.get("start")) is None:
         nulls["start_time"] = "0 (not started)"
+    if "limit" in t and t["limit"] is None:
+        nulls["timelimit_s"] = "UNLIMITED"          # dbv0.0.38 prints INFINITE as null (sacct text: UNLIMITED)
+    job_state = _first_state(state.get("current") if isinstance(state, dict) else state)
+    exit_code = _exit_code(job.get("exit_code"))
+    if job_state == "FAILED" and exit_code == "0:0":
+        # Slurm 22.05 (dbv0.0.38) reports the return code of a job that exited non-zero as
+        # SUCCESS/0 (sacct text said 3:0 for the same job): NULL rather than a wrong 0:0.
+        exit_code = None
+        nulls["exit_code"] = "JSON says 0:0 for a FAILED job (return code lost)"
+    killer = job.get("kill_request_user")
+    if isinstance(killer, str) and killer and job_state == "CANCELLED":
+        nulls["cancelled_by_uid"] = killer         # a user name here, not the uid sacct text prints
     return {
         "cluster": job.get("cluster") or cluster_default, "job_id": printed, "job_id_raw": job_raw,
         "array_job_id": a_job, "array_task_id": a_task, "het_job_id": h_job, "het_offset": h_off,
         "job_name": job.get("name"), "user": job.get("user"), "group": job.get("group"),
         "account": job.get("account"), "partition": job.get("partition"), "qos": job.get("qos"),
-        "state": _first_state(state.get("current") if isinstance(state, dict) else state),
-        "exit_code": _exit_code(job.get("exit_code")),
+        "state": job_state, "exit_code": exit_code,
         "submit_time": _epoch(t.get("submission")), "eligible_time": _epoch(t.get("eligible")),
         "start_time": _epoch(t.get("start")), "end_time": _epoch(t.get("end")),
         "elapsed_s": None if elapsed is None else int(elapsed), "timelimit_s": timelimit_s,
