@@ -290,3 +290,52 @@ def test_disk_full_wrapper_leaves_the_command_alone(tiny_fs, tmp_path):
     _, err = p.communicate(timeout=60)
     assert p.returncode == 9 and marker.read_text() == "ok\n"
     assert err.count("\n") == 1 and "No space left on device" in err
+
+
+def test_slurm_job_with_cgroup_v1(tmp_path):
+    root = tmp_path / "cgroup"
+    job = "slurm/uid_1000/job_123"
+    for ctrl, files in (("cpu,cpuacct", {"cpuacct.usage": "5000000000"}),
+                        ("memory", {"memory.usage_in_bytes": "524288000", "memory.max_usage_in_bytes": "600000000",
+                                    "memory.limit_in_bytes": "2147483648"}),
+                        ("cpuset", {"cpuset.cpus": "0-1"})):
+        d = root / ctrl / job
+        d.mkdir(parents=True)
+        for name, value in files.items():
+            (d / name).write_text(value + "\n")
+    step = "/slurm/uid_1000/job_123/step_batch/task_0"
+    proc = tmp_path / "proc_self_cgroup"
+    proc.write_text(f"11:cpuset:{step}\n6:memory:{step}\n3:cpu,cpuacct:{step}\n1:name=systemd:/\n")
+    out = tmp_path / "out"
+    p = sidecar(["--interval", "0.05", "--gpus", "none", "--out", str(out), "--cgroup-root", str(root),
+                 "--proc-cgroup", str(proc)], env=clean_env(**SLURM_ENV))
+    wait_rows(out, 2, p)
+    p.terminate()
+    _, err = p.communicate(timeout=20)
+    assert p.returncode == 0 and err == ""
+    for r in rows(out):
+        assert (r["mem_used_bytes"], r["mem_total_bytes"]) == ("524288000", "2147483648")
+        assert r["util_pct"] in ("0", "")  # blank only for a last window shorter than 20 ms
+    m = meta(out)
+    assert (m["cpu_method"], m["cgroup_path"], m["alloc_cores"], m["mem_peak_bytes"]) == \
+        ("cgroup-v1", "/slurm/uid_1000/job_123", 2, 600000000)
+
+
+def test_outside_a_job_a_session_cgroup_is_not_used(tmp_path):
+    root = tmp_path / "cgroup"
+    session = root / "user.slice" / "user-0.slice" / "session-1.scope"
+    session.mkdir(parents=True)
+    (root / "cgroup.controllers").write_text("cpu memory\n")
+    (session / "cpu.stat").write_text("usage_usec 999999999\n")
+    (session / "memory.current").write_text("123456789\n")
+    proc = tmp_path / "proc_self_cgroup"
+    proc.write_text("0::/user.slice/user-0.slice/session-1.scope\n")
+    out = tmp_path / "out"
+    p = sidecar(["--interval", "60", "--gpus", "none", "--out", str(out), "--cgroup-root", str(root),
+                 "--proc-cgroup", str(proc)])
+    wait_rows(out, 1, p)
+    p.terminate()
+    p.communicate(timeout=20)
+    m = meta(out)
+    assert (m["cpu_method"], m["cgroup_path"], m["scheduler"]) == ("psutil", None, "none")
+    assert all(r["mem_used_bytes"] != "123456789" for r in rows(out))
