@@ -197,3 +197,18 @@ def test_end_to_end_ingest(tmp_path):
     assert len(rows) == 4
     assert rows[0] == (A, dt.datetime(2026, 3, 29, 0, 59, 58, 100000), 30994 * MIB)
     assert con.execute("SELECT count(*) FROM rejects WHERE format = 'nvidia-smi'").fetchone()[0] == 2
+
+
+def test_docs_example_index_first_and_hostname_column(tmp_path):
+    # The form in ../shared/docs/sidecar.md: index before timestamp.
+    p = tmp_path / "run-31337.csv"
+    p.write_text("index, timestamp, utilization.gpu [%], utilization.memory [%], memory.total [MiB], memory.used [MiB], memory.free [MiB]\n"
+                 "0, 2020/11/12 13:48:11.412, 99 %, 52 %, 32480 MiB, 30994 MiB, 1486 MiB\n")
+    r = nvidia_smi.parse(p, ParseOptions(timezone="America/New_York"))
+    row = r.samples.row(0, named=True)
+    # EST (UTC-5) in November
+    assert row["time"] == dt.datetime(2020, 11, 12, 18, 48, 11, 412000)
+    assert (row["device"], row["util_pct"], row["mem_used_bytes"], row["job_id_raw"]) == ("gpu0", 99, 30994 * MIB, "31337")
+    p2 = tmp_path / "h-7.csv"
+    p2.write_text("timestamp, hostname, uuid, utilization.gpu [%]\n2026/01/01 00:00:00.000, node17, GPU-x, 3 %\n")
+    assert nvidia_smi.parse(p2, ParseOptions(timezone="UTC")).samples.row(0, named=True)["host"] == "node17"
