@@ -17,13 +17,13 @@ from analytics.query_filters import add_db_options
 from analytics.reports import mailer
 from analytics.reports.csvout import render_csv
 from analytics.reports.data import ADMIN_NAME, Report, gather
-from analytics.reports.html import render_html
+from analytics.reports.html import render_html_chunks
 from analytics.reports.markdown import render_markdown
 from analytics.reports.period import resolve
 from analytics.reports.settings import from_config
 from analytics.session import open_db
 
-RENDERERS = {"html": render_html, "md": render_markdown, "csv": render_csv}
+RENDERERS = {"html": render_html_chunks, "md": render_markdown, "csv": render_csv}
 FOR_HELP = "user:NAME | account:NAME | admin | all-users | all-accounts (repeatable)"
 
 
@@ -81,7 +81,9 @@ def write_files(reports: list[Report], formats: list[str], out: Path) -> list[Pa
         folder.mkdir(parents=True, exist_ok=True)
         for fmt in formats:
             path = folder / f"{rep.stem}.{fmt}"
-            path.write_text(RENDERERS[fmt](rep), encoding="utf-8")
+            content = RENDERERS[fmt](rep)
+            with open(path, "wb") as f:
+                f.writelines([content.encode("utf-8")] if isinstance(content, str) else content)
             written.append(path)
     return written
 
