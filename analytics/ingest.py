@@ -38,6 +38,7 @@ FINAL_STATES = ("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NO
 # Sources that hold the scheduler's accounting record; the others only fill gaps.
 ACCOUNTING_SOURCES = ("slurm-sacct", "slurm-sacct-json")
 HEAD_BYTES = 65536
+BIG_FILE = 64 << 20     # progress lines for files this big even when ingesting just one
 
 
 @dataclass
@@ -363,7 +364,8 @@ def already_ingested(con, checksum: str) -> Optional[int]:
 
 
 def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleType],
-                fmt: Optional[str] = None, explicit: bool = True) -> FileReport:
+                fmt: Optional[str] = None, explicit: bool = True,
+                progress: Optional[Callable[[str], None]] = None) -> FileReport:
     rep = FileReport(path=str(path))
     t0 = time.monotonic()
     try:
@@ -397,6 +399,8 @@ def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleTy
     except Exception as exc:
         rep.status, rep.error = "failed", f"{mod.FORMAT} parser failed: {exc!r}"
         return rep
+    if progress and path.stat().st_size > BIG_FILE:
+        progress(f"{path}: read {result.rows_in:,} rows in {time.monotonic() - t0:.1f} s; loading")
     options = {k: v for k, v in (("timezone", opts.timezone), ("cluster", opts.cluster),
                                  ("columns", opts.columns), ("job_id", opts.job_id), ("format", fmt)) if v}
     out = load_result(con, result, str(Path(path).resolve()), checksum, options)
@@ -412,12 +416,17 @@ def ingest_paths(con, paths: Iterable[str | Path], opts: ParseOptions, fmt: Opti
     files = walk(paths)
     reports = []
     for i, (path, explicit) in enumerate(files, 1):
-        if progress and len(files) > 1:
-            progress(f"[{i}/{len(files)}] {path}")
+        if progress:
+            try:
+                size = path.stat().st_size
+            except OSError:
+                size = 0
+            if len(files) > 1 or size > BIG_FILE:
+                progress(f"[{i}/{len(files)}] {path}" + (f" ({size / 1e6:.0f} MB)" if size > BIG_FILE else ""))
         if not path.exists():
             rep = FileReport(path=str(path), status="unreadable", error="no such file or directory")
         else:
-            rep = ingest_file(con, path, opts, parsers, fmt=fmt, explicit=explicit)
+            rep = ingest_file(con, path, opts, parsers, fmt=fmt, explicit=explicit, progress=progress)
         reports.append(rep)
         if on_file:
             on_file(rep)

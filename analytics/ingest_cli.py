@@ -125,12 +125,10 @@ def _from_sacct(con, args, opts, progress, show):
         # sacct ran with TZ=UTC, whatever --timezone says about files
         sopts = replace(opts, timezone="UTC", columns=None)
         result = sacct_text.parse(run_.output, sopts)
-        prior = ingest.already_ingested(con, checksum)
-        if prior is not None:
-            rep = ingest.FileReport(path=label, format="sacct", status="already ingested", ingest_id=prior)
-        else:
-            rep = ingest.load_result(con, result, label, checksum, {"since": run_.since, "cluster": args.cluster})
-            rep.path = label
+        # Always loaded and logged, even when sacct printed the same bytes as last time: the log then
+        # shows each run and its window, and the merge rule makes known records "unchanged".
+        rep = ingest.load_result(con, result, label, checksum, {"since": run_.since, "cluster": args.cluster})
+        rep.path = label
     finally:
         run_.output.unlink(missing_ok=True)
     show(rep)

@@ -71,7 +71,7 @@ def test_from_sacct_runs_sacct_in_utc_and_is_incremental(tmp_path, capsys, monke
     assert "-S 1970-01-01T00:00:00" in calls[0]
     assert "-S 2026-11-01T11:00:00" in calls[1] and calls[1].endswith("-M c1")   # from the stored end time
     out = capsys.readouterr().out
-    assert "1 stored" in out and "already ingested" in out
+    assert "1 stored" in out and "0 stored, 0 updated, 0 rejected, 1 unchanged" in out
     import duckdb
     con = duckdb.connect(dbp)
     # TZ=UTC output is read as UTC whatever --timezone says; the name with '|' is recovered
