@@ -1,0 +1,131 @@
+"""Living beside ingest: a separate writer process keeps adding jobs to the live database and
+publishing snapshots while the dashboard answers requests. No request fails, none sees a
+half-written batch, and the newest data is visible on the next request after a publish."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from analytics.snapshot import SnapshotReader, publish, snapshot_path
+from dashboard import queries
+from dashboard.app import create_app
+from dashboard.auth import Auth, Roles
+from dashboard.queries import Filters, Scope
+from test_dashboard_queries import build_db
+
+ROOT = Path(__file__).resolve().parents[1]
+BATCH = 3          # jobs per "ingest": one transaction, so a reader must always see a multiple of 3 new jobs
+BATCHES = 4
+
+# The writer: like `jobsight ingest` from cron, it opens the live file read-write (taking DuckDB's
+# write lock), adds a batch in one transaction, closes, then publishes a snapshot.
+WRITER = r"""
+import datetime as dt, sys
+from analytics.session import open_db
+from analytics.config import parse_config
+from analytics.snapshot import publish
+db, batches, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for b in range(batches):
+    con, _ = open_db(db, parse_config({}))
+    con.execute("BEGIN TRANSACTION")
+    for i in range(batch):
+        jid = f"w{b}-{i}"
+        t = dt.datetime(2026, 11, 18, 8, 0)
+        con.execute("INSERT INTO job (cluster, job_id, job_id_raw, state, source, start_time, end_time, elapsed_s, "
+                    "ncpus, billing, cpu_time_s, \"user\", account, \"partition\") VALUES "
+                    "('c1', ?, ?, 'COMPLETED', 'test', ?, ?, 3600, 1, 1, 3600, 'alice', 'proj-a', 'cpu')",
+                    [jid, jid, t, t + dt.timedelta(hours=1)])
+    con.execute("COMMIT")
+    con.close()
+    publish(db)
+    print("published", b, flush=True)
+"""
+
+
+def test_dashboard_reads_while_a_writer_process_publishes(tmp_path):
+    db = build_db(tmp_path / "jobs.duckdb")
+    publish(db)
+    reader = SnapshotReader(db)
+    admin = Scope("admin", "root")
+    base_jobs = 4                          # the jobs of build_db
+    errors: list[str] = []
+    seen: set[int] = set()
+    stop = threading.Event()
+
+    def read_loop():
+        while not stop.is_set():
+            try:
+                with reader.cursor() as h:
+                    t = queries.totals(h, admin, Filters())
+                    n_table = h.con.execute("SELECT count(*) FROM job").fetchone()[0]
+                    n_mat = h.con.execute("SELECT count(*) FROM dash_job_metrics").fetchone()[0]
+                if (t["jobs"] - base_jobs) % BATCH or n_table != n_mat or t["jobs"] != n_mat:
+                    errors.append(f"inconsistent: totals {t['jobs']}, job {n_table}, dash_job_metrics {n_mat}")
+                seen.add(t["jobs"])
+            except Exception as exc:  # noqa: BLE001 - every failure is a test failure, collected
+                errors.append(repr(exc))
+            stop.wait(0.02)            # a busy dashboard, not a busy loop on a 2-core machine
+
+    threads = [threading.Thread(target=read_loop) for _ in range(2)]
+    for t in threads:
+        t.start()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    try:
+        done = subprocess.run([sys.executable, "-c", WRITER, str(db), str(BATCHES), str(BATCH)], cwd=ROOT,
+                              env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("published") == BATCHES
+    assert errors == []
+    # new data visible on the next request after the last publish
+    with reader.cursor() as h:
+        assert queries.totals(h, admin, Filters())["jobs"] == base_jobs + BATCHES * BATCH
+    assert reader.reopened >= 1 and len(seen) >= 2       # the readers really saw several generations
+    reader.close()
+
+
+def test_http_requests_see_the_new_snapshot_after_publish(tmp_path):
+    db = build_db(tmp_path / "jobs.duckdb")
+    reader = SnapshotReader(db)            # no snapshot yet: the database itself, read-only
+    app = create_app(reader, Auth("none", Roles()))
+    client = app.server.test_client()
+    spec = app.callback_map["job-content.children"]
+
+    def job_page(job_id):
+        body = {"output": "job-content.children", "outputs": {"id": "job-content", "property": "children"},
+                "inputs": [{"id": "job-key", "property": "data", "value": {"cluster": "c1", "id": job_id}}],
+                "state": [], "changedPropIds": []}
+        assert spec["inputs"][0]["id"] == "job-key"
+        r = client.post("/_dash-update-component", json=body)
+        assert r.status_code == 200
+        return r.data.decode()
+
+    assert "No such job" in job_page("new-1")
+    assert not snapshot_path(db).exists()
+    reader.close()                         # the live file must be free for the writer (one process here)
+    import duckdb
+    con = duckdb.connect(str(db))
+    con.execute("INSERT INTO job (cluster, job_id, job_id_raw, state, source, job_name, \"user\") "
+                "VALUES ('c1', 'new-1', 'new-1', 'RUNNING', 'test', 'fresh job', 'alice')")
+    con.close()
+    publish(db)
+    assert "fresh job" in job_page("new-1")
+
+
+def test_publish_failure_leaves_the_old_snapshot(tmp_path):
+    db = build_db(tmp_path / "jobs.duckdb")
+    snap = publish(db)
+    before = snap.stat().st_ino
+    from analytics.cli import UserError
+    with pytest.raises(UserError, match="no such database"):
+        publish(tmp_path / "missing.duckdb")
+    assert snap.stat().st_ino == before
+    assert [p.name for p in tmp_path.iterdir() if "tmp" in p.name] == []
