@@ -1,0 +1,241 @@
+"""`jobsight demo`: generate a realistic cluster's data in the real input formats, ingest it through
+the same code as `jobsight ingest`, write the weekly reports, then serve the dashboard.
+
+    jobsight demo [--jobs 3000] [--days 28] [--seed 1] [--out demo-data] [--db FILE] [--no-serve]
+
+A second run with the same --jobs/--days/--seed reuses the generated files (their sizes are checked
+against out/manifest.json) and the database (every file reports "already ingested").
+The generated sacct text dumps and nvidia-smi logs print Europe/Amsterdam local time, so the
+ingest runs with --timezone Europe/Amsterdam --cluster demo.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import sys
+import time
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+from analytics.cli import UserError
+
+DEFAULT_JOBS = 3000
+DEFAULT_DAYS = 28
+DEFAULT_SEED = 1
+DEFAULT_OUT = "demo-data"
+HOST, PORT = "127.0.0.1", 8050
+MARKER_SUFFIX = ".demo.json"   # beside the database: which generation it holds
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help=f"job records to generate (default {DEFAULT_JOBS})")
+    p.add_argument("--days", type=int, default=DEFAULT_DAYS, help=f"days of history (default {DEFAULT_DAYS})")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"random seed: same seed, same data (default {DEFAULT_SEED})")
+    p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"folder for the generated files (default ./{DEFAULT_OUT})")
+    p.add_argument("--db", metavar="FILE", help="DuckDB file to ingest into (default DIR/demo.duckdb)")
+    p.add_argument("--no-serve", action="store_true", help="stop after ingest and reports; do not start the dashboard")
+
+
+def generator_module():
+    """fixtures.generator: installed with the package, or from the source checkout this file is in."""
+    try:
+        return importlib.import_module("fixtures.generator")
+    except ModuleNotFoundError:
+        root = Path(__file__).resolve().parents[1]
+        if not (root / "fixtures" / "generator" / "__init__.py").is_file():
+            raise UserError("the demo data generator (fixtures/generator) is not installed with this jobsight") from None
+        sys.path.insert(0, str(root))
+        return importlib.import_module("fixtures.generator")
+
+
+def say(msg: str = "") -> None:
+    print(msg, flush=True)
+
+
+def _sub(module: str, argv: list[str]) -> int:
+    """Run another jobsight subcommand in this process, exactly as the CLI would."""
+    mod = importlib.import_module(module)
+    parser = argparse.ArgumentParser(prog=f"jobsight {module.rsplit('.', 1)[-1].removesuffix('_cli')}")
+    mod.configure(parser)
+    return mod.run(parser.parse_args(argv))
+
+
+# ------------------------------------------------------------------------------------------ steps
+
+def generate_step(out: Path, args) -> dict:
+    generator = generator_module()
+    want = generator.arguments(args.jobs, args.days, args.seed)
+    if generator.is_current(out, want):
+        m = generator.read_manifest(out)
+        say(f"data: reusing {len(m['files'])} generated files in {out}/ (same --jobs/--days/--seed)")
+        return m
+    say(f"data: generating {args.jobs} jobs over {args.days} days (seed {args.seed}) into {out}/ ...")
+    t0 = time.monotonic()
+    m = generator.generate(out, jobs=args.jobs, days=args.days, seed=args.seed)
+    size = sum(m["files"].values())
+    by_dir: dict[str, int] = defaultdict(int)
+    for rel in m["files"]:
+        by_dir[rel.split("/", 1)[0]] += 1
+    say(f"data: {len(m['files'])} files, {size / 1e6:.1f} MB in {time.monotonic() - t0:.1f} s: "
+        + ", ".join(f"{n} {d}" for d, n in sorted(by_dir.items())))
+    return m
+
+
+def check_db(db_path: Path, manifest: dict) -> None:
+    """The database must hold this generation or nothing: never mix two demo data sets."""
+    marker = db_path.with_name(db_path.name + MARKER_SUFFIX)
+    args = manifest["arguments"]
+    if not db_path.exists():
+        marker.unlink(missing_ok=True)
+        return
+    try:
+        held = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise UserError(f"{db_path} exists and was not made by `jobsight demo`; remove it or pass another --db") from None
+    if held != args:
+        say(f"db: {db_path} holds another demo generation (seed {held.get('seed')}, {held.get('n_records')} jobs, "
+            f"{held.get('days')} days): replacing it")
+        for p in (db_path, db_path.with_name(db_path.name + ".wal"), marker):
+            p.unlink(missing_ok=True)
+        from analytics.snapshot import snapshot_path
+        snapshot_path(db_path).unlink(missing_ok=True)
+
+
+def ingest_step(out: Path, db_path: Path, manifest: dict) -> bool:
+    from analytics import db, ingest
+    from analytics.records import ParseOptions
+    SUBDIRS = generator_module().SUBDIRS
+    opts = ParseOptions(timezone=manifest["ingest_options"]["timezone"], cluster=manifest["ingest_options"]["cluster"])
+    paths = [out / d for d in SUBDIRS if (out / d).is_dir()]
+    say(f"ingest: jobsight ingest --db {db_path} --timezone {opts.timezone} --cluster {opts.cluster} "
+        + " ".join(str(p) for p in paths))
+    t0 = time.monotonic()
+    done = [0]
+    n_files = len(manifest["files"]) - sum(1 for f in manifest["files"] if f.endswith(".meta.json"))
+
+    def on_file(rep) -> None:
+        done[0] += 1
+        if done[0] % 200 == 0 and sys.stdout.isatty():
+            print(f"\ringest: {done[0]}/{n_files} files", end="", flush=True)
+
+    con = db.connect(db_path)
+    try:
+        reports = ingest.ingest_paths(con, paths, opts, on_file=on_file)
+    finally:
+        con.close()
+    if sys.stdout.isatty() and done[0] >= 200:
+        print("\r" + " " * 40 + "\r", end="")
+    elapsed = time.monotonic() - t0
+    table: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    problems = []
+    for r in reports:
+        row = table[r.format or "?"]
+        row["files"] += 1
+        if r.status == "already ingested":
+            row["already"] += 1
+        elif r.status != "ingested":
+            problems.append(r)
+        for k in ("rows_in", "stored", "updated", "unchanged", "rejected", "dropped"):
+            row[k] += getattr(r, k)
+    cols = ("files", "already", "rows_in", "stored", "updated", "unchanged", "rejected", "dropped")
+    say(f"ingest: {len(reports)} files in {elapsed:.1f} s")
+    say("  " + f"{'format':<11}" + "".join(f"{c:>10}" for c in cols))
+    for fmt in sorted(table):
+        say("  " + f"{fmt:<11}" + "".join(f"{table[fmt][c]:>10}" for c in cols))
+    if all(r.status == "already ingested" for r in reports):
+        say("ingest: every file was already ingested: nothing changed")
+    if any(r.rejected for r in reports):
+        say(f"ingest: rejected rows and why: duckdb {db_path} \"SELECT source_file, line_no, reason FROM rejects\"")
+    for r in problems:
+        say(f"ingest: {r.path}: {r.status}: {r.error}")
+    db_path.with_name(db_path.name + MARKER_SUFFIX).write_text(
+        json.dumps(manifest["arguments"], sort_keys=True) + "\n", encoding="utf-8")
+    return not problems
+
+
+def summary_step(db_path: Path) -> None:
+    from analytics.session import open_db
+    con, _ = open_db(db_path)
+    try:
+        jobs, users, sbu, wasted = con.execute(
+            "SELECT count(*), count(DISTINCT \"user\"), sum(sbu), sum(wasted_sbu) FROM job_metrics").fetchone()
+        samples = con.execute("SELECT count(*) FROM samples").fetchone()[0]
+        flags = con.execute("SELECT code, count(*) FROM job_flags GROUP BY code ORDER BY 2 DESC, 1").fetchall()
+    finally:
+        con.close()
+    say(f"db: {db_path}: {jobs} jobs of {users} users, {samples} samples, {sbu or 0:,.0f} SBU burned, "
+        f"{wasted or 0:,.0f} SBU wasted")
+    if flags:
+        say("flags: " + ", ".join(f"{code} {n}" for code, n in flags))
+
+
+def reports_step(out: Path, db_path: Path, end: int) -> Path | None:
+    """Weekly reports for the last complete week of the data (admin and every project)."""
+    if importlib.util.find_spec("analytics.report_cli") is None:
+        say("reports: `jobsight report` is not in this version: skipped")
+        return None
+    last_day = datetime.fromtimestamp(end - 86400, timezone.utc)
+    iso = last_day.isocalendar()
+    week = f"{iso.year}-W{iso.week:02d}"
+    folder = out / "reports"
+    try:
+        _sub("analytics.report_cli", ["--db", str(db_path), "--week", week, "--for", "admin", "--for", "all-accounts",
+                                      "--format", "html,md", "--out", str(folder)])
+    except UserError as exc:
+        say(f"reports: not written: {exc}")
+        return None
+    found = sorted(folder.glob(f"{week}*/*.html")) or sorted(folder.glob("*/*.html"))
+    say(f"reports: {len(found)} HTML reports for {week} in {found[0].parent if found else folder}/")
+    return folder
+
+
+def publish_step(db_path: Path) -> None:
+    """A read-only snapshot for the dashboard (what ingest publishes in production)."""
+    try:
+        from analytics.snapshot import publish
+    except ImportError:
+        return
+    publish(db_path)
+
+
+def serve_step(db_path: Path) -> int:
+    if importlib.util.find_spec("analytics.dashboard_cli") is None:
+        say("dashboard: `jobsight dashboard` is not in this version yet; explore the data with the commands above")
+        return 0
+    say(f"dashboard: http://{HOST}:{PORT}/  (auth none: everyone is admin, local only; Ctrl-C stops it)")
+    try:
+        return _sub("analytics.dashboard_cli", ["--db", str(db_path), "--host", HOST, "--port", str(PORT),
+                                                "--auth", "none"])
+    except KeyboardInterrupt:
+        say("\ndashboard: stopped")
+        return 0
+
+
+def run(args) -> int:
+    if args.jobs < 1 or args.days < 1:
+        raise UserError("--jobs and --days must be at least 1")
+    out = Path(args.out)
+    db_path = Path(args.db) if args.db else out / "demo.duckdb"
+    if db_path.exists() and db_path.is_dir():
+        raise UserError(f"--db {db_path} is a folder")
+    manifest = generate_step(out, args)
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    check_db(db_path, manifest)
+    ok = ingest_step(out, db_path, manifest)
+    summary_step(db_path)
+    reports_step(out, db_path, manifest["arguments"]["end"])
+    publish_step(db_path)
+    say("try:")
+    say(f"  jobsight flags --db {db_path}")
+    say(f"  jobsight usage --db {db_path} --by account")
+    say(f"  jobsight job   --db {db_path} JOBID")
+    say(f"  truth table (job id -> generated behaviour): {out / 'manifest.json'}")
+    if not ok:
+        say("demo: some files could not be ingested (see above)")
+        return 1
+    if args.no_serve:
+        return 0
+    return serve_step(db_path)
