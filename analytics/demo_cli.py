@@ -206,9 +206,22 @@ def serve_step(db_path: Path) -> int:
         say("dashboard: `jobsight dashboard` is not in this version yet; explore the data with the commands above")
         return 0
     say(f"dashboard: http://{HOST}:{PORT}/  (auth none: everyone is admin, local only; Ctrl-C stops it)")
+    argv = ["--db", str(db_path), "--host", HOST, "--port", str(PORT), "--auth", "none"]
     try:
-        return _sub("analytics.dashboard_cli", ["--db", str(db_path), "--host", HOST, "--port", str(PORT),
-                                                "--auth", "none"])
+        try:
+            return _sub("analytics.dashboard_cli", argv)
+        except UserError as exc:
+            if "waitress" not in str(exc):
+                raise
+            # no production WSGI server installed: Flask's own server (no debugger) is fine for a
+            # local demo on 127.0.0.1
+            say("dashboard: waitress is not installed; serving with Flask's built-in server")
+            mod = importlib.import_module("analytics.dashboard_cli")
+            parser = argparse.ArgumentParser()
+            mod.configure(parser)
+            app = mod.build(parser.parse_args(argv))
+            app.run(host=HOST, port=PORT, debug=False)
+            return 0
     except KeyboardInterrupt:
         say("\ndashboard: stopped")
         return 0

@@ -14,7 +14,7 @@ from collector.csv_schema import HEADER
 from fixtures.generator import END, generate
 from fixtures.generator.dumps import windows
 from fixtures.generator.formats import duration, mem_tres, total_cpu
-from fixtures.generator.model import GpuDev, Job, Run, Step, view
+from fixtures.generator.model import Job, Run, Step, view
 from fixtures.generator.cluster import PART, compress_nodes
 
 AMS = ZoneInfo("Europe/Amsterdam")
