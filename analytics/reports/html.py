@@ -70,10 +70,13 @@ def plotly_js_bytes() -> bytes:
 
 
 LAYOUT = {"margin": {"l": 50, "r": 10, "t": 30, "b": 40}, "height": 320, "autosize": True, "barmode": "stack",
-          "legend": {"orientation": "h", "y": 1.12}, "paper_bgcolor": "#fff", "plot_bgcolor": "#fff",
+          "legend": {"orientation": "h", "y": 1.12, "traceorder": "normal"}, "paper_bgcolor": "#fff", "plot_bgcolor": "#fff",
           "font": {"family": "system-ui, sans-serif", "size": 12},
           "xaxis": {"type": "category", "automargin": True},
           "yaxis": {"title": {"text": "SBU"}, "gridcolor": "#e6e9ed", "rangemode": "tozero", "automargin": True}}
+# Fit the charts to the width the page finally has (a phone's viewport can settle after they are drawn).
+RESIZE = ("<script>window.addEventListener('load',function(){document.querySelectorAll('.js-plotly-plot')"
+          ".forEach(function(g){Plotly.Plots.resize(g);});});</script>")
 LIBRARY_MARK = "\x00plotly-library\x00"   # cannot occur in the page: esc() shows control characters
 CONFIG = {"displayModeBar": False, "responsive": True}
 
@@ -192,6 +195,7 @@ def render_html_chunks(rep: Report, charts: bool = True, generated: dt.datetime 
 Wasted SBU: the charge times the idle share of the resource that drove it (GPU, CPU or memory).
 Efficiencies are allocation-weighted: each job counts with the core-, GPU- or GiB-hours it held.</p></footer>
 </main>
+{RESIZE if charts else ""}
 </body>
 </html>
 """

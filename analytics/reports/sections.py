@@ -77,9 +77,9 @@ def sections(rep: Report) -> list[Section]:
     who = [] if rep.kind == "user" else [Col("user", "User", "text")]
     out.append(Section("top_jobs", "Jobs that wasted the most",
                        [Col("job_id", "Job", "text"), Col("job_name", "Name", "text")] + who +
-                       [Col("partition", "Partition", "text"), Col("state", "State", "text"), Col("sbu", "SBU"),
-                        Col("wasted_sbu", "Wasted SBU")] + EFFICIENCY +
-                       [Col("flag_codes", "Flags", "text"), Col("sbatch_lines", "Would have fit", "code")],
+                       [Col("wasted_sbu", "Wasted SBU"), Col("sbu", "SBU"),
+                        Col("sbatch_lines", "Would have fit", "code"), Col("flag_codes", "Flags", "text"),
+                        Col("partition", "Partition", "text"), Col("state", "State", "text")] + EFFICIENCY,
                        rep.top_jobs, empty="no jobs",
                        note="SBU and waste inside this window; efficiencies are the whole job's. "
                             "\"Would have fit\" is the request the flags suggest."))

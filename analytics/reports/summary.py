@@ -24,9 +24,12 @@ def _trend_sentence(rep: Report, whose: str) -> str:
     unit = f"{n} {rep.period.noun()}s" if n > 1 else f"{rep.period.noun()}"
     if avg <= 0:
         return f" {whose} previous {unit} burned nothing."
-    change = (rep.totals["sbu"] - avg) * 100.0 / avg
-    direction = "more" if change >= 0 else "less"
-    return (f" That is {abs(change):.0f}% {direction} than {whose.lower()} average of {sbu(avg)} "
+    ratio = rep.totals["sbu"] / avg
+    if ratio >= 2:
+        compared = f"{ratio:.1f} times"
+    else:
+        compared = f"{abs(ratio - 1) * 100:.0f}% {'more' if ratio >= 1 else 'less'} than"
+    return (f" That is {compared} {whose.lower()} average of {sbu(avg)} per {rep.period.noun()} "
             f"over the previous {unit}.")
 
 
