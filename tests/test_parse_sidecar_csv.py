@@ -144,3 +144,15 @@ def test_iter_parse_pieces_add_up_to_parse(path, chunk):
     assert [(r.line_no, r.reason) for p in parts for r in p.rejects] == [(r.line_no, r.reason) for r in whole.rejects]
     assert pl.concat([p.samples for p in parts]).equals(whole.samples)
     assert (parts[0].sidecar_runs is None) == (whole.sidecar_runs is None)
+
+
+@pytest.mark.parametrize("bad_line", [False, True])
+def test_time_offsets_same_on_fast_and_line_paths(tmp_path, bad_line):
+    p = tmp_path / "o.csv"
+    lines = ["2026-11-21T10:00:00.250Z,1,c,h,cpu,1,,,,,,,,", "2026-11-21T12:00:00+02:00,1,c,h,gpu,2,,,,,,,,"]
+    if bad_line:
+        lines.append("2026-11-21 10:00:00,1,c,h,cpu,3,,,,,,,,")   # no T, no zone: rejected
+    p.write_text(HEADER + "\n" + "\n".join(lines) + "\n")
+    r = sidecar_csv.parse(p, ParseOptions())
+    assert r.samples["time"].to_list() == [dt.datetime(2026, 11, 21, 10, 0, 0, 250000), dt.datetime(2026, 11, 21, 10, 0, 0)]
+    assert [x.line_no for x in r.rejects] == ([4] if bad_line else [])
