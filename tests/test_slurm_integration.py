@@ -225,6 +225,17 @@ def mem_bytes(text: str) -> int | None:
     return int(text)
 
 
+def assert_exit_code(db: Path, row: dict, t: dict[str, str]) -> None:
+    """The exit code sacct prints. Slurm 22.05's --json reports {status: SUCCESS, return_code: 0}
+    for jobs and steps that exited non-zero without a signal (FAILED 3:0 in the text): from that
+    source a wrong '0:0' must not be stored as a fact; NULL with the reason kept is right."""
+    if db.name == "json.duckdb" and row["exit_code"] != t["ExitCode"]:
+        assert row["exit_code"] is None, f"{t['JobID']}: stored {row['exit_code']!r}, sacct says {t['ExitCode']}"
+        assert "exit_code" in json.loads(row["null_reasons"] or "{}"), t["JobID"]
+    else:
+        assert row["exit_code"] == t["ExitCode"], t["JobID"]
+
+
 def uid(user: str) -> int:
     return pwd.getpwnam(user).pw_uid
 
@@ -286,7 +297,7 @@ def test_job_matches_sacct(run: Run, db: Path, key: str):
         assert job["cancelled_by_uid"] in (by, None)
     else:
         assert job["cancelled_by_uid"] == by
-    assert job["exit_code"] == t["ExitCode"]
+    assert_exit_code(db, job, t)
     assert job["submit_time"] == parse_sacct_time(t["Submit"])
     assert job["start_time"] == parse_sacct_time(t["Start"])
     assert job["end_time"] == parse_sacct_time(t["End"])
@@ -306,11 +317,15 @@ def test_states_and_exit_codes_by_hand(run: Run, db: Path):
     jobs = jobs_by_raw(db)
     j = {k: jobs[truth_job(run, k)["JobIDRaw"]] for k in run.ids if k not in ("array", "pipe")}
     assert (j["completed"]["state"], j["completed"]["exit_code"]) == ("COMPLETED", "0:0")
-    assert (j["failed"]["state"], j["failed"]["exit_code"]) == ("FAILED", "3:0")
+    assert j["failed"]["state"] == "FAILED"
+    assert j["failed"]["exit_code"] == ("3:0" if db.name != "json.duckdb" else None)  # see assert_exit_code
     assert j["timeout"]["state"] == "TIMEOUT"
     assert j["timeout"]["timelimit_s"] == 60
     assert j["timeout"]["elapsed_s"] >= 60
-    assert (j["cancel_running"]["state"], j["cancel_running"]["cancelled_by_uid"]) == ("CANCELLED", uid("bob"))
+    assert j["cancel_running"]["state"] == "CANCELLED"
+    if db.name != "json.duckdb":   # --json names the canceller, it has no uid
+        assert j["cancel_running"]["cancelled_by_uid"] == uid("bob")
+        assert j["cancel_pending"]["cancelled_by_uid"] == uid("alice")
     assert j["cancel_running"]["start_time"] is not None
     assert j["cancel_pending"]["state"] == "CANCELLED"
     assert j["cancel_pending"]["elapsed_s"] == 0
@@ -357,7 +372,8 @@ def test_steps_match_sacct(run: Run, db: Path):
             continue
         s = steps[(raw, step_id)]
         state, by = split_state(t["State"])
-        assert (s["state"], s["exit_code"]) == (state, t["ExitCode"]), t["JobID"]
+        assert s["state"] == state, t["JobID"]
+        assert_exit_code(db, s, t)
         if db.name != "json.duckdb":
             assert s["cancelled_by_uid"] == by, t["JobID"]
         assert s["elapsed_s"] == int(t["ElapsedRaw"]), t["JobID"]
@@ -375,14 +391,16 @@ def test_multistep_and_oom_steps(run: Run, db: Path):
     steps = steps_by_key(db)
     ms = truth_job(run, "multistep")["JobIDRaw"]
     assert (steps[(ms, "0")]["state"], steps[(ms, "0")]["exit_code"]) == ("COMPLETED", "0:0")
-    assert (steps[(ms, "1")]["state"], steps[(ms, "1")]["exit_code"]) == ("FAILED", "2:0")
+    assert steps[(ms, "1")]["state"] == "FAILED"
+    assert steps[(ms, "1")]["exit_code"] == ("2:0" if db.name != "json.duckdb" else None)  # see assert_exit_code
     assert {"batch", "extern", "0", "1"} <= {sid for (raw, sid) in steps if raw == ms}
     oom = truth_job(run, "oom")["JobIDRaw"]
     batch = steps[(oom, "batch")]
     # The kill happened because the batch step's ~300 MiB exceeded 64 MiB; sacct saw the peak.
     assert batch["max_rss_bytes"] > 64 * 1024**2
     timeout = truth_job(run, "timeout")["JobIDRaw"]
-    assert steps[(timeout, "batch")]["state"] == "CANCELLED"
+    # SIGTERM at the limit: the batch step reads CANCELLED 0:15 or FAILED 15:0, depending on timing.
+    assert steps[(timeout, "batch")]["state"] in ("CANCELLED", "FAILED")
 
 
 def test_null_words_keep_their_reason(run: Run, db_text: Path):
