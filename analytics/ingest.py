@@ -186,7 +186,7 @@ def _merge_records(con, frame: pl.DataFrame, table: str, keys: list[str], time_c
     rank_t = "coalesce(" + ", ".join(time_cols) + ")"
     st_t = "coalesce(" + ", ".join("t." + c for c in time_cols) + ")"
     keyl = ", ".join(_q(k) for k in keys)
-    total = con.execute("SELECT count(*) FROM _in").fetchone()[0]
+    total = con.execute("SELECT count(*) FROM _in").fetchall()[0][0]
     # best record per key within the file: best rank, then the later line
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE _w AS
@@ -195,7 +195,8 @@ def _merge_records(con, frame: pl.DataFrame, table: str, keys: list[str], time_c
                    row_number() OVER (PARTITION BY {keyl}
                        ORDER BY (state IN ({finals}))::INT DESC, {rank_t} DESC NULLS LAST, _row DESC) AS _rn
             FROM _in) WHERE _rn = 1""")
-    winners = con.execute("SELECT count(*) FROM _w").fetchone()[0]
+    winners = con.execute("SELECT count(*) FROM _w").fetchall()[0][0]
+    con.execute("DROP TABLE _in")  # keep one staged copy at a time (memory on 1M-job files)
     data_cols = [c for c in cols if c not in keys and c != "ingest_id"]
     on = " AND ".join(f"t.{_q(k)} = w.{_q(k)}" for k in keys)
     replace_changed = " OR ".join(f"(w.{_q(c)} IS NOT NULL AND w.{_q(c)} IS DISTINCT FROM t.{_q(c)})" for c in data_cols)
@@ -212,6 +213,7 @@ def _merge_records(con, frame: pl.DataFrame, table: str, keys: list[str], time_c
                  THEN (CASE WHEN {replace_changed} THEN 'replace' ELSE 'same' END)
             ELSE 'same' END AS _action
         FROM _w w LEFT JOIN {table} t ON {on}""")
+    con.execute("DROP TABLE _w")
     counts = dict(con.execute("SELECT _action, count(*) FROM _act GROUP BY 1").fetchall())
     collist = ", ".join(_q(c) for c in cols)
     if counts.get("insert"):
@@ -251,26 +253,50 @@ def _refresh_job_usage(con, touched: list[str]) -> None:
                OR (job.cpu_time_s IS NULL AND s.cpu IS NOT NULL))""")
 
 
+def _select_casts(con, frame: pl.DataFrame, table: str, ingest_id: int) -> tuple[list[str], str]:
+    """(table columns, SELECT list) turning `frame` columns into the table's types, missing ones NULL."""
+    have = set(frame.columns)
+    cols = _table_columns(con, table)
+    sel = []
+    for name, typ in cols:
+        if name == "ingest_id":
+            sel.append(f"{int(ingest_id)}::BIGINT AS ingest_id")
+        elif name in have:
+            sel.append(f"CAST({_q(name)} AS {typ}) AS {_q(name)}")
+        else:
+            sel.append(f"NULL::{typ} AS {_q(name)}")
+    return [c for c, _ in cols], ", ".join(sel)
+
+
 def _load_samples(con, frame: pl.DataFrame, ingest_id: int) -> tuple[int, int]:
-    """Insert samples not already stored; returns (stored, duplicates)."""
+    """Insert samples not already stored; returns (stored, duplicates). This is the 50M-row path:
+    the frame is streamed into the table once, with set-based checks instead of per-row work."""
     if frame is None or frame.height == 0:
         return 0, 0
     keys = ["cluster", "job_id_raw", "host", "device", "time"]
     total = frame.height
-    if frame.select(pl.struct(keys).is_duplicated().any()).item():
+    owners = frame.select("cluster", "job_id_raw", "host").unique()
+    # A sidecar file is one (cluster, job, host) with times rising per device: then it cannot hold
+    # duplicates and the costly in-file check is skipped.
+    rising = owners.height == 1 and frame.select(
+        (pl.col("time").diff().over("device") > pl.duration(microseconds=0)).fill_null(True).all()).item()
+    if not rising:
         frame = frame.unique(subset=keys, keep="first", maintain_order=True)
-    cols = _stage(con, frame, "sample", "_in_s", ingest_id)
+    cols, sel = _select_casts(con, frame, "sample", ingest_id)
     collist = ", ".join(_q(c) for c in cols)
-    overlap = con.execute("""SELECT count(*) FROM (SELECT 1 FROM sample WHERE (cluster, job_id_raw, host) IN
-                             (SELECT DISTINCT cluster, job_id_raw, host FROM _in_s) LIMIT 1)""").fetchone()[0]
+    con.register("_owners", _ArrowStream(owners))
+    overlap = con.execute("""SELECT count(*) FROM (SELECT 1 FROM sample s JOIN _owners o
+                             ON s.cluster = o.cluster AND s.job_id_raw = o.job_id_raw AND s.host = o.host LIMIT 1)""").fetchall()[0][0]
+    con.unregister("_owners")
+    con.register("_incoming", _ArrowStream(frame))
     if overlap:
-        con.execute(f"""INSERT INTO sample ({collist}) SELECT {collist} FROM _in_s i WHERE NOT EXISTS (
-                          SELECT 1 FROM sample s WHERE s.cluster = i.cluster AND s.job_id_raw = i.job_id_raw
-                          AND s.host = i.host AND s.device = i.device AND s.time = i.time)""")
+        stored = con.execute(f"""INSERT INTO sample ({collist}) SELECT * FROM (SELECT {sel} FROM _incoming) i
+                                 WHERE NOT EXISTS (SELECT 1 FROM sample s WHERE s.cluster = i.cluster
+                                 AND s.job_id_raw = i.job_id_raw AND s.host = i.host AND s.device = i.device
+                                 AND s.time = i.time)""").fetchall()[0][0]
     else:
-        con.execute(f"INSERT INTO sample ({collist}) SELECT {collist} FROM _in_s")
-    stored = con.execute("SELECT count(*) FROM sample WHERE ingest_id = ?", [ingest_id]).fetchone()[0]
-    con.execute("DROP TABLE IF EXISTS _in_s")
+        stored = con.execute(f"INSERT INTO sample ({collist}) SELECT {sel} FROM _incoming").fetchall()[0][0]
+    con.unregister("_incoming")
     return stored, total - stored
 
 
@@ -300,7 +326,7 @@ def load_result(con: duckdb.DuckDBPyConnection, result: ParseResult, source_file
                      rejected=len(result.rejects), dropped=result.dropped, notes=list(result.notes))
     con.execute("BEGIN TRANSACTION")
     try:
-        ingest_id = con.execute("SELECT nextval('ingest_id_seq')").fetchone()[0]
+        ingest_id = con.execute("SELECT nextval('ingest_id_seq')").fetchall()[0][0]
         rep.ingest_id = ingest_id
         con.execute("INSERT INTO ingest_log (ingest_id, source_file, checksum, format, rows_in, started_at, options) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -99,7 +99,7 @@ JOBID_RE = re.compile(r"^(\d+)(?:_(\d+|\[[^\]]*\]))?(?:\+(\d+))?(?:\.([A-Za-z0-9
 _HEADER_RE = re.compile(r"^[A-Za-z][A-Za-z_]*(?:(?:\||☃|\^\|\^)[A-Za-z_]*)+$")
 _MEM_FAST = r"^(\d+(?:\.\d+)?)([KMGTP]?)$"
 _REQMEM_FAST = r"^(\d+(?:\.\d+)?)([KMGTP]?)([cn]?)$"
-_BLOCK_BYTES = 64 << 20
+_BLOCK_BYTES = 16 << 20
 FAST_PATH = True  # tests switch it off to check both paths give the same rows
 _NULL_WORDS = sorted(units.NULL_WORDS - {""})
 
