@@ -53,15 +53,25 @@ wait_for() {
 # pid_of NAME PIDFILE: the pid of a running daemon, from its pid file when that names a live process
 # with the right command name (a stale file from a finished session may name a reused pid), else
 # the oldest process with that exact name (a daemon someone started without our pid file).
+# A killed daemon can linger as a zombie until its parent reaps it: that does not count as running.
+live() {  # live PID NAME
+  local stat
+  [ -n "$1" ] && [ "$(cat "/proc/$1/comm" 2>/dev/null)" = "$2" ] || return 1
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [ "${stat%% *}" != Z ]
+}
+
 pid_of() {
-  local name=$1 pidfile=$2 pid comm
+  local name=$1 pidfile=$2 pid
   if [ -s "$pidfile" ]; then
     pid=$(tr -dc '0-9' <"$pidfile")
-    if [ -n "$pid" ] && comm=$(cat "/proc/$pid/comm" 2>/dev/null) && [ "$comm" = "$name" ]; then
-      echo "$pid"; return 0
-    fi
+    if live "$pid" "$name"; then echo "$pid"; return 0; fi
   fi
-  pgrep -x -o "$name" 2>/dev/null
+  for pid in $(pgrep -x "$name" 2>/dev/null); do
+    if live "$pid" "$name"; then echo "$pid"; return 0; fi
+  done
+  return 1
 }
 
 stop_pid() {  # stop_pid NAME PIDFILE: TERM, up to 15 s grace, then KILL
