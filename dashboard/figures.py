@@ -1,83 +1,106 @@
 """Plotly figures from the data frames of dashboard/queries.py. Pure functions: no database, no Dash.
 
-Names from the scheduler (projects, partitions, hosts, GPU ids) only ever appear in legends, axis
-labels and hover text, which Plotly renders as text.
+Figures are plain dicts in Plotly's JSON form ({"data": [...], "layout": {...}}), which dcc.Graph
+takes as they are: building them through plotly.graph_objects validates every trace and cost
+200-1000 ms per page at cluster scale. Names from the scheduler (projects, partitions, hosts,
+GPU ids) only appear in legends and hover text, which Plotly renders as text.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
-import plotly.graph_objects as go
 
 GiB = 2**30
+Figure = dict[str, Any]
 
 
-def _base(title: str, **layout) -> go.Figure:
-    fig = go.Figure()
-    fig.update_layout(title=title, template="plotly_white", margin=dict(l=50, r=20, t=50, b=40),
-                      legend=dict(orientation="h", y=-0.2), **layout)
-    return fig
+def _times(s: pd.Series) -> list[str]:
+    return pd.to_datetime(s).dt.strftime("%Y-%m-%d %H:%M:%S").tolist()
 
 
-def empty(title: str, text: str = "No data for this selection") -> go.Figure:
-    fig = _base(title)
-    fig.add_annotation(text=text, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5, font=dict(size=16))
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    return fig
+def _nums(s: pd.Series) -> list:
+    return [None if pd.isna(v) else float(v) for v in s.tolist()]
 
 
-def usage_figure(df: pd.DataFrame, stack_label: str = "project") -> go.Figure:
+def _fig(title: str, data: list[dict], **layout) -> Figure:
+    base = {"title": {"text": title}, "template": "plotly_white", "margin": {"l": 50, "r": 20, "t": 50, "b": 40},
+            "legend": {"orientation": "h", "y": -0.2}}
+    base.update(layout)
+    return {"data": data, "layout": base}
+
+
+def empty(title: str, text: str = "No data for this selection") -> Figure:
+    return _fig(title, [], annotations=[{"text": text, "showarrow": False, "xref": "paper", "yref": "paper",
+                                         "x": 0.5, "y": 0.5, "font": {"size": 16}}],
+                xaxis={"visible": False}, yaxis={"visible": False})
+
+
+def usage_figure(df: pd.DataFrame, stack_label: str = "project") -> Figure:
     """Stacked bars of SBU burned per period and group, with the wasted SBU of all groups as a line."""
     title = f"SBU burned (stacked by {stack_label}) and wasted"
     if df.empty:
         return empty(title)
-    fig = _base(title, barmode="stack", yaxis_title="SBU")
-    for group, part in df.groupby("group", sort=True):
-        fig.add_bar(x=part["period_start"], y=part["sbu"], name=str(group))
+    df = df.assign(t=_times(df["period_start"]))     # format the dates once, not per group
+    data = [{"type": "bar", "x": part["t"].tolist(), "y": _nums(part["sbu"]), "name": str(group)}
+            for group, part in df.groupby("group", sort=True)]
     wasted = df.groupby("period_start", as_index=False)["wasted_sbu"].sum()
-    fig.add_scatter(x=wasted["period_start"], y=wasted["wasted_sbu"], name="wasted (all)",
-                    mode="lines+markers", line=dict(color="black", dash="dot"))
-    return fig
+    data.append({"type": "scatter", "x": _times(wasted["period_start"]), "y": _nums(wasted["wasted_sbu"]),
+                 "name": "wasted (all)", "mode": "lines+markers", "line": {"color": "black", "dash": "dot"}})
+    return _fig(title, data, barmode="stack", yaxis={"title": {"text": "SBU"}})
 
 
-def efficiency_figure(df: pd.DataFrame) -> go.Figure:
+BIN_LABELS = [f"{b}-{b + 10}" if b < 90 else "90+" for b in range(0, 100, 10)]
+
+
+def efficiency_figure(df: pd.DataFrame) -> Figure:
     """Jobs per 10 % bin, one trace per metric."""
     title = "Efficiency distribution (jobs per 10 % bin)"
     if df.empty:
         return empty(title)
-    fig = _base(title, barmode="group", xaxis_title="efficiency %", yaxis_title="jobs")
-    labels = [f"{b}-{b + 10}" if b < 90 else "90+" for b in range(0, 100, 10)]
+    data = []
     for metric, part in df.groupby("metric", sort=False):
         counts = dict(zip(part["bin"].astype(int), part["jobs"]))
-        fig.add_bar(x=labels, y=[int(counts.get(b, 0)) for b in range(0, 100, 10)], name=str(metric))
-    return fig
+        data.append({"type": "bar", "x": BIN_LABELS, "y": [int(counts.get(b, 0)) for b in range(0, 100, 10)],
+                     "name": str(metric)})
+    return _fig(title, data, barmode="group", xaxis={"title": {"text": "efficiency %"}},
+                yaxis={"title": {"text": "jobs"}})
 
 
-def flag_count_figure(df: pd.DataFrame) -> go.Figure:
+SEVERITY_COLOURS = {"alarm": "#c0392b", "warn": "#e67e22", "info": "#2980b9"}
+
+
+def flag_count_figure(df: pd.DataFrame) -> Figure:
     title = "Flagged jobs by flag"
     if df.empty:
         return empty(title, "No flagged jobs")
-    fig = _base(title, barmode="stack", xaxis_title="jobs")
-    colours = {"alarm": "#c0392b", "warn": "#e67e22", "info": "#2980b9"}
-    for sev, part in df.groupby("severity", sort=False):
-        fig.add_bar(y=part["code"], x=part["jobs"], name=str(sev), orientation="h",
-                    marker_color=colours.get(str(sev)))
-    return fig
+    data = [{"type": "bar", "orientation": "h", "y": [str(c) for c in part["code"]], "x": _nums(part["jobs"]),
+             "name": str(sev), "marker": {"color": SEVERITY_COLOURS.get(str(sev))}}
+            for sev, part in df.groupby("severity", sort=False)]
+    return _fig(title, data, barmode="stack", xaxis={"title": {"text": "jobs"}}, yaxis={"automargin": True})
 
 
-def _series_figure(title: str, ytitle: str) -> go.Figure:
-    return _base(title, yaxis_title=ytitle, xaxis_title="time (UTC)", hovermode="x unified")
+def _series(title: str, ytitle: str, data: list[dict]) -> Figure:
+    return _fig(title, data, yaxis={"title": {"text": ytitle}}, xaxis={"title": {"text": "time (UTC)"}},
+                hovermode="x unified")
 
 
-def _gpu_label(row_host: str, device: str, gpu_index) -> str:
+def _line(x, y, name: str, dash: str | None = None) -> dict:
+    tr = {"type": "scatter", "mode": "lines", "x": x, "y": y, "name": name}
+    if dash:
+        tr["line"] = {"color": "black", "dash": dash}
+    return tr
+
+
+def _gpu_label(host: str, device: str, gpu_index) -> str:
     idx = "" if pd.isna(gpu_index) else f"GPU {int(gpu_index)} "
-    return f"{idx}{device[:16]} @ {row_host}"
+    return f"{idx}{device[:16]} @ {host}"
 
 
-def job_figures(samples: pd.DataFrame, job: dict) -> dict[str, go.Figure]:
+def job_figures(samples: pd.DataFrame, job: dict) -> dict[str, Figure]:
     """Four time-series figures for one job: GPU utilisation per GPU, GPU memory, CPU utilisation
     (% of the allocated cores) and memory, each with the allocation as a dashed line."""
-    out: dict[str, go.Figure] = {}
+    out: dict[str, Figure] = {}
     gpu = samples[samples["device"] != "cpu"]
     cpu = samples[samples["device"] == "cpu"]
     if gpu.empty:
@@ -85,38 +108,36 @@ def job_figures(samples: pd.DataFrame, job: dict) -> dict[str, go.Figure]:
         out["gpu_util"] = empty("GPU utilisation", msg)
         out["gpu_mem"] = empty("GPU memory", msg)
     else:
-        fu = _series_figure("GPU utilisation per GPU", "%")
-        fm = _series_figure("GPU memory per GPU", "GiB")
+        util, mem = [], []
         for (host, device), part in gpu.groupby(["host", "device"], sort=True):
             label = _gpu_label(host, device, part["gpu_index"].iloc[0])
-            fu.add_scatter(x=part["time"], y=part["util_pct"], name=label, mode="lines")
-            fm.add_scatter(x=part["time"], y=part["mem_used_bytes"] / GiB, name=label, mode="lines")
-        t0, t1 = gpu["time"].min(), gpu["time"].max()
-        fu.add_scatter(x=[t0, t1], y=[100, 100], name="allocation (100 % per GPU)", mode="lines",
-                       line=dict(color="black", dash="dash"))
+            x = _times(part["time"])
+            util.append(_line(x, _nums(part["util_pct"]), label))
+            mem.append(_line(x, _nums(part["mem_used_bytes"] / GiB), label))
+        t = _times(pd.Series([gpu["time"].min(), gpu["time"].max()]))
+        util.append(_line(t, [100, 100], "allocation (100 % per GPU)", "dash"))
         total = gpu["mem_total_bytes"].max()
         if pd.notna(total):
-            fm.add_scatter(x=[t0, t1], y=[total / GiB] * 2, name="device memory", mode="lines",
-                           line=dict(color="black", dash="dash"))
-        out["gpu_util"], out["gpu_mem"] = fu, fm
+            mem.append(_line(t, [total / GiB] * 2, "device memory", "dash"))
+        out["gpu_util"] = _series("GPU utilisation per GPU", "%", util)
+        out["gpu_mem"] = _series("GPU memory per GPU", "GiB", mem)
     if cpu.empty:
         out["cpu_util"] = empty("CPU utilisation", "No CPU samples")
         out["mem"] = empty("Memory", "No memory samples")
     else:
-        fc = _series_figure("CPU utilisation (% of allocated cores)", "%")
-        fmem = _series_figure("Memory per host", "GiB")
+        cu, mu = [], []
         for host, part in cpu.groupby("host", sort=True):
-            fc.add_scatter(x=part["time"], y=part["util_pct"], name=str(host), mode="lines")
-            fmem.add_scatter(x=part["time"], y=part["mem_used_bytes"] / GiB, name=str(host), mode="lines")
-        t0, t1 = cpu["time"].min(), cpu["time"].max()
+            x = _times(part["time"])
+            cu.append(_line(x, _nums(part["util_pct"]), str(host)))
+            mu.append(_line(x, _nums(part["mem_used_bytes"] / GiB), str(host)))
+        t = _times(pd.Series([cpu["time"].min(), cpu["time"].max()]))
         ncpus = job.get("ncpus")
-        fc.add_scatter(x=[t0, t1], y=[100, 100], mode="lines", line=dict(color="black", dash="dash"),
-                       name=f"allocation ({ncpus} cores)" if ncpus else "allocation")
+        cu.append(_line(t, [100, 100], f"allocation ({ncpus} cores)" if ncpus else "allocation", "dash"))
         limit = cpu["mem_total_bytes"].max()
         if pd.isna(limit) and job.get("mem_charged_bytes"):
             limit = job["mem_charged_bytes"] / max(job.get("nnodes") or 1, 1)
         if pd.notna(limit):
-            fmem.add_scatter(x=[t0, t1], y=[limit / GiB] * 2, name="allocation (per host)", mode="lines",
-                             line=dict(color="black", dash="dash"))
-        out["cpu_util"], out["mem"] = fc, fmem
+            mu.append(_line(t, [limit / GiB] * 2, "allocation (per host)", "dash"))
+        out["cpu_util"] = _series("CPU utilisation (% of allocated cores)", "%", cu)
+        out["mem"] = _series("Memory per host", "GiB", mu)
     return out

@@ -75,9 +75,17 @@ class Filters:
         return " WHERE " + " AND ".join(clauses), params
 
 
+# Without a snapshot, the same relation as dash_job_metrics (job_metrics plus n_flags) from the views.
+_METRICS_FROM_VIEWS = ("(SELECT m.*, COALESCE(f.n_flags, 0) AS n_flags FROM job_metrics m LEFT JOIN "
+                       "(SELECT cluster, job_id_raw, count(*) AS n_flags FROM job_flags GROUP BY ALL) f "
+                       "USING (cluster, job_id_raw))")
+
+
 def _src(h: ReadHandle, name: str) -> str:
-    """The materialised table of a snapshot when there is one, else the view."""
-    return f"dash_{name}" if f"dash_{name}" in h.tables else name
+    """The materialised table of a snapshot when there is one, else the views."""
+    if f"dash_{name}" in h.tables:
+        return f"dash_{name}"
+    return _METRICS_FROM_VIEWS if name == "job_metrics" else name
 
 
 def _df(h: ReadHandle, sql: str, params: list) -> pd.DataFrame:
@@ -105,14 +113,13 @@ def totals(h: ReadHandle, scope: Scope, f: Filters) -> dict[str, float]:
         f"SELECT COALESCE(sum(sbu), 0), COALESCE(sum(wasted_sbu), 0), COALESCE(sum(core_hours), 0), "
         f"COALESCE(sum(gpu_hours), 0) FROM {_src(h, 'usage_daily')}{w}", p).fetchone()
     w, p = f.where(scope)
+    idle_pct = h.con.execute("SELECT value FROM setting WHERE name = 'flags.gpu_idle_pct'").fetchone()
     j = h.con.execute(
-        f"SELECT count(*), COALESCE(sum(elapsed_s / 3600.0 * COALESCE(gpus_idle, CASE WHEN gpu_util_pct < "
-        f"COALESCE((SELECT value FROM setting WHERE name = 'flags.gpu_idle_pct'), 1) THEN ngpus ELSE 0 END)), 0) "
-        f"FROM {_src(h, 'job_metrics')}{w}", p).fetchone()
-    flagged = h.con.execute(
-        f"SELECT count(DISTINCT (cluster, job_id_raw)) FROM {_src(h, 'job_flags')}{w}", p).fetchone()[0]
+        f"SELECT count(*), COALESCE(sum(elapsed_s / 3600.0 * COALESCE(gpus_idle, CASE WHEN gpu_util_pct < ? "
+        f"THEN ngpus ELSE 0 END)), 0), count(*) FILTER (WHERE n_flags > 0) "
+        f"FROM {_src(h, 'job_metrics')}{w}", [idle_pct[0] if idle_pct and idle_pct[0] is not None else 1.0] + p).fetchone()
     return {"sbu": float(u[0]), "wasted_sbu": float(u[1]), "core_hours": float(u[2]), "gpu_hours": float(u[3]),
-            "jobs": int(j[0]), "idle_gpu_hours": float(j[1]), "flagged_jobs": int(flagged)}
+            "jobs": int(j[0]), "idle_gpu_hours": float(j[1]), "flagged_jobs": int(j[2])}
 
 
 def usage_over_time(h: ReadHandle, scope: Scope, f: Filters, grain: str = "day",
@@ -161,11 +168,8 @@ def entity_table(h: ReadHandle, scope: Scope, f: Filters, by: str = "user") -> p
     if col is None:
         raise ValueError(f"unknown grouping {by!r}")
     w, p = f.where(scope)
-    src, flags = _src(h, "job_metrics"), _src(h, "job_flags")
     sql = f"""
-    WITH m AS (SELECT * FROM {src}{w}),
-    fl AS (SELECT DISTINCT cluster, job_id_raw FROM {flags}{w})
-    SELECT COALESCE(m.{col}, '(none)') AS name, count(*) AS jobs,
+    SELECT COALESCE({col}, '(none)') AS name, count(*) AS jobs,
            round(COALESCE(sum(sbu), 0), 2) AS sbu, round(COALESCE(sum(wasted_sbu), 0), 2) AS wasted_sbu,
            round(sum(gpu_hours), 2) AS gpu_hours, round(sum(core_hours), 2) AS core_hours,
            round(sum(cpu_eff_pct * core_hours) FILTER (WHERE cpu_eff_pct IS NOT NULL)
@@ -173,10 +177,10 @@ def entity_table(h: ReadHandle, scope: Scope, f: Filters, by: str = "user") -> p
            round(sum(gpu_util_pct * gpu_hours) FILTER (WHERE gpu_util_pct IS NOT NULL)
                  / NULLIF(sum(gpu_hours) FILTER (WHERE gpu_util_pct IS NOT NULL), 0), 1) AS gpu_util_pct,
            round(avg(mem_eff_pct), 1) AS mem_eff_pct, round(avg(time_eff_pct), 1) AS time_eff_pct,
-           count(fl.job_id_raw) AS flagged_jobs
-    FROM m LEFT JOIN fl USING (cluster, job_id_raw)
+           count(*) FILTER (WHERE n_flags > 0) AS flagged_jobs
+    FROM {_src(h, 'job_metrics')}{w}
     GROUP BY ALL ORDER BY sbu DESC, name"""
-    return _df(h, sql, p + p)
+    return _df(h, sql, p)
 
 
 # --- flagged jobs ---------------------------------------------------------------------------

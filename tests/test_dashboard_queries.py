@@ -184,13 +184,26 @@ def test_filter_options_only_show_the_scope(h):
 def test_job_figures_draw_allocation_and_say_no_samples(h):
     j = queries.job(h, BOB, "c1", "2")
     figs = figures.job_figures(queries.job_samples(h, BOB, "c1", "2"), j)
-    names = [t.name for t in figs["gpu_util"].data]
-    assert names[-1].startswith("allocation") and list(figs["gpu_util"].data[0].y) == [10, 10]
-    assert list(figs["mem"].data[-1].y) == [16, 16]                     # limit 16 GiB
+    names = [t["name"] for t in figs["gpu_util"]["data"]]
+    assert names[-1].startswith("allocation") and figs["gpu_util"]["data"][0]["y"] == [10, 10]
+    assert figs["gpu_util"]["data"][-1]["y"] == [100, 100]
+    assert figs["mem"]["data"][-1]["y"] == [16, 16]                     # limit 16 GiB
+    assert figs["mem"]["data"][0]["y"] == [10, 12]                      # GiB used
     j1 = queries.job(h, ALICE, "c1", "1")
     figs = figures.job_figures(queries.job_samples(h, ALICE, "c1", "1"), j1)
-    assert figs["cpu_util"].layout.annotations[0].text == "No CPU samples"
-    assert figs["gpu_util"].layout.annotations[0].text == "No GPUs in this job"
+    assert figs["cpu_util"]["layout"]["annotations"][0]["text"] == "No CPU samples"
+    assert figs["gpu_util"]["layout"]["annotations"][0]["text"] == "No GPUs in this job"
+
+
+def test_overview_figures():
+    import pandas as pd
+    usage = pd.DataFrame({"period_start": pd.to_datetime(["2026-11-16", "2026-11-16", "2026-11-17"]),
+                          "group": ["b", "a", "a"], "sbu": [5.0, 3.0, 1.0], "wasted_sbu": [1.0, 2.0, 0.5]})
+    fig = figures.usage_figure(usage)
+    assert [t["name"] for t in fig["data"]] == ["a", "b", "wasted (all)"]
+    assert fig["data"][-1]["y"] == [3.0, 0.5]                           # wasted summed per day
+    hist = pd.DataFrame({"metric": ["CPU", "CPU"], "bin": [20.0, 90.0], "jobs": [1, 2]})
+    assert figures.efficiency_figure(hist)["data"][0]["y"] == [0, 0, 1, 0, 0, 0, 0, 0, 0, 2]
 
 
 def test_long_series_are_bucketed(tmp_path, monkeypatch):

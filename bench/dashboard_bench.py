@@ -1,0 +1,174 @@
+"""Server time per dashboard callback over a scripted session, on a generated database.
+
+    .venv/bin/python bench/dashboard_bench.py [--jobs 100000] [--samples-per-device 33] [--db PATH] [--rounds 5]
+
+Generates (unless --db exists already) a database of N jobs (20 % GPU jobs with 1-4 GPUs, 500
+users in 60 projects, 90 days) and, per job, K samples per device (the cpu device plus each GPU):
+about N x 1.5 x K sample rows, stored in job order as ingest writes them. Then publishes the
+snapshot (timed), starts the app (auth header, so each request carries its user) and replays
+page loads and filter changes as an admin, a project lead and a user through the Flask test client,
+timing each /_dash-update-component request on the server side. Prints p50/p95/max per callback.
+
+Targets (issue 6): p95 <= 300 ms per callback; job page <= 200 ms, at 1M jobs / 50M samples
+(--jobs 1000000 --samples-per-device 33).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from analytics.config import parse_config  # noqa: E402
+from analytics.session import open_db  # noqa: E402
+from analytics.snapshot import SnapshotReader, publish  # noqa: E402
+from dashboard.app import create_app  # noqa: E402
+from dashboard.auth import Auth, Roles  # noqa: E402
+
+USERS, PROJECTS = 500, 60
+
+
+def generate(path: Path, jobs: int, k: int) -> None:
+    con, _ = open_db(path, parse_config({}))
+    t = time.perf_counter()
+    # deterministic pseudo-random numbers from the job index: hash(i) spread over ranges
+    con.execute(f"""
+    INSERT INTO job (cluster, job_id, job_id_raw, job_name, "user", account, "partition", state, exit_code,
+                     submit_time, start_time, end_time, elapsed_s, timelimit_s, ncpus, nnodes, ngpus, gpu_type,
+                     mem_req_bytes, mem_alloc_bytes, mem_peak_bytes, cpu_time_s, billing, source)
+    WITH b AS (
+        SELECT i, hash(i) AS h, i % {USERS} AS u,
+               CASE WHEN i % 5 = 0 THEN 1 + (hash(i) // 7) % 4 ELSE 0 END AS ngpus,
+               1 + (hash(i) // 11) % 32 AS ncpus,
+               60 + (hash(i) // 13) % 86400 AS elapsed_s,
+               TIMESTAMP '2026-08-01' + to_seconds(CAST(i * (90 * 86400.0 / {jobs}) AS BIGINT)) AS start_time
+        FROM range({jobs}) r(i)
+    )
+    SELECT 'bench', CAST(i AS VARCHAR), CAST(i AS VARCHAR), 'job-' || (h % 1000), 'u' || u, 'p' || (u % {PROJECTS}),
+           CASE WHEN ngpus > 0 THEN 'gpu' ELSE 'cpu' END,
+           CASE WHEN h % 20 = 0 THEN 'FAILED' WHEN h % 20 = 1 THEN 'TIMEOUT' ELSE 'COMPLETED' END, '0:0',
+           start_time - INTERVAL 10 MINUTE, start_time, start_time + to_seconds(elapsed_s), elapsed_s,
+           elapsed_s * (1 + (h // 17) % 6) + 3600, ncpus, 1, ngpus, CASE WHEN ngpus > 0 THEN 'a100' END,
+           ncpus * 4 * 1073741824, ncpus * 4 * 1073741824, CAST(ncpus * 4 * 1073741824 * ((h // 19) % 100) / 100.0 AS BIGINT),
+           elapsed_s * ncpus * ((h // 23) % 100) / 100.0, ncpus + ngpus * 32, 'bench'
+    FROM b""")
+    print(f"  jobs: {jobs:,} in {time.perf_counter() - t:.1f} s", flush=True)
+    t = time.perf_counter()
+    con.execute(f"""
+    INSERT INTO sample (cluster, job_id_raw, host, device, time, util_pct, mem_used_bytes, mem_total_bytes,
+                        gpu_index, source)
+    SELECT 'bench', j.job_id_raw, 'node' || (hash(j.job_id_raw) % 200),
+           CASE WHEN d.k = 0 THEN 'cpu' ELSE 'GPU-' || j.job_id_raw || '-' || d.k END,
+           j.start_time + to_seconds(CAST(s.t * j.elapsed_s / {k} AS BIGINT)),
+           (hash(j.job_id_raw, d.k, s.t) % 1000) / 10.0,
+           CASE WHEN d.k = 0 THEN j.mem_peak_bytes ELSE 40000000000 * ((hash(j.job_id_raw, d.k) % 100) / 100.0) END,
+           CASE WHEN d.k = 0 THEN j.mem_alloc_bytes ELSE 40000000000 END,
+           CASE WHEN d.k = 0 THEN NULL ELSE d.k - 1 END, 'sidecar'
+    FROM job j, range(j.ngpus + 1) d(k), range({k}) s(t)
+    ORDER BY CAST(j.job_id_raw AS BIGINT), d.k, s.t""")
+    n = con.execute("SELECT count(*) FROM sample").fetchone()[0]
+    print(f"  samples: {n:,} in {time.perf_counter() - t:.1f} s", flush=True)
+    con.close()
+
+
+def session(app, rounds: int, seed: int = 1) -> dict[str, list[float]]:
+    rng = random.Random(seed)
+    client = app.server.test_client()
+    times: dict[str, list[float]] = defaultdict(list)
+    lead_project = "p7"
+    lead_users = [f"u{u}" for u in range(USERS) if u % PROJECTS == 7]
+    roles_cycle = [("root", "admin"), ("lead7", "lead"), (lead_users[0], "user")]
+
+    def post(user, key, values, label):
+        spec = app.callback_map[key]
+        outs = key.strip(".").split("...") if key.startswith("..") else [key]
+        outputs = [{"id": o.split(".", 1)[0], "property": o.split(".", 1)[1]} for o in outs]
+        body = {"output": key, "outputs": outputs if len(outputs) > 1 else outputs[0],
+                "inputs": [{**i, "value": values.get(f"{i['id']}.{i['property']}")} for i in spec["inputs"]],
+                "state": [{**s, "value": values.get(f"{s['id']}.{s['property']}")} for s in spec.get("state", [])],
+                "changedPropIds": []}
+        data = json.dumps(body)
+        t = time.perf_counter()
+        r = client.post("/_dash-update-component", data=data, content_type="application/json",
+                        headers={"X-Forwarded-User": user})
+        times[label].append((time.perf_counter() - t) * 1000)
+        if r.status_code != 200 or b"Something went wrong" in r.data:
+            raise SystemExit(f"{label} failed for {user}: {r.status_code} {r.data[:300]!r}")
+        return r.data
+
+    job_ids = [str(rng.randrange(0, app.bench_jobs)) for _ in range(rounds * 3)]
+    for rnd in range(rounds):
+        for user, role in roles_cycle:
+            for path in ("/", "/users", "/projects", "/flagged", "/job"):
+                post(user, "page.children", {"url.pathname": path, "url.search": ""}, "route (page layout)")
+            base = {"ov-grain.value": "day", "ov-stack.value": "account"}
+            post(user, "ov-content.children", base, "overview")
+            post(user, "ov-content.children", {**base, "ov-grain.value": "week", "ov-stack.value": "partition"},
+                 "overview")
+            post(user, "ov-content.children", {**base, "ov-account.value": lead_project}, "overview")
+            post(user, "ov-content.children", {**base, "ov-period.start_date": "2026-09-01",
+                                               "ov-period.end_date": "2026-09-30"}, "overview")
+            post(user, "us-content.children", {"us-grain.value": "day", "us-stack.value": "account",
+                                               "us-name.data": lead_users[rnd % len(lead_users)]}, "user page")
+            post(user, "pj-content.children", {"pj-grain.value": "week", "pj-stack.value": "partition",
+                                               "pj-name.data": lead_project}, "project page")
+            post(user, "..ut-table.data...ut-status.children..", {}, "users table")
+            post(user, "..ut-table.data...ut-status.children..", {"ut-partition.value": "gpu"}, "users table")
+            post(user, "..pt-table.data...pt-status.children..", {}, "projects table")
+            post(user, "..fl-table.data...fl-status.children..", {}, "flagged grid")
+            post(user, "..fl-table.data...fl-status.children..", {"fl-code.value": ["gpu_low_util"],
+                                                                  "fl-severity.value": ["alarm"]}, "flagged grid")
+            post(user, "..fl-table.data...fl-status.children..", {"fl-account.value": lead_project,
+                                                                  "fl-period.start_date": "2026-10-01"}, "flagged grid")
+            for jid in job_ids[rnd * 3:(rnd + 1) * 3]:
+                post(user, "job-content.children", {"job-key.data": {"cluster": "bench", "id": jid}}, "job page")
+    return times
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--jobs", type=int, default=100_000)
+    ap.add_argument("--samples-per-device", type=int, default=33)
+    ap.add_argument("--db", default=None, help="database path (generated when missing); default /tmp/jobsight-bench-<jobs>.duckdb")
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    db = Path(args.db or f"/tmp/jobsight-bench-{args.jobs}.duckdb")
+    if not db.exists():
+        print(f"generating {db}", flush=True)
+        generate(db, args.jobs, args.samples_per_device)
+    snap = db.with_name(db.name + ".snapshot")
+    if not snap.exists() or snap.stat().st_mtime < db.stat().st_mtime:
+        t = time.perf_counter()
+        publish(db)
+        print(f"publish (copy + materialise + fsync): {time.perf_counter() - t:.1f} s", flush=True)
+    reader = SnapshotReader(db)
+    with reader.cursor() as h:
+        n_jobs, n_samples = (h.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("job", "sample"))
+    print(f"database: {n_jobs:,} jobs, {n_samples:,} samples; db {db.stat().st_size / 1e9:.2f} GB, "
+          f"snapshot {snap.stat().st_size / 1e9:.2f} GB")
+    roles = Roles.from_config({"admins": ["root"], "leads": {"p7": ["lead7"]}})
+    app = create_app(reader, Auth("header", roles))
+    app.bench_jobs = n_jobs
+    session(app, 1)                                   # warm-up: first ATTACH, imports, caches
+    times = session(app, args.rounds, seed=2)
+    print(f"\n{'callback':24} {'n':>4} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
+    worst = 0.0
+    for label, ts in sorted(times.items()):
+        ts = sorted(ts)
+        p95 = ts[min(len(ts) - 1, int(round(0.95 * (len(ts) - 1))))]
+        worst = max(worst, p95)
+        print(f"{label:24} {len(ts):>4} {statistics.median(ts):>8.1f} {p95:>8.1f} {ts[-1]:>8.1f}")
+    print(f"\nworst p95: {worst:.1f} ms (target 300; job page target 200)")
+    reader.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
