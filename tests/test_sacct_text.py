@@ -167,3 +167,14 @@ def test_random_lines_never_raise(tmp_path, lines, header):
     assert res.rows_in == res.frame_rows() + len(res.rejects) + res.dropped
     for r in res.rejects:
         assert isinstance(r.line_no, int) and r.line_no >= 1 and r.reason
+
+
+def test_pipe_in_name_with_parsable_trailing_delimiter(tmp_path):
+    res = parse_text(tmp_path, "JobID|JobName|State|\n5|a|b|COMPLETED|\n6|plain|FAILED|\n", timezone="UTC")
+    assert not res.rejects
+    assert res.jobs.select("job_id", "job_name", "state").rows() == [("5", "a|b", "COMPLETED"), ("6", "plain", "FAILED")]
+
+
+def test_pipe_in_name_not_last_column(tmp_path):
+    res = parse_text(tmp_path, "JobID|JobName|State|Elapsed\n5|x|y|z|TIMEOUT|01:00:00\n", timezone="UTC")
+    assert res.jobs.select("job_name", "state", "elapsed_s").rows() == [("x|y|z", "TIMEOUT", 3600)]

@@ -100,7 +100,8 @@ _HEADER_RE = re.compile(r"^[A-Za-z][A-Za-z_]*(?:(?:\||☃|\^\|\^)[A-Za-z_]*)+$")
 _MEM_FAST = r"^(\d+(?:\.\d+)?)([KMGTP]?)$"
 _REQMEM_FAST = r"^(\d+(?:\.\d+)?)([KMGTP]?)([cn]?)$"
 _BLOCK_BYTES = 16 << 20
-FAST_PATH = True  # tests switch it off to check both paths give the same rows
+FAST_PATH = True
+TRAILING = "#trailing"  # pseudo-column for the empty field after a --parsable trailing delimiter  # tests switch it off to check both paths give the same rows
 _NULL_WORDS = sorted(units.NULL_WORDS - {""})
 
 
@@ -181,8 +182,8 @@ def _is_header(line: str) -> bool:
 
 def _header_columns(line: str, delim: str) -> list[str]:
     cols = [c.strip().lower() for c in line.split(delim)]
-    if cols and cols[-1] == "":  # --parsable ends the header with the delimiter too
-        cols = cols[:-1]
+    if cols and cols[-1] == "":  # --parsable ends the header and every line with the delimiter
+        cols[-1] = TRAILING
     seen: set[str] = set()
     for i, c in enumerate(cols):  # a repeated column name: the first one counts
         if c in seen:
@@ -248,7 +249,12 @@ def _tres_values(text: str, target: str, rec: dict) -> None:
 def parse_line(cols: list[str], fields: list[str], line_no: int, ctx: _Ctx) -> dict:
     """One data line -> an OUT_SCHEMA record. Raises ValueError with the reason to reject it."""
     n = len(cols)
-    if len(fields) == n + 1 and fields[-1] == "":
+    if cols[-1] == TRAILING:
+        if len(fields) == n - 1:
+            fields = fields + [""]  # this line lacks the trailing delimiter the header had
+        elif fields[-1] != "":
+            raise ValueError("the header ends with the delimiter (--parsable) but this line does not")
+    elif len(fields) == n + 1 and fields[-1] == "":
         fields = fields[:-1]  # --parsable: trailing delimiter
     if len(fields) > n:
         free = [i for i, c in enumerate(cols) if c in FREE_TEXT]
@@ -743,7 +749,8 @@ def _section(sec: pl.DataFrame, layout: _Layout, ctx: _Ctx, frames: list, slow: 
         if g.height == 0:
             continue
         n = len(cols)
-        g = g.with_columns(_f=pl.when((pl.col("_n") == n + 1) & (pl.col("_f").list.last() == ""))
+        strip = (pl.col("_n") == n + 1) & (pl.col("_f").list.last() == "") & pl.lit(cols[-1] != TRAILING)
+        g = g.with_columns(_f=pl.when(strip)
                            .then(pl.col("_f").list.slice(0, n)).otherwise(pl.col("_f")))
         g = g.with_columns(_n=pl.col("_f").list.len())
         fit = g.filter(pl.col("_n") == n)
