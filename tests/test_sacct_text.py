@@ -178,3 +178,44 @@ def test_pipe_in_name_with_parsable_trailing_delimiter(tmp_path):
 def test_pipe_in_name_not_last_column(tmp_path):
     res = parse_text(tmp_path, "JobID|JobName|State|Elapsed\n5|x|y|z|TIMEOUT|01:00:00\n", timezone="UTC")
     assert res.jobs.select("job_name", "state", "elapsed_s").rows() == [("x|y|z", "TIMEOUT", 3600)]
+
+
+_FIXTURE_LINES = (FIX / "mixed-jobs.txt").read_text(encoding="utf-8").splitlines()
+
+
+@st.composite
+def _mutated_file(draw):
+    lines = list(_FIXTURE_LINES)
+    for _ in range(draw(st.integers(1, 6))):
+        i = draw(st.integers(1, len(lines) - 1))
+        line = lines[i]
+        op = draw(st.sampled_from(["delete", "insert", "replace", "truncate", "duplicate"]))
+        pos = draw(st.integers(0, max(0, len(line) - 1)))
+        ch = draw(st.sampled_from(list("|:-.#0 9xK\u00e9\u2603")))
+        if op == "delete":
+            line = line[:pos] + line[pos + 1:]
+        elif op == "insert":
+            line = line[:pos] + ch + line[pos:]
+        elif op == "replace":
+            line = line[:pos] + ch + line[pos + 1:]
+        elif op == "truncate":
+            line = line[:pos]
+        else:
+            lines.insert(i, line)
+        lines[i] = line
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=_mutated_file())
+def test_mutated_lines_never_break_ingest(tmp_path, text):
+    from analytics import db, ingest
+    p = tmp_path / "mut.txt"
+    p.write_text(text, encoding="utf-8")
+    res = sacct_text.parse(p, ParseOptions(timezone="Europe/Amsterdam"))
+    for r in res.rejects:
+        assert isinstance(r.line_no, int) and r.line_no >= 2 and r.reason
+    con = db.connect(":memory:")
+    rep = ingest.load_result(con, res, str(p), None, {})   # asserts the accounting itself
+    assert rep.rows_in == rep.stored + rep.updated + rep.unchanged + rep.rejected + rep.dropped
+    con.close()
