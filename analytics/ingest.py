@@ -383,10 +383,16 @@ def load_result(con: duckdb.DuckDBPyConnection, result: ParseResult, source_file
     return rep
 
 
-def already_ingested(con, checksum: str) -> Optional[int]:
-    row = con.execute("SELECT ingest_id FROM ingest_log WHERE checksum = ? AND finished_at IS NOT NULL "
-                      "ORDER BY ingest_id LIMIT 1", [checksum]).fetchone()
-    return row[0] if row else None
+def already_ingested(con, checksum: str, options: Optional[dict] = None) -> Optional[int]:
+    """The ingest that already loaded these bytes with these options (a file first read with, say,
+    the wrong --columns or --timezone can be read again with the right ones)."""
+    sql = "SELECT ingest_id FROM ingest_log WHERE checksum = ? AND finished_at IS NOT NULL"
+    args: list = [checksum]
+    if options is not None:
+        sql += " AND options = ?"
+        args.append(json.dumps(options, sort_keys=True))
+    rows = con.execute(sql + " ORDER BY ingest_id LIMIT 1", args).fetchall()
+    return rows[0][0] if rows else None
 
 
 def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleType],
@@ -411,11 +417,13 @@ def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleTy
     except OSError as exc:
         rep.status, rep.error = "unreadable", f"cannot read: {exc.strerror or exc}"
         return rep
-    prior = already_ingested(con, checksum)
+    options = {k: v for k, v in (("timezone", opts.timezone), ("cluster", opts.cluster),
+                                 ("columns", opts.columns), ("job_id", opts.job_id), ("format", fmt)) if v}
+    prior = already_ingested(con, checksum, options)
     if prior is not None:
         rep.status = "already ingested"
         rep.ingest_id = prior
-        rep.notes.append(f"same content (sha256) as ingest {prior}: nothing changed")
+        rep.notes.append(f"same content (sha256) and options as ingest {prior}: nothing changed")
         return rep
     try:
         result = mod.parse(path, opts)
@@ -427,8 +435,6 @@ def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleTy
         return rep
     if progress and path.stat().st_size > BIG_FILE:
         progress(f"{path}: read {result.rows_in:,} rows in {time.monotonic() - t0:.1f} s; loading")
-    options = {k: v for k, v in (("timezone", opts.timezone), ("cluster", opts.cluster),
-                                 ("columns", opts.columns), ("job_id", opts.job_id), ("format", fmt)) if v}
     out = load_result(con, result, str(Path(path).resolve()), checksum, options)
     out.path = str(path)
     out.seconds = time.monotonic() - t0

@@ -162,3 +162,14 @@ def test_folder_walk_and_unreadable(con, tmp_path):
     reps = run(con, d, tmp_path / "missing.txt")
     by = {Path(r.path).name: r.status for r in reps}
     assert by == {"notes.bin": "skipped", "a.txt": "ingested", "missing.txt": "unreadable"}
+
+
+def test_same_bytes_with_other_options_are_read_again(con, tmp_path):
+    f = tmp_path / "noheader.txt"
+    f.write_text("88|COMPLETED|00:05:00\n")
+    (a,) = run(con, f, opts=ParseOptions(timezone="UTC"), fmt="sacct")
+    assert (a.stored, a.rejected) == (0, 1)                   # no header, no --columns
+    (b,) = run(con, f, opts=ParseOptions(timezone="UTC", columns=["JobID", "State", "Elapsed"]), fmt="sacct")
+    assert (b.status, b.stored) == ("ingested", 1)
+    (c,) = run(con, f, opts=ParseOptions(timezone="UTC", columns=["JobID", "State", "Elapsed"]), fmt="sacct")
+    assert c.status == "already ingested"
