@@ -63,7 +63,8 @@ def slurm_status() -> tuple[bool, str]:
         for user in USERS:
             run(["id", "-u", user])
     except (SlurmError, subprocess.TimeoutExpired, OSError) as exc:
-        return False, f"Slurm harness not usable: {exc}"
+        first = str(exc).splitlines()[0]
+        return False, f"Slurm harness not usable ({first}): run scripts/slurm-harness.sh start as root"
     return True, ""
 
 
