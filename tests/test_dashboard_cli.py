@@ -1,0 +1,112 @@
+"""`jobsight dashboard`: options, refusals, --hash-password, roles from jobsight.toml, and the
+production server (waitress) answering over HTTP."""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from analytics import dashboard_cli
+from analytics.cli import UserError
+from dashboard.auth import verify_password
+from test_dashboard_queries import build_db
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    dashboard_cli.configure(p)
+    return p.parse_args(list(argv))
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    return build_db(tmp_path_factory.mktemp("cli") / "jobs.duckdb")
+
+
+def test_hash_password_line_from_stdin():
+    line = dashboard_cli.hash_password_line("alice", stdin=io.StringIO("a long secret\n"))
+    name, _, encoded = line.partition(":")
+    assert name == "alice" and verify_password("a long secret", encoded)
+    with pytest.raises(UserError, match="too short"):
+        dashboard_cli.hash_password_line("alice", stdin=io.StringIO("short\n"))
+    with pytest.raises(UserError, match="not a valid user name"):
+        dashboard_cli.hash_password_line("a:b", stdin=io.StringIO("a long secret\n"))
+
+
+def test_refusals(db, tmp_path):
+    with pytest.raises(UserError, match="only allowed on 127.0.0.1"):
+        dashboard_cli.build(parse("--db", str(db), "--host", "0.0.0.0"))
+    with pytest.raises(UserError, match="needs --trusted-proxy"):
+        dashboard_cli.build(parse("--db", str(db), "--host", "0.0.0.0", "--auth", "header"))
+    with pytest.raises(UserError, match="needs --users-file"):
+        dashboard_cli.build(parse("--db", str(db), "--auth", "basic"))
+    with pytest.raises(UserError, match="no such database"):
+        dashboard_cli.build(parse("--db", str(tmp_path / "nope.duckdb")))
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[roles]\nadmins = "root"\n')
+    with pytest.raises(UserError, match="roles.admins must be a list"):
+        dashboard_cli.build(parse("--db", str(db), "--config", str(bad)))
+
+
+def test_roles_come_from_the_config_file(db, tmp_path):
+    cfg = tmp_path / "jobsight.toml"
+    cfg.write_text('[roles]\nadmins = ["root"]\nleads = { "proj-a" = ["dave"] }\n')
+    app = dashboard_cli.build(parse("--db", str(db), "--config", str(cfg), "--auth", "header"))
+    client = app.server.test_client()
+    layout = client.get("/_dash-layout", headers={"X-Forwarded-User": "dave"}).data.decode()
+    assert "dave (lead of proj-a)" in layout
+    layout = client.get("/_dash-layout", headers={"X-Forwarded-User": "root"}).data.decode()
+    assert "root (admin)" in layout
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_production_server_serves_behind_a_url_prefix(db):
+    pytest.importorskip("waitress")
+    port = free_port()
+    code = ("import sys, argparse; from analytics import dashboard_cli as d; p = argparse.ArgumentParser(); "
+            "d.configure(p); sys.exit(d.run(p.parse_args(sys.argv[1:])))")
+    proc = subprocess.Popen([sys.executable, "-c", code, "--db", str(db), "--port", str(port), "--auth", "header",
+                             "--url-prefix", "/jobsight/"], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        base = f"http://127.0.0.1:{port}/jobsight/"
+        for _ in range(150):
+            try:
+                urllib.request.urlopen(base, timeout=2)
+            except urllib.error.HTTPError:
+                break                       # answering (403 without a user)
+            except OSError:
+                time.sleep(0.2)
+        req = urllib.request.Request(base, headers={"X-Forwarded-User": "alice"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert r.status == 200 and r.headers.get("Server") == "jobsight"   # waitress, ident=jobsight
+        body = json.dumps({"output": "job-content.children", "outputs": {"id": "job-content", "property": "children"},
+                           "inputs": [{"id": "job-key", "property": "data", "value": {"cluster": "c1", "id": "1"}}],
+                           "state": [], "changedPropIds": []}).encode()
+        req = urllib.request.Request(base + "_dash-update-component", data=body, method="POST",
+                                     headers={"X-Forwarded-User": "alice", "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            assert "prep" in r.read().decode()       # alice's job 1
+        with pytest.raises(urllib.error.HTTPError) as exc:
+            urllib.request.urlopen(base, timeout=10)  # no user header
+        assert exc.value.code == 403
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
