@@ -14,6 +14,8 @@ import argparse
 import importlib
 import importlib.util
 import json
+import os
+import shutil
 import sys
 import time
 from collections import defaultdict
@@ -49,6 +51,15 @@ def generator_module():
             raise UserError("the demo data generator (fixtures/generator) is not installed with this jobsight") from None
         sys.path.insert(0, str(root))
         return importlib.import_module("fixtures.generator")
+
+
+def _prog() -> str:
+    """How to call jobsight again: `.venv/bin/jobsight` when that is what ran and is not on PATH."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    if os.path.basename(argv0) == "jobsight" and shutil.which("jobsight") != os.path.abspath(argv0):
+        rel = os.path.relpath(argv0)
+        return rel if not rel.startswith("..") else argv0
+    return "jobsight"
 
 
 def say(msg: str = "") -> None:
@@ -104,7 +115,8 @@ def check_db(db_path: Path, manifest: dict) -> None:
         snapshot_path(db_path).unlink(missing_ok=True)
 
 
-def ingest_step(out: Path, db_path: Path, manifest: dict) -> bool:
+def ingest_step(out: Path, db_path: Path, manifest: dict) -> tuple[bool, bool]:
+    """(every file read?, did the database change?)"""
     from analytics import db, ingest
     from analytics.records import ParseOptions
     SUBDIRS = generator_module().SUBDIRS
@@ -153,7 +165,8 @@ def ingest_step(out: Path, db_path: Path, manifest: dict) -> bool:
         say(f"ingest: {r.path}: {r.status}: {r.error}")
     db_path.with_name(db_path.name + MARKER_SUFFIX).write_text(
         json.dumps(manifest["arguments"], sort_keys=True) + "\n", encoding="utf-8")
-    return not problems
+    changed = any(r.status != "already ingested" for r in reports)
+    return not problems, changed
 
 
 def summary_step(db_path: Path) -> None:
@@ -172,7 +185,7 @@ def summary_step(db_path: Path) -> None:
         say("flags: " + ", ".join(f"{code} {n}" for code, n in flags))
 
 
-def reports_step(out: Path, db_path: Path, end: int) -> Path | None:
+def reports_step(out: Path, db_path: Path, end: int, changed: bool) -> Path | None:
     """Weekly reports for the last complete week of the data (admin and every project)."""
     if importlib.util.find_spec("analytics.report_cli") is None:
         say("reports: `jobsight report` is not in this version: skipped")
@@ -181,6 +194,10 @@ def reports_step(out: Path, db_path: Path, end: int) -> Path | None:
     iso = last_day.isocalendar()
     week = f"{iso.year}-W{iso.week:02d}"
     folder = out / "reports"
+    existing = sorted(folder.glob(f"{week}*/*.html"))
+    if existing and not changed:
+        say(f"reports: {len(existing)} HTML reports for {week} in {existing[0].parent}/ (unchanged data: not rewritten)")
+        return folder
     try:
         _sub("analytics.report_cli", ["--db", str(db_path), "--week", week, "--for", "admin", "--for", "all-accounts",
                                       "--format", "html,md", "--out", str(folder)])
@@ -192,13 +209,14 @@ def reports_step(out: Path, db_path: Path, end: int) -> Path | None:
     return folder
 
 
-def publish_step(db_path: Path) -> None:
+def publish_step(db_path: Path, changed: bool) -> None:
     """A read-only snapshot for the dashboard (what ingest publishes in production)."""
     try:
-        from analytics.snapshot import publish
+        from analytics.snapshot import publish, snapshot_path
     except ImportError:
         return
-    publish(db_path)
+    if changed or not snapshot_path(db_path).exists():
+        publish(db_path)
 
 
 def serve_step(db_path: Path) -> int:
@@ -209,7 +227,9 @@ def serve_step(db_path: Path) -> int:
     argv = ["--db", str(db_path), "--host", HOST, "--port", str(PORT), "--auth", "none"]
     try:
         try:
-            return _sub("analytics.dashboard_cli", argv)
+            rc = _sub("analytics.dashboard_cli", argv)     # returns when Ctrl-C stops the server
+            say("dashboard: stopped")
+            return rc
         except UserError as exc:
             if "waitress" not in str(exc):
                 raise
@@ -220,7 +240,8 @@ def serve_step(db_path: Path) -> int:
             parser = argparse.ArgumentParser()
             mod.configure(parser)
             app = mod.build(parser.parse_args(argv))
-            app.run(host=HOST, port=PORT, debug=False)
+            app.run(host=HOST, port=PORT, debug=False)     # returns on Ctrl-C
+            say("dashboard: stopped")
             return 0
     except KeyboardInterrupt:
         say("\ndashboard: stopped")
@@ -228,6 +249,19 @@ def serve_step(db_path: Path) -> int:
 
 
 def run(args) -> int:
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        say("\ndemo: interrupted")
+        return 130
+    except RuntimeError as exc:          # DuckDB turns Ctrl-C during a query into this
+        if "interrupted" not in str(exc).lower():
+            raise
+        say("\ndemo: interrupted")
+        return 130
+
+
+def _run(args) -> int:
     if args.jobs < 1 or args.days < 1:
         raise UserError("--jobs and --days must be at least 1")
     out = Path(args.out)
@@ -237,14 +271,15 @@ def run(args) -> int:
     manifest = generate_step(out, args)
     db_path.parent.mkdir(parents=True, exist_ok=True)
     check_db(db_path, manifest)
-    ok = ingest_step(out, db_path, manifest)
+    ok, changed = ingest_step(out, db_path, manifest)
     summary_step(db_path)
-    reports_step(out, db_path, manifest["arguments"]["end"])
-    publish_step(db_path)
+    reports_step(out, db_path, manifest["arguments"]["end"], changed)
+    publish_step(db_path, changed)
+    prog = _prog()
     say("try:")
-    say(f"  jobsight flags --db {db_path}")
-    say(f"  jobsight usage --db {db_path} --by account")
-    say(f"  jobsight job   --db {db_path} JOBID")
+    say(f"  {prog} flags --db {db_path}")
+    say(f"  {prog} usage --db {db_path} --by account")
+    say(f"  {prog} job   --db {db_path} JOBID")
     say(f"  truth table (job id -> generated behaviour): {out / 'manifest.json'}")
     if not ok:
         say("demo: some files could not be ingested (see above)")
