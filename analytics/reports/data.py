@@ -103,8 +103,14 @@ class Dataset:
     daily: dict[tuple, list[dict]]
     trend: dict[tuple, list[dict]]
     flags: dict[tuple, list[dict]]
-    top: list[dict]
+    top: dict[tuple, list[dict]]          # (scope, key) -> its top jobs, most wasted first
     budget_burn: dict[str, float]
+    members: dict[str, list[dict]] = field(default_factory=dict)   # account -> member rows
+
+    def __post_init__(self):
+        for (scope, key), rows in self.totals.items():
+            if scope == "member":
+                self.members.setdefault(key[0], []).extend(rows)
 
     def subjects(self, kind: str) -> list[str]:
         """Users or accounts that ran jobs in the window, by name."""
@@ -118,16 +124,13 @@ class Dataset:
         totals = {k: totals_row.get(k) for k in TOTAL_KEYS}
         totals["jobs"] = totals["jobs"] or 0
         totals["sbu"] = totals["sbu"] or 0.0
-        rank = {"user": "rank_user", "account": "rank_account", "cluster": "rank_cluster"}[scope]
-        top = [j for j in self.top if j[rank] <= s.top_jobs and _key(scope, j) == key]
-        top.sort(key=lambda j: j[rank])
+        top = self.top.get((scope, key), [])
         flags = sorted(self.flags.get((scope, key), []), key=lambda r: (-r["jobs"], r["code"]))
         rep = Report(kind=kind, name=name, period=p, cluster=s.cluster, totals=totals,
                      trend=self._trend(scope, key), daily=self._daily(scope, key),
                      top_jobs=top, flag_counts=flags)
         if kind == "account":
-            rep.members = sorted((r for (sc, k), rows in self.totals.items() if sc == "member" and k[0] == name
-                                  for r in rows), key=_most_wasted)
+            rep.members = sorted(self.members.get(name, []), key=_most_wasted)
             if name in s.budgets:
                 burned = self.budget_burn.get(name, 0.0)
                 rep.budget = {"budget_sbu": s.budgets[name], "period": s.budget_period,
@@ -171,16 +174,42 @@ def _most_wasted(r: dict):
 
 
 def gather(con, period: Period, settings: ReportSettings) -> Dataset:
-    """Run the report macros once over the whole cluster for this window."""
+    """Run the report macros once over the whole cluster for this window.
+
+    The window's rows of report_job_day (back to the trend's first window) and their job_flags are
+    materialised once as temporary tables; every macro then reads those instead of re-evaluating
+    job_metrics (src / flags arguments of the macros in sql/views/50_report.sql)."""
     since, until = period.since, period.until
-    totals = rows_of(con, "SELECT * FROM report_totals(?, ?)", [since, until])
-    daily = rows_of(con, "SELECT * FROM report_daily(?, ?)", [since, until])
-    trend = rows_of(con, "SELECT * FROM report_trend(?, ?, ?)", [since, until, settings.trend_weeks])
-    flags = rows_of(con, "SELECT * FROM report_flag_counts(?, ?)", [since, until])
-    top = rows_of(con, "SELECT * FROM report_top_jobs(?, ?, ?)", [since, until, settings.top_jobs])
+    first = since - settings.trend_weeks * period.length
+    con.execute("CREATE OR REPLACE TEMP TABLE report_window AS SELECT * FROM report_days(?, ?)", [first, until])
+    con.execute("CREATE OR REPLACE TEMP TABLE report_window_flags AS SELECT * FROM job_flags "
+                "WHERE (cluster, job_id_raw) IN (SELECT (cluster, job_id_raw) FROM report_window WHERE day >= ?)",
+                [since])
+    src, flags = "report_window", "report_window_flags"
+    totals = rows_of(con, "SELECT * FROM report_totals(?, ?, ?)", [src, since, until])
+    daily = rows_of(con, "SELECT * FROM report_daily(?, ?, ?)", [src, since, until])
+    trend = rows_of(con, "SELECT * FROM report_trend(?, ?, ?, ?)", [src, since, until, settings.trend_weeks])
+    flag_counts = rows_of(con, "SELECT * FROM report_flag_counts(?, ?, ?, ?)", [src, flags, since, until])
+    top = rows_of(con, "SELECT * FROM report_top_jobs(?, ?, ?, ?, ?)", [src, flags, since, until, settings.top_jobs])
     burn: dict[str, float] = {}
     if settings.budgets:
         start = budget_start(period, settings.budget_period)
         burn = {r["account"]: r["sbu"] or 0.0 for r in rows_of(
-            con, "SELECT account, sbu FROM report_totals(?, ?) WHERE scope = 'account'", [start, until])}
-    return Dataset(period, settings, _index(totals), _index(daily), _index(trend), _index(flags), top, burn)
+            con, "SELECT account, sbu FROM report_totals('report_job_day', ?, ?) WHERE scope = 'account'", [start, until])}
+    con.execute("DROP TABLE report_window")
+    con.execute("DROP TABLE report_window_flags")
+    return Dataset(period, settings, _index(totals), _index(daily), _index(trend), _index(flag_counts),
+                   _index_top(top, settings.top_jobs), burn)
+
+
+def _index_top(rows: list[dict], n: int) -> dict[tuple, list[dict]]:
+    """Each job under its user, its account and the cluster where it ranks within the top n."""
+    out: dict[tuple, list[dict]] = defaultdict(list)
+    for scope, rank in (("user", "rank_user"), ("account", "rank_account"), ("cluster", "rank_cluster")):
+        for j in rows:
+            if j[rank] <= n:
+                out[(scope, _key(scope, j))].append(j)
+        for (sc, _k), jobs in out.items():
+            if sc == scope:
+                jobs.sort(key=lambda j, r=rank: j[r])
+    return out

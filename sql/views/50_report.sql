@@ -2,6 +2,11 @@
 -- job_usage_by. Every report number is one of these macros over [since, until): a job that ran
 -- across the range's edges counts with its share of the time inside (usage_daily), exactly as
 -- `jobsight usage` counts it, so report sums equal usage sums for the same days.
+--
+-- The macros read their rows through query_table(src): `src` names report_job_day (or a table
+-- holding a slice of it: `jobsight report` materialises the window once, so that 1,000 reports
+-- cost one evaluation of job_metrics, not one per macro) and `flags` names job_flags (or a slice).
+-- With plain DuckDB:  SELECT * FROM report_totals('report_job_day', DATE '2026-11-16', DATE '2026-11-23');
 
 -- Allocation-weighted mean of an efficiency: each job weighs what it held of the resource that
 -- efficiency measures (core-hours for CPU, GPU-hours for GPU, GiB-hours for memory, SBU for the
@@ -15,6 +20,7 @@ CREATE OR REPLACE VIEW report_job_day AS
 SELECT u.cluster, u.job_id_raw, u.job_id, u."user", u.account, u."partition", u.state,
        u.period_start AS day, u.fraction, u.sbu, u.wasted_sbu, u.core_hours, u.gpu_hours, u.elapsed_s,
        m.job_name, m.cpu_eff_pct, m.gpu_util_pct, m.mem_eff_pct, m.time_eff_pct,
+       m.start_time, m.elapsed_s AS job_elapsed_s, m.ncpus, m.ngpus, m.charge_driver,
        u.elapsed_s / 3600.0 * COALESCE(m.mem_charged_bytes, 0) / 1073741824.0 AS mem_gib_hours,
        -- GPU-hours on GPUs whose mean utilisation was below flags.gpu_idle_pct (job_gpu_stats.gpus_idle)
        u.elapsed_s / 3600.0 * COALESCE(m.gpus_idle, 0)                        AS idle_gpu_hours
@@ -27,7 +33,7 @@ SELECT * FROM report_job_day WHERE day >= since AND day < until;
 -- Totals per user, per account, per (account, user) member, per partition and for the cluster.
 -- scope says which; wasted_pct is wasted over the SBU whose waste is known (as `jobsight usage`);
 -- unrated_sbu is burn whose efficiency was not measured (no TotalCPU, no GPU samples).
-CREATE OR REPLACE MACRO report_totals(since, until) AS TABLE
+CREATE OR REPLACE MACRO report_totals(src, since, until) AS TABLE
 SELECT CASE WHEN grouping("user") = 0 AND grouping(account) = 0 THEN 'member'
             WHEN grouping("user") = 0 THEN 'user'
             WHEN grouping(account) = 0 THEN 'account'
@@ -46,11 +52,12 @@ SELECT CASE WHEN grouping("user") = 0 AND grouping(account) = 0 THEN 'member'
        alloc_weighted(gpu_util_pct, gpu_hours)                                AS gpu_util_pct,
        alloc_weighted(mem_eff_pct, mem_gib_hours)                             AS mem_eff_pct,
        alloc_weighted(time_eff_pct, sbu)                                      AS time_eff_pct
-FROM report_days(since, until)
+FROM query_table(src)
+WHERE day >= since AND day < until
 GROUP BY GROUPING SETS (("user"), (account), (account, "user"), ("partition"), ());
 
 -- Daily burn split into used (sbu - wasted), wasted and unrated, per user, per account and cluster.
-CREATE OR REPLACE MACRO report_daily(since, until) AS TABLE
+CREATE OR REPLACE MACRO report_daily(src, since, until) AS TABLE
 SELECT CASE WHEN grouping("user") = 0 THEN 'user' WHEN grouping(account) = 0 THEN 'account'
             ELSE 'cluster' END                                                AS scope,
        "user", account, day,
@@ -58,15 +65,17 @@ SELECT CASE WHEN grouping("user") = 0 THEN 'user' WHEN grouping(account) = 0 THE
        sum(sbu - wasted_sbu)                                                  AS used_sbu,
        sum(wasted_sbu)                                                        AS wasted_sbu,
        sum(sbu) FILTER (WHERE wasted_sbu IS NULL)                             AS unrated_sbu
-FROM report_days(since, until)
+FROM query_table(src)
+WHERE day >= since AND day < until
 GROUP BY GROUPING SETS ((day, "user"), (day, account), (day));
 
 -- The report window [since, until) and the n windows of the same length before it, per user,
 -- account and cluster: window 0 is the report's own (the trend "this week vs the previous four").
-CREATE OR REPLACE MACRO report_trend(since, until, n) AS TABLE
+CREATE OR REPLACE MACRO report_trend(src, since, until, n) AS TABLE
 WITH d AS (
     SELECT *, CAST(n AS BIGINT) - CAST(floor(epoch(day - (since - n * (until - since))) / epoch(until - since)) AS BIGINT) AS windows_back
-    FROM report_days(since - n * (until - since), until)
+    FROM query_table(src)
+    WHERE day >= since - n * (until - since) AND day < until
 )
 SELECT CASE WHEN grouping("user") = 0 THEN 'user' WHEN grouping(account) = 0 THEN 'account'
             ELSE 'cluster' END                                                AS scope,
@@ -81,15 +90,15 @@ GROUP BY GROUPING SETS ((windows_back, "user"), (windows_back, account), (window
 
 -- The #SBATCH lines that would have fit a job: the leading `--option=value` tokens of its flags'
 -- advice (job_flags), one line per option. Advice that is prose (no leading option) gives none.
-CREATE OR REPLACE VIEW job_sbatch_advice AS
+CREATE OR REPLACE MACRO sbatch_advice(flags) AS TABLE
 WITH opts AS (
     SELECT cluster, job_id_raw,
            unnest(regexp_extract_all(regexp_extract(advice, '^(--[A-Za-z-]+=[^ ,]+( --[A-Za-z-]+=[^ ,]+)*)', 1),
                                      '--[A-Za-z-]+=[^ ,]+')) AS opt
-    FROM job_flags
+    FROM query_table(flags)
     WHERE advice LIKE '--%'
 ), named AS (
-    -- two flags advising the same option (cpu_low_eff and cpu_serial_on_many): keep the smaller request
+    -- two flags advising the same option (cpu_low_eff and cpu_serial_on_many): keep one line
     SELECT cluster, job_id_raw, split_part(opt, '=', 1) AS name, min(opt) AS opt
     FROM opts GROUP BY ALL
 )
@@ -97,46 +106,50 @@ SELECT cluster, job_id_raw, string_agg('#SBATCH ' || opt, chr(10) ORDER BY name)
 FROM named GROUP BY ALL;
 
 -- One row per job with its flags folded: codes, worst severity, messages.
-CREATE OR REPLACE VIEW job_flag_summary AS
+CREATE OR REPLACE MACRO flag_summary(flags) AS TABLE
 SELECT cluster, job_id_raw,
        string_agg(code, ', ' ORDER BY code)                                   AS flag_codes,
        CASE max(CASE severity WHEN 'alarm' THEN 3 WHEN 'warn' THEN 2 ELSE 1 END)
             WHEN 3 THEN 'alarm' WHEN 2 THEN 'warn' ELSE 'info' END            AS worst_severity,
        string_agg(message, '; ' ORDER BY code)                                AS flag_messages
-FROM job_flags GROUP BY ALL;
+FROM query_table(flags) GROUP BY ALL;
+
+CREATE OR REPLACE VIEW job_sbatch_advice AS SELECT * FROM sbatch_advice('job_flags');
+CREATE OR REPLACE VIEW job_flag_summary AS SELECT * FROM flag_summary('job_flags');
 
 -- Jobs that ran in [since, until) with their burn and waste inside it, ranked by wasted SBU within
 -- their user, their account and the cluster; only the top n of each ranking are returned.
-CREATE OR REPLACE MACRO report_top_jobs(since, until, n) AS TABLE
+CREATE OR REPLACE MACRO report_top_jobs(src, flags, since, until, n) AS TABLE
 WITH j AS (
     SELECT cluster, job_id_raw, any_value(job_id) AS job_id, any_value("user") AS "user",
            any_value(account) AS account, any_value("partition") AS "partition", any_value(state) AS state,
            any_value(job_name) AS job_name,
            sum(sbu) AS sbu, sum(wasted_sbu) AS wasted_sbu,
            any_value(cpu_eff_pct) AS cpu_eff_pct, any_value(gpu_util_pct) AS gpu_util_pct,
-           any_value(mem_eff_pct) AS mem_eff_pct, any_value(time_eff_pct) AS time_eff_pct
-    FROM report_days(since, until)
+           any_value(mem_eff_pct) AS mem_eff_pct, any_value(time_eff_pct) AS time_eff_pct,
+           any_value(start_time) AS start_time, any_value(job_elapsed_s) AS elapsed_s,
+           any_value(ncpus) AS ncpus, any_value(ngpus) AS ngpus, any_value(charge_driver) AS charge_driver
+    FROM query_table(src)
+    WHERE day >= since AND day < until
     GROUP BY cluster, job_id_raw
 ), ranked AS (
-    SELECT j.*, m.start_time, m.elapsed_s, m.ncpus, m.ngpus, m.charge_driver,
-           f.flag_codes, f.worst_severity, f.flag_messages, a.sbatch_lines,
+    SELECT j.*, f.flag_codes, f.worst_severity, f.flag_messages, a.sbatch_lines,
            row_number() OVER (PARTITION BY j."user" ORDER BY j.wasted_sbu DESC NULLS LAST, j.sbu DESC, j.job_id_raw) AS rank_user,
            row_number() OVER (PARTITION BY j.account ORDER BY j.wasted_sbu DESC NULLS LAST, j.sbu DESC, j.job_id_raw) AS rank_account,
            row_number() OVER (ORDER BY j.wasted_sbu DESC NULLS LAST, j.sbu DESC, j.job_id_raw)                      AS rank_cluster
     FROM j
-    JOIN job_metrics m USING (cluster, job_id_raw)
-    LEFT JOIN job_flag_summary f USING (cluster, job_id_raw)
-    LEFT JOIN job_sbatch_advice a USING (cluster, job_id_raw)
+    LEFT JOIN flag_summary(flags) f USING (cluster, job_id_raw)
+    LEFT JOIN sbatch_advice(flags) a USING (cluster, job_id_raw)
 )
 SELECT * FROM ranked WHERE rank_user <= n OR rank_account <= n OR rank_cluster <= n;
 
 -- Flagged jobs that ran in [since, until), by flag code: per user, per account and for the cluster.
-CREATE OR REPLACE MACRO report_flag_counts(since, until) AS TABLE
-WITH j AS (SELECT DISTINCT cluster, job_id_raw FROM report_days(since, until))
+CREATE OR REPLACE MACRO report_flag_counts(src, flags, since, until) AS TABLE
+WITH j AS (SELECT DISTINCT cluster, job_id_raw FROM query_table(src) WHERE day >= since AND day < until)
 SELECT CASE WHEN grouping(f."user") = 0 THEN 'user' WHEN grouping(f.account) = 0 THEN 'account'
             ELSE 'cluster' END                                                AS scope,
        f."user", f.account, f.code,
        count(*)                                                               AS jobs,
        count(*) FILTER (WHERE f.severity = 'alarm')                           AS alarms
-FROM job_flags f JOIN j USING (cluster, job_id_raw)
+FROM query_table(flags) f JOIN j USING (cluster, job_id_raw)
 GROUP BY GROUPING SETS ((f.code, f."user"), (f.code, f.account), (f.code));
