@@ -63,10 +63,12 @@ def _last_line(path: pathlib.Path, size: int) -> str:
 def _read_typed(path: pathlib.Path, n_rows: Optional[int]) -> pl.DataFrame:
     """Fast path: polars parses the numbers itself (typed read is ~2.5x faster and uses ~1/3 of the
     memory of reading text and casting). Raises on any bad value or ragged line."""
+    # time is read as text and converted with the fixed format: ~2x cheaper than letting the reader
+    # parse datetimes (it infers per value); a value in another form (an offset) raises and the
+    # line path below takes it.
     schema = {c: _TYPES.get(c, pl.String) for c in COLUMNS}
-    schema["time"] = pl.Datetime("us", "UTC")     # parsed by the reader: no text column materialised
     df = pl.read_csv(path, has_header=True, schema=schema, n_rows=n_rows, quote_char=None, raise_if_empty=False)
-    return df.with_columns(pl.col("time").dt.replace_time_zone(None))
+    return df.with_columns(pl.col("time").str.to_datetime(TIME_FORMAT, time_unit="us", strict=True))
 
 
 def _typed(frame: pl.DataFrame, strict: bool) -> pl.DataFrame:
