@@ -19,7 +19,7 @@ import shutil
 import sys
 import time
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from analytics.cli import UserError
@@ -190,8 +190,8 @@ def reports_step(out: Path, db_path: Path, end: int, changed: bool) -> Path | No
     if importlib.util.find_spec("analytics.report_cli") is None:
         say("reports: `jobsight report` is not in this version: skipped")
         return None
-    last_day = datetime.fromtimestamp(end - 86400, timezone.utc)
-    iso = last_day.isocalendar()
+    day = datetime.fromtimestamp(end, timezone.utc).date()
+    iso = (day - timedelta(days=day.weekday() + 7)).isocalendar()    # the last complete ISO week
     week = f"{iso.year}-W{iso.week:02d}"
     folder = out / "reports"
     existing = sorted(folder.glob(f"{week}*/*.html"))
