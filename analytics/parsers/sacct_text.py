@@ -632,7 +632,7 @@ def parse(path: Path, opts: ParseOptions) -> ParseResult:
     ctx = _Ctx(tz=resolve_zone(opts.timezone), cluster=opts.cluster, delim=_delimiter(head))
     result = ParseResult(format=FORMAT)
     layout = _Layout([c.strip().lower() for c in opts.columns], "--columns") if opts.columns else _Layout(None, "guess")
-    frames: list[pl.DataFrame] = []
+    frames = _Frames()
     slow: list[tuple[int, str, Optional[list[str]]]] = []  # (line_no, text, cols or None=guess)
     comments = 0
     guessed: dict[str, int] = {}
@@ -685,11 +685,7 @@ def parse(path: Path, opts: ParseOptions) -> ParseResult:
             result.rejects.append(Reject(line_no, f"internal error reading this line: {exc!r}", text))
     if recs:
         frames.append(pl.DataFrame(recs, schema=OUT_SCHEMA, orient="row"))
-    allrows = pl.concat(frames, how="vertical") if frames else pl.DataFrame(schema=OUT_SCHEMA)
-    allrows = allrows.sort("_line")
-    jobs = allrows.filter(pl.col("_kind") == "job").rename({"name": "job_name"}).select(JOB_COLS)
-    steps = allrows.filter(pl.col("_kind") == "step").rename({"name": "step_name"}).select(STEP_COLS)
-    result.jobs, result.steps = jobs, steps
+    result.jobs, result.steps = frames.finish()
     result.rejects.sort(key=lambda r: r.line_no or 0)
     result.dropped = comments
     result.rows_in += comments
@@ -702,6 +698,30 @@ def parse(path: Path, opts: ParseOptions) -> ParseResult:
     elif any("--columns" in r.reason for r in result.rejects):
         result.notes.append("some lines have no header to name their columns: pass --columns")
     return result
+
+
+class _Frames:
+    """Parsed rows, split at once into job and step frames holding only their own columns
+    (a 3M-line dump would otherwise carry every column for every row until the end)."""
+
+    def __init__(self):
+        self.jobs: list[pl.DataFrame] = []
+        self.steps: list[pl.DataFrame] = []
+
+    def append(self, rows: pl.DataFrame) -> None:
+        self.jobs.append(rows.filter(pl.col("_kind") == "job").rename({"name": "job_name"}).select(["_line"] + JOB_COLS))
+        self.steps.append(rows.filter(pl.col("_kind") == "step").rename({"name": "step_name"}).select(["_line"] + STEP_COLS))
+
+    def finish(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        out = []
+        for parts, cols in ((self.jobs, JOB_COLS), (self.steps, STEP_COLS)):
+            if parts:
+                df = pl.concat(parts, how="vertical", rechunk=False)
+                out.append(df.sort("_line").drop("_line"))
+            else:
+                out.append(_conform(pl.DataFrame()).rename({"name": "job_name" if cols is JOB_COLS else "step_name"})
+                           .select(cols))
+        return out[0], out[1]
 
 
 def _guess_columns(fields: list[str]) -> list[str]:
@@ -772,4 +792,4 @@ def _section(sec: pl.DataFrame, layout: _Layout, ctx: _Ctx, frames: list, slow: 
             for row in strs.filter(pl.col("_line").is_in(badlines.implode())).select("_line", "text").iter_rows():
                 slow.append((row[0], row[1], cols))
             typed = typed.filter(~pl.col("_bad"))
-        frames.append(typed.drop("_bad"))
+        frames.append(typed)
