@@ -28,7 +28,7 @@ import pytest
 
 from conftest import FIXTURES, ROOT, require_service
 from slurm_harness import (
-    CLUSTER, SACCT_FORMAT, SlurmError, as_user, parse_sacct_time, queue_state, sacct, sacct_rows,
+    CLUSTER, SACCT_FORMAT, USERS, SlurmError, as_user, parse_sacct_time, queue_state, sacct, sacct_rows,
     slurm_status, submit, tres, utc_now, wait_finished, wait_running,
 )
 
@@ -76,6 +76,14 @@ def sidecar_command(user: str) -> str | None:
 def run() -> Run:
     up, reason = slurm_status()
     require_service(up, reason)
+    # The harness users' queue belongs to these tests: jobs left by an interrupted run would hold
+    # the node's two CPUs for minutes.
+    for user in USERS:
+        as_user(user, "scancel", "--user", user)
+    # Keep the last few work directories for a look after a failure, not all of them.
+    olds = [p for p in Path("/tmp").glob("jobsight-slurm-*") if p.is_dir() and not p.is_symlink()]
+    for old in sorted(olds, key=lambda p: p.stat().st_mtime)[:-3]:
+        shutil.rmtree(old, ignore_errors=True)
     workdir = Path(tempfile.mkdtemp(prefix="jobsight-slurm-", dir="/tmp"))
     workdir.chmod(0o1777)   # job output of alice, bob and the sidecar
     r = Run(workdir=workdir, start=utc_now() - timedelta(seconds=5))
