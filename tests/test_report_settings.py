@@ -1,0 +1,34 @@
+"""[report] and [email] in jobsight.toml: defaults, recipients, and clear errors for mistakes."""
+from __future__ import annotations
+
+import pytest
+
+from analytics.cli import UserError
+from analytics.config import parse_config
+from analytics.reports.settings import from_config
+
+
+def test_defaults_and_addresses():
+    s = from_config(parse_config({}))
+    assert (s.top_jobs, s.trend_weeks, s.budget_period, s.smtp) == (10, 4, "month", "localhost:25")
+    assert s.address_of("alice") is None
+    s = from_config(parse_config({"email": {"user_address": "{user}@uni.example", "addresses": {"bob": "b@x.example"}},
+                                  "roles": {"leads": {"proj-a": ["carol"], "proj-b": "dave"}},
+                                  "report": {"top_jobs": 3, "budget_period": "year"}}))
+    assert s.address_of("alice") == "alice@uni.example" and s.address_of("bob") == "b@x.example"
+    assert s.leads == {"proj-a": ["carol"], "proj-b": ["dave"]}
+    assert (s.top_jobs, s.budget_period) == (3, "year")
+
+
+@pytest.mark.parametrize("data, needle", [
+    ({"report": {"top_job": 3}}, "unknown key report.top_job"),
+    ({"report": {"top_jobs": 0}}, "report.top_jobs must be a whole number >= 1"),
+    ({"report": {"budget_period": "fortnight"}}, "report.budget_period must be one of"),
+    ({"email": {"user_address": "alice@example.org"}}, "must contain {user}"),
+    ({"email": {"user_address": "{user}@{domain}"}}, "may use only {user}"),
+    ({"email": {"admins": "ops@example.org"}}, "email.admins must be a list"),
+    ({"email": {"form": "x@example.org"}}, "unknown key email.form"),
+])
+def test_mistakes_are_named(data, needle):
+    with pytest.raises(UserError, match=needle.replace("{", r"\{").replace("}", r"\}")):
+        from_config(parse_config(data))
