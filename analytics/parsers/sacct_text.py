@@ -719,8 +719,8 @@ class _Frames:
                 df = pl.concat(parts, how="vertical", rechunk=False)
                 out.append(df.sort("_line").drop("_line"))
             else:
-                out.append(_conform(pl.DataFrame()).rename({"name": "job_name" if cols is JOB_COLS else "step_name"})
-                           .select(cols))
+                out.append(pl.DataFrame(schema=OUT_SCHEMA)
+                           .rename({"name": "job_name" if cols is JOB_COLS else "step_name"}).select(cols))
         return out[0], out[1]
 
 
