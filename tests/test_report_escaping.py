@@ -39,6 +39,11 @@ def test_html_shows_script_name_as_text(ds):
                 assert "<script" not in page
 
 
+def test_html_sbatch_lines_one_per_line(ds):
+    page = render_html(ds.build("user", "alice"))
+    assert '<code class="sbatch">#SBATCH --cpus-per-task=1\n#SBATCH --mem=3G\n#SBATCH --ntasks=1\n#SBATCH --time=06:00:00</code>' in page
+
+
 def test_html_embeds_plotly_once_and_no_cdn(ds):
     page = render_html(ds.build("admin", "cluster"))
     from plotly.offline import get_plotlyjs

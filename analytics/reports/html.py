@@ -132,7 +132,8 @@ def _css_bars(rep: Report) -> str:
 
 def _cell(value, kind: str) -> str:
     if kind == "code":
-        return f'<td><code class="sbatch">{esc(value)}</code></td>' if value else "<td>-</td>"
+        lines = "\n".join(esc(line) for line in str(value).splitlines())   # esc() would show \n literally
+        return f'<td><code class="sbatch">{lines}</code></td>' if value else "<td>-</td>"
     cls = ' class="n"' if kind in ("num", "pct", "int") else ""
     return f"<td{cls}>{esc(fmt(value, kind))}</td>"
 
