@@ -27,7 +27,7 @@ PATTERN_TAGS = {
     "serial_on_many", "mem_10x", "time_20x", "well_sized", "multi_node_sidecars", "mpi_multistep",
     # scheduler life cycle
     "array", "array_pending_tail", "failed", "timeout", "oom", "cancelled_sidecar_truncated", "requeued",
-    "cancelled_pending", "pending", "interactive",
+    "cancelled_pending", "pending", "interactive", "pipe_in_name", "utf8_name",
 }
 
 
@@ -50,7 +50,12 @@ def _sacct_rows(root: Path) -> list[dict]:
     for p in sorted((root / "sacct").glob("*.txt")):
         lines = p.read_text(encoding="utf-8").splitlines()
         cols = lines[0].split("|")
-        rows += [dict(zip(cols, line.split("|"))) for line in lines[1:]]
+        k, n = cols.index("JobName"), len(cols)
+        for line in lines[1:]:
+            f = line.split("|")
+            if len(f) > n:          # a job name with the delimiter in it: the one free-text column
+                f = f[:k] + ["|".join(f[k:k + len(f) - n + 1])] + f[k + len(f) - n + 1:]
+            rows.append(dict(zip(cols, f)))
     return rows
 
 

@@ -134,6 +134,9 @@ def test_scheduler_life_cycle_survives_ingest(loaded, con):
     assert con.execute("SELECT state, restarts FROM jobs WHERE job_id_raw = ?", [rq]).fetchone() == ("COMPLETED", 1)
     pend = con.execute("SELECT job_id, state FROM jobs WHERE job_id LIKE '%\\_[%' ESCAPE '\\'").fetchall()
     assert pend and all(state == "PENDING" for _, state in pend)
+    names = {t: con.execute("SELECT job_name FROM jobs WHERE job_id_raw = ?", [_tagged(m, t)]).fetchone()[0]
+             for t in ("pipe_in_name", "utf8_name")}
+    assert names == {"pipe_in_name": "prep|filter", "utf8_name": "modèle_océan"}
     oom = _tagged(m, "oom")
     assert con.execute("SELECT state, exit_code FROM jobs WHERE job_id_raw = ?", [oom]).fetchone() == ("OUT_OF_MEMORY", "0:125")
     mn = _tagged(m, "multi_node_sidecars")
