@@ -75,8 +75,11 @@ LAYOUT = {"margin": {"l": 50, "r": 10, "t": 30, "b": 40}, "height": 320, "autosi
           "xaxis": {"type": "category", "automargin": True},
           "yaxis": {"title": {"text": "SBU"}, "gridcolor": "#e6e9ed", "rangemode": "tozero", "automargin": True}}
 # Fit the charts to the width the page finally has (a phone's viewport can settle after they are drawn).
+# On paper, show the folded daily figures too.
 RESIZE = ("<script>window.addEventListener('load',function(){document.querySelectorAll('.js-plotly-plot')"
-          ".forEach(function(g){Plotly.Plots.resize(g);});});</script>")
+          ".forEach(function(g){Plotly.Plots.resize(g);});});"
+          "window.addEventListener('beforeprint',function(){document.querySelectorAll('details')"
+          ".forEach(function(d){d.open=true;});});</script>")
 LIBRARY_MARK = "\x00plotly-library\x00"   # cannot occur in the page: esc() shows control characters
 CONFIG = {"displayModeBar": False, "responsive": True}
 
