@@ -181,6 +181,19 @@ def _merge_records(con, frame: pl.DataFrame, table: str, keys: list[str], time_c
     """Upsert frame into table by the merge rule; returns (stored, updated, unchanged)."""
     if frame is None or frame.height == 0:
         return 0, 0, 0
+    # Bulk case (a new dump into an empty or unrelated database): no key repeats in the file and
+    # none is stored yet, so every row is simply inserted, straight from the frame.
+    if not frame.select(keys).is_duplicated().any():
+        con.register("_keys", _ArrowStream(frame.select(keys)))
+        on = " AND ".join(f"t.{_q(k)} = k.{_q(k)}" for k in keys)
+        known = con.execute(f"SELECT count(*) FROM (SELECT 1 FROM _keys k JOIN {table} t ON {on} LIMIT 1)").fetchall()[0][0]
+        con.unregister("_keys")
+        if not known:
+            cols, sel = _select_casts(con, frame, table, ingest_id)
+            con.register("_incoming", _ArrowStream(frame))
+            n = con.execute(f"INSERT INTO {table} ({', '.join(_q(c) for c in cols)}) SELECT {sel} FROM _incoming").fetchall()[0][0]
+            con.unregister("_incoming")
+            return n, 0, 0
     cols = _stage(con, frame, table, "_in", ingest_id)
     finals = ", ".join(f"'{s}'" for s in FINAL_STATES)
     rank_t = "coalesce(" + ", ".join(time_cols) + ")"
