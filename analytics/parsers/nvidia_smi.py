@@ -66,7 +66,7 @@ _TS = r"\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?"
 _TS_RE = re.compile(_TS)
 _TS_LINE = re.compile(r"^" + _TS + r",")
 _TIME_FORMAT = "%Y/%m/%d %H:%M:%S%.f"
-_NUMBER = r"^([-+]?\d+(?:\.\d+)?)\s*(?:%|MiB|W|MHz|C|mJ|J)?$"
+_UNITS = ["%", "MiB", "W", "MHz", "C", "mJ", "J"]
 _JOBID_TOKEN = re.compile(r"(?<![A-Za-z0-9])(\d+(?:_\d+)?)(?![A-Za-z0-9])")
 _DATEISH = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T_ ]\d{2}[:-]?\d{2}[:-]?\d{2})?|\d{8}T\d{6}Z?|\d{2}:\d{2}:\d{2}")
 
@@ -126,34 +126,52 @@ def local_zone_name() -> str:
         return "UTC"
 
 
-def _segments(lines: list[str], opts_columns: Optional[list[str]], notes: list[str]):
-    """Split the file into (header fields | None, kind, [(line_no, text)]) runs."""
-    segs: list[tuple[Optional[list[str]], str, list[tuple[int, str]]]] = []
-    header: Optional[list[str]] = None
-    kind = "gpu"
-    if opts_columns:
-        header = [c.strip() for c in opts_columns]
-    current: list[tuple[int, str]] = []
+_HEADER_LINE = r"^[A-Za-z_][A-Za-z0-9_.]*(?: \[[^\]]*\])?(?:\s*,\s*[A-Za-z_][A-Za-z0-9_.]*(?: \[[^\]]*\])?)*$"
+_LINES_SCHEMA = {"line_no": pl.Int64, "line": pl.String}
+
+
+def _read_lines(path: pathlib.Path) -> pl.DataFrame:
+    """(line_no, line) for the non-blank lines, stripped; one polars read (no Python per line)."""
+    try:
+        raw = pl.read_csv(path, has_header=False, separator="\x01", quote_char=None, schema={"line": pl.String},
+                          empty_string_is_null=False, raise_if_empty=False, encoding="utf8-lossy",
+                          truncate_ragged_lines=True)["line"]
+    except Exception:  # noqa: BLE001 - odd bytes polars refuses: fall back to Python
+        raw = pl.Series("line", path.read_bytes().decode("utf-8", errors="replace").splitlines(), dtype=pl.String)
+    df = pl.DataFrame({"line_no": pl.int_range(1, len(raw) + 1, eager=True, dtype=pl.Int64),
+                       "line": raw.fill_null("").str.strip_chars().str.strip_prefix("\ufeff").str.strip_chars()})
+    return df.filter(pl.col("line") != "")
+
+
+def _segments(lines: pl.DataFrame, opts_columns: Optional[list[str]], notes: list[str]):
+    """Split the file into (header fields | None, kind, DataFrame[line_no, line]) runs."""
+    maybe = lines.filter(pl.col("line").str.contains(_HEADER_LINE))
+    bounds: list[tuple[int, list[str], str]] = []       # (line_no, fields, kind) where a new header starts
+    header_lines: list[int] = []
+    current = [c.strip() for c in opts_columns] if opts_columns else None
     repeated = 0
-    for i, raw in enumerate(lines, start=1):
-        line = raw.strip().lstrip("\ufeff")
-        if not line:
+    for no, line in maybe.iter_rows():
+        kind = _header_kind(line)
+        if kind is None:
             continue
-        hk = _header_kind(line)
-        if hk is not None:
-            fields = [f.strip() for f in line.split(",")]
-            if fields == header:
-                repeated += 1
-                continue
-            if current or header is not None or segs:
-                segs.append((header, kind, current))
-            header, kind, current = fields, hk, []
+        header_lines.append(no)
+        fields = [f.strip() for f in line.split(",")]
+        if fields == current:
+            repeated += 1
             continue
-        current.append((i, line))
-    segs.append((header, kind, current))
+        bounds.append((no, fields, kind))
+        current = fields
     if repeated:
         notes.append(f"{repeated} repeated header line(s) skipped (restarted nvidia-smi -l or a logging loop)")
-    return [s for s in segs if s[2]]
+    data = lines.filter(~pl.col("line_no").is_in(header_lines)) if header_lines else lines
+    starts = pl.Series([b[0] for b in bounds], dtype=pl.Int64)
+    seg = data.with_columns((starts.search_sorted(data["line_no"], side="right").cast(pl.Int64) - 1).alias("_seg"))
+    first = ([c.strip() for c in opts_columns] if opts_columns else None, "gpu")
+    out = []
+    for (idx,), part in seg.group_by(["_seg"], maintain_order=True):
+        header, kind = first if idx < 0 else (bounds[idx][1], bounds[idx][2])
+        out.append((header, kind, part.drop("_seg")))
+    return out
 
 
 _TS_ANYWHERE = re.compile(r"(?=" + _TS + r"\s*,)")
@@ -171,18 +189,19 @@ def _recover(line: str, n_fields: int) -> Optional[str]:
     return None
 
 
-def _segment_frame(header: list[str], rows: list[tuple[int, str]], rejects: list[Reject], notes: list[str],
+def _reject_all(rows: pl.DataFrame, reason: str, rejects: list[Reject]) -> None:
+    rejects.extend(Reject(no, reason, text[:1000]) for no, text in rows.select("line_no", "line").iter_rows())
+
+
+def _segment_frame(header: list[str], df: pl.DataFrame, rejects: list[Reject], notes: list[str],
                    zone: str) -> Optional[pl.DataFrame]:
     names = [_base(h) for h in header]
     n = len(names)
     if "timestamp" not in names:
-        for no, text in rows:
-            rejects.append(Reject(no, "no timestamp column in this nvidia-smi query: add 'timestamp' to --query-gpu", text[:1000]))
+        _reject_all(df, "no timestamp column in this nvidia-smi query: add 'timestamp' to --query-gpu", rejects)
         return None
     ts_idx = names.index("timestamp")
-    df = pl.DataFrame({"line_no": [r[0] for r in rows], "line": [r[1] for r in rows]},
-                      schema={"line_no": pl.Int64, "line": pl.String})
-    ok = pl.col("line").str.split(",").list.len() == n
+    ok = pl.col("line").str.count_matches(",", literal=True) == n - 1
     if ts_idx == 0:
         ok = ok & pl.col("line").str.contains(_TS_FIRST)
     df = df.with_columns(ok.alias("_ok"))
@@ -215,14 +234,15 @@ def _segment_frame(header: list[str], rows: list[tuple[int, str]], rejects: list
     cols = [f"f{i}" for i in range(n)]
     parts = df.select(
         "line_no", "line",
-        pl.col("line").str.split(",").list.to_struct(fields=cols).struct.unnest(),
+        pl.col("line").str.split_exact(",", n - 1).struct.rename_fields(cols).struct.unnest(),
     ).with_columns([pl.col(c).str.strip_chars() for c in cols])
     out: dict[str, pl.Expr] = {}
     checks: list[tuple[pl.Expr, pl.Expr]] = []
 
     def clean(c: str) -> pl.Expr:
         v = pl.col(c)
-        absent = v.str.contains(r"^\[.*\]$") | v.str.to_uppercase().is_in(["N/A", "", "NOT SUPPORTED"])
+        # '[N/A]', '[Not Supported]', '[Unknown Error]', any bracketed word; bare N/A
+        absent = v.str.starts_with("[") | v.is_in(["N/A", "n/a", "", "Not Supported"])
         return pl.when(absent).then(None).otherwise(v)
 
     ts_raw = pl.col(cols[ts_idx])
@@ -237,7 +257,11 @@ def _segment_frame(header: list[str], rows: list[tuple[int, str]], rejects: list
             continue
         col, mult = target
         cleaned = clean(cols[i])
-        number = cleaned.str.extract(_NUMBER, 1).cast(pl.Float64, strict=False)
+        # '99 %', '30994 MiB', '250.00 W' (or bare with nounits): the number is the first word;
+        # a known unit, if any, must follow it
+        word = cleaned.str.split_exact(" ", 1)
+        unit_ok = word.struct.field("field_1").is_null() | word.struct.field("field_1").is_in(_UNITS)
+        number = pl.when(unit_ok).then(word.struct.field("field_0").cast(pl.Float64, strict=False))
         checks.append((cleaned.is_not_null() & number.is_null(), pl.lit(f"{name}: not a number: ") + pl.col(cols[i])))
         value = number * mult
         out[col] = value.round(0).cast(pl.Int64) if col in _INT_COLUMNS else value
@@ -279,18 +303,17 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
         zoneinfo.ZoneInfo(zone)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         raise ValueError(f"unknown time zone {zone!r} (want an IANA name like Europe/Amsterdam)") from None
-    text = path.read_bytes().decode("utf-8", errors="replace")
-    segments = _segments(text.splitlines(), opts.columns, result.notes)
+    segments = _segments(_read_lines(path), opts.columns, result.notes)
     result.rows_in = sum(len(rows) for _, _, rows in segments)
     job_id, why = (opts.job_id, None) if opts.job_id else job_id_from_name(path)
     frames = []
     for header, kind, rows in segments:
         if job_id is None:
-            result.rejects.extend(Reject(no, why or "no job id: pass --job-id", t[:1000]) for no, t in rows)
+            _reject_all(rows, why or "no job id: pass --job-id", result.rejects)
         elif header is None:
-            result.rejects.extend(Reject(no, "no header line and no --columns: cannot tell which column is which", t[:1000]) for no, t in rows)
+            _reject_all(rows, "no header line and no --columns: cannot tell which column is which", result.rejects)
         elif kind == "apps":
-            result.rejects.extend(Reject(no, "nvidia-smi --query-compute-apps row (per-process GPU memory): not a GPU sample, not stored", t[:1000]) for no, t in rows)
+            _reject_all(rows, "nvidia-smi --query-compute-apps row (per-process GPU memory): not a GPU sample, not stored", result.rejects)
         else:
             f = _segment_frame(header, rows, result.rejects, result.notes, zone)
             if f is not None and len(f):
