@@ -65,7 +65,10 @@ def test_markdown_shows_script_name_as_text(ds):
 def test_text_part_is_literal_and_terminal_safe(ds):
     text = render_text(ds.build("user", "alice"))
     assert XSS in text                                   # text/plain: shown as the characters it is
-    assert "\x1b" not in render_text(ds.build("user", "carol"))
+    carol = ds.build("user", "carol")
+    carol.top_jobs = [dict(carol.top_jobs[0], job_name="evil\n\x1b[31mred")]
+    text = render_text(carol)
+    assert "\x1b" not in text and "evil\\n\\x1b[31mred" in text     # shown as escapes, one line
 
 
 def test_csv_neutralises_formula(ds):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from analytics.render import table, terminal_safe
+from analytics.render import terminal_safe
 from analytics.reports.data import Report
 from analytics.reports.sections import fmt, headline, sections
 
@@ -19,6 +19,38 @@ def render_text(rep: Report) -> str:
         if not sec.rows:
             out += [sec.empty, ""]
             continue
-        rows = [{c.key: fmt(r.get(c.key), c.kind).replace("\n", "; ") for c in sec.cols} for r in sec.rows]
-        out += [table(rows, [c.key for c in sec.cols], [c.header for c in sec.cols]), ""]
+        show_user = any(c.key == "user" for c in sec.cols)
+        out += [_jobs(sec.rows, show_user) if sec.key == "top_jobs" else _table(sec), ""]
     return "\n".join(out) + "\n"
+
+
+def _table(sec) -> str:
+    """Aligned columns, numbers to the right; cells terminal-safe, multi-line cells joined by '; '."""
+    body = [[terminal_safe(fmt(r.get(c.key), c.kind).replace("\n", "; ")) for c in sec.cols] for r in sec.rows]
+    heads = [c.header for c in sec.cols]
+    widths = [max([len(h)] + [len(row[i]) for row in body]) for i, h in enumerate(heads)]
+    right = [c.kind in ("num", "pct", "int") for c in sec.cols]
+
+    def line(cells):
+        return "  ".join(v.rjust(w) if r else v.ljust(w) for v, w, r in zip(cells, widths, right)).rstrip()
+    return "\n".join([line(heads), line(["-" * w for w in widths])] + [line(row) for row in body])
+
+
+def _jobs(rows: list[dict], show_user: bool) -> str:
+    """Top jobs as short blocks: a table this wide does not fit a mail window."""
+    out = []
+    for i, j in enumerate(rows, 1):
+        name = f" ({j['job_name']})" if j.get("job_name") else ""
+        who = f" by {j['user']}" if show_user and j.get("user") else ""
+        out.append(f"{i}. Job {j['job_id']}{name}{who}, {j.get('partition') or '-'}, {j.get('state') or '-'}: "
+                   f"{fmt(j.get('wasted_sbu'), 'num')} of {fmt(j.get('sbu'), 'num')} SBU wasted")
+        effs = [f"{label} {fmt(j.get(k), 'pct')}" for k, label in (("cpu_eff_pct", "CPU"), ("gpu_util_pct", "GPU"),
+                ("mem_eff_pct", "memory"), ("time_eff_pct", "time limit")) if j.get(k) is not None]
+        if effs:
+            out.append("   " + ", ".join(effs))
+        if j.get("flag_codes"):
+            out.append(f"   Flags: {j['flag_codes']}")
+        if j.get("sbatch_lines"):
+            out.append("   Would have fit:")
+            out += [f"     {line}" for line in j["sbatch_lines"].splitlines()]
+    return "\n".join(terminal_safe(line) for line in out)   # a newline in a job name stays visible as \\n
