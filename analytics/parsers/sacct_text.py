@@ -281,7 +281,7 @@ def parse_line(cols: list[str], fields: list[str], line_no: int, ctx: _Ctx) -> d
             if kind in ("jobid", "jobidraw"):
                 continue
             if kind == "str":
-                rec[target] = t or None
+                rec[target] = text or None   # as printed: a name may start or end with spaces
             elif kind == "state":
                 rec["state"], rec["cancelled_by_uid"] = units.parse_state(t)
             elif kind == "nodes":
@@ -461,9 +461,13 @@ def _fast_frame(df: pl.DataFrame, cols: list[str], ctx: _Ctx) -> pl.DataFrame:
             st.s1[g + "ok"] = c.str.contains(_DUR_OK)
             st.s1[g + "d"] = c.str.contains("-", literal=True)
             st.s1[g] = c.str.replace("-", ":", literal=True).str.split_exact(":", 3)
-            f = [pl.col(g).struct.field(f"field_{k}").cast(pl.Float64, strict=False) for k in range(4)]
+            for k in range(4):
+                st.s1b[f"{g}f{k}"] = pl.col(g).struct.field(f"field_{k}").cast(pl.Float64, strict=False)
+            st.s1b[g + "n"] = pl.sum_horizontal([pl.col(g).struct.field(f"field_{k}").is_not_null().cast(pl.Int8)
+                                                  for k in range(4)])
+            f = [pl.col(f"{g}f{k}") for k in range(4)]
             dash = pl.col(g + "d")
-            n = pl.sum_horizontal([x.is_not_null().cast(pl.Int8) for x in f])
+            n = pl.col(g + "n")
             zero = pl.lit(0.0)
             d = pl.when(dash).then(f[0]).otherwise(zero)
             h = (pl.when(dash & (n == 4)).then(f[1]).when(dash & (n == 3)).then(f[1])
@@ -784,7 +788,7 @@ def _section(sec: pl.DataFrame, layout: _Layout, ctx: _Ctx, frames: list, slow: 
                 slow.append((row[0], row[1], cols))
             continue
         strs = fit.select(pl.col("_line"), pl.col("text"),
-                          *[pl.col("_f").list.get(i).str.strip_chars().alias(c) for i, c in enumerate(cols)
+                          *[pl.col("_f").list.get(i).alias(c) for i, c in enumerate(cols)
                             if c in COLUMNS or c in ("jobid", "jobidraw")])
         typed = _fast_frame(strs, cols, ctx)
         badlines = typed.filter(pl.col("_bad"))["_line"]
