@@ -126,11 +126,14 @@ def _css_bars(rep: Report) -> str:
     for d in rep.daily:
         bars = "".join(f'<span class="bar" style="width:{d[k] / top * 200:.0f}px;background:{c}"></span>'
                        for k, c in (("used_sbu", USED), ("wasted_sbu", WASTED), ("unrated_sbu", UNRATED)) if d[k] > 0)
-        rows.append(f'<tr><td>{esc(fmt(d["day"], "day"))}</td><td>{bars}</td><td class="n">{fmt(d["sbu"], "num")}</td></tr>')
+        rows.append(f'<tr><td>{esc(fmt(d["day"], "day"))}</td><td>{bars}</td>'
+                    + "".join(f'<td class="n">{fmt(d[k], "num")}</td>' for k in ("used_sbu", "wasted_sbu", "unrated_sbu", "sbu"))
+                    + "</tr>")
     legend = (f'<p class="note"><span class="bar" style="width:10px;background:{USED}"></span> used '
               f'<span class="bar" style="width:10px;background:{WASTED}"></span> wasted '
               f'<span class="bar" style="width:10px;background:{UNRATED}"></span> unrated</p>')
-    return legend + '<div class="scroll"><table>' + "".join(rows) + "</table></div>"
+    head = "<tr><th>Day</th><th></th><th>Used</th><th>Wasted</th><th>Unrated</th><th>Total SBU</th></tr>"
+    return legend + f'<div class="scroll"><table><thead>{head}</thead><tbody>' + "".join(rows) + "</tbody></table></div>"
 
 
 def _cell(value, kind: str) -> str:
@@ -175,7 +178,7 @@ def render_html_chunks(rep: Report, charts: bool = True, generated: dt.datetime 
             chart = _trend_chart(rep)
         elif charts and sec.key in ("accounts", "partitions") and sec.rows:
             chart = _group_chart(sec.rows, sec.key[:-1] if sec.key == "partitions" else "account", f"chart-{sec.key}")
-        table = _table(sec)
+        table = "" if sec.key == "daily" and not charts else _table(sec)   # the bars carry the figures
         if sec.key == "daily" and charts:
             table = f"<details><summary>Daily figures</summary>{table}</details>"
         parts.append(f'<section id="{sec.key}"><h2>{esc(sec.title)}</h2>{chart}{table}</section>')
