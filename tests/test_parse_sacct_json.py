@@ -222,3 +222,14 @@ def test_end_to_end_ingest(tmp_path):
     assert con.execute("SELECT count(*) FROM steps WHERE job_id_raw = '1001'").fetchone()[0] == 3
     assert con.execute("SELECT line_no, reason FROM rejects ORDER BY reason").fetchall() == [
         (4, "job 4: not a number: 'abc'"), (4, "job 4: step of a rejected job")]
+
+
+def test_squeue_json_is_not_accounting(tmp_path):
+    p = tmp_path / "squeue.json"
+    p.write_text(json.dumps({"meta": {"plugin": {"type": "openapi/slurmctld", "data_parser": "data_parser/v0.0.40"}},
+                             "jobs": [{"job_id": 5, "job_state": ["RUNNING"]}]}))
+    r = sacct_json.parse(p, ParseOptions())
+    assert r.rows_in == 1 and r.frame_rows() == 0 and "squeue/scontrol" in r.rejects[0].reason
+    p.write_text(json.dumps({"jobs": [{"job_id": 5, "job_state": "RUNNING"}]}))
+    r = sacct_json.parse(p, ParseOptions())
+    assert [(x.line_no, "not a sacct job record" in x.reason) for x in r.rejects] == [(1, True)]

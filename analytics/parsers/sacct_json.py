@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import pathlib
+import re
 from typing import Any, Optional
 
 import polars as pl
@@ -43,6 +44,8 @@ class _Null:
 
 def _num(value: Any) -> Any:
     """int/float, None (absent) or _Null(reason) from a plain number or a {set, infinite, number} struct."""
+    if type(value) is int and 0 <= value < _NO_VAL:   # the common case, first
+        return value
     if isinstance(value, dict):
         if value.get("infinite"):
             return _Null("INFINITE")
@@ -228,6 +231,8 @@ def _job_row(job: dict, cluster_default: str, steps: list[dict]) -> dict:
         raise ValueError("job is not an object")
     if job.get("job_id") is None:
         raise ValueError("job without job_id")
+    if "state" not in job and "time" not in job:
+        raise ValueError("not a sacct job record (no 'state' or 'time'; squeue/scontrol --json output?)")
     raw_id = _plain(job.get("job_id"))
     if raw_id is None:
         raise ValueError(f"job_id is not a number: {job.get('job_id')!r}")
@@ -364,6 +369,12 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
         return result
     meta = doc.get("meta") or {}
     plugin = meta.get("plugin") if isinstance(meta, dict) else None
+    ptype = str(plugin.get("type") or "") if isinstance(plugin, dict) else ""
+    if "slurmctld" in ptype or re.fullmatch(r"openapi/v0\.0\.\d+", ptype):
+        # squeue/scontrol --json: live controller state, not accounting; a different job schema
+        result.rows_in = 1
+        result.rejects.append(Reject(1, f"JSON from the controller ({ptype}: squeue/scontrol --json), not sacct --json", text[:1000]))
+        return result
     if isinstance(plugin, dict):
         result.notes.append(f"Slurm JSON {plugin.get('data_parser') or plugin.get('type') or '?'}")
     meta_cluster = None
@@ -376,7 +387,6 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
         steps = job.get("steps") if isinstance(job, dict) else None
         steps = steps if isinstance(steps, list) else []
         result.rows_in += 1 + len(steps)
-        raw = json.dumps(job)[:1000]
         try:
             job_raw = str(int(_plain(job.get("job_id")))) if isinstance(job, dict) and _plain(job.get("job_id")) is not None else None
             cluster = (job.get("cluster") if isinstance(job, dict) else None) or cluster_default
@@ -394,7 +404,7 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
         except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
             # Steps already rejected stay rejected; the others go down with their job.
             already = sum(1 for r in result.rejects if r.line_no == index)
-            result.rejects.append(Reject(index, f"job {index}: {exc}", raw))
+            result.rejects.append(Reject(index, f"job {index}: {exc}", json.dumps(job)[:1000]))
             for k in range(len(steps) - already):
                 result.rejects.append(Reject(index, f"job {index}: step of a rejected job", None))
     if job_rows:
