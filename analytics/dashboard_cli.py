@@ -3,6 +3,7 @@
     jobsight dashboard --db jobs.duckdb [--config jobsight.toml] [--host 127.0.0.1] [--port 8050]
                        [--auth none|header|basic] [--trusted-proxy ADDR] [--users-file FILE] [--debug]
     jobsight dashboard --hash-password NAME      # print a users-file line for --auth basic
+    jobsight dashboard --db jobs.duckdb --publish   # publish the read-only snapshot now
 
 Without --debug the app is served by waitress (a production WSGI server); --debug uses Dash's
 development server with hot reload (never expose it).
@@ -13,10 +14,12 @@ import argparse
 import getpass
 import logging
 import sys
+from pathlib import Path
 
 from analytics.cli import UserError
 
 DEFAULT_PORT = 8050
+log = logging.getLogger("jobsight.dashboard")
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -34,6 +37,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url-prefix", default="/", help="path the app is served under behind a proxy, e.g. /jobsight/")
     p.add_argument("--threads", type=int, default=8, help="waitress worker threads (default 8)")
     p.add_argument("--debug", action="store_true", help="Dash development server with debug tools (local use only)")
+    p.add_argument("--publish", action="store_true",
+                   help="publish <db>.snapshot now and exit (ingest does this after each successful run)")
     p.add_argument("--hash-password", metavar="NAME",
                    help="read a password (twice, or once from stdin when not a terminal) and print 'NAME:hash' "
                         "for the --users-file, then exit")
@@ -57,7 +62,7 @@ def hash_password_line(name: str, stdin=sys.stdin) -> str:
 def build(args: argparse.Namespace):
     """The Dash app for the options (also used by the tests and the benchmark)."""
     from analytics.config import ConfigError, load_config
-    from analytics.snapshot import SnapshotReader
+    from analytics.snapshot import SnapshotReader, publish, snapshot_path
     from dashboard.app import create_app
     from dashboard.auth import Auth, AuthError, Roles, load_users_file
 
@@ -72,6 +77,14 @@ def build(args: argparse.Namespace):
         auth = Auth(args.auth, roles, host=args.host, trusted_proxies=args.trusted_proxy, users=users)
     except (ConfigError, AuthError) as exc:
         raise UserError(str(exc)) from None
+    if Path(args.db).is_file() and not snapshot_path(args.db).exists():
+        # Reading the live file would hold DuckDB's lock and block `jobsight ingest`: publish first.
+        try:
+            publish(args.db)
+            log.info("published %s", snapshot_path(args.db))
+        except UserError as exc:
+            log.warning("no snapshot and none could be published (%s); reading %s itself, read-only, "
+                        "which blocks writers until a snapshot appears", exc, args.db)
     reader = SnapshotReader(args.db)
     reader.tables()      # open now: a missing or outdated database is an error at start, not per request
     return create_app(reader, auth, url_prefix=args.url_prefix, debug=args.debug)
@@ -80,6 +93,12 @@ def build(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     if args.hash_password:
         print(hash_password_line(args.hash_password))
+        return 0
+    if args.publish:
+        from analytics.snapshot import publish
+        if not args.db:
+            raise UserError("--db is required")
+        print(f"published {publish(args.db)}")
         return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     app = build(args)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import logging
 import os
 import shutil
 import threading
@@ -32,6 +33,7 @@ from analytics import db as dbmod
 from analytics.cli import UserError
 
 SNAPSHOT_SUFFIX = ".snapshot"
+log = logging.getLogger("jobsight.snapshot")
 
 # What publish() materialises in the snapshot. job_metrics (the costly view: it reads every sample)
 # is computed once into a temporary table, and the snapshot's job_metrics view then reads the
@@ -51,6 +53,10 @@ MATERIALISE_STEPS: list[str] = [
     "period_start, sbu, wasted_sbu, core_hours, gpu_hours FROM usage_daily ORDER BY period_start",
     "DROP TABLE _metrics",
 ]
+
+
+def _sql_str(path: Path) -> str:
+    return str(path).replace("'", "''")
 
 
 def snapshot_path(db_path: str | os.PathLike) -> Path:
@@ -84,7 +90,7 @@ def publish(db_path: str | os.PathLike) -> Path:
     """Publish an atomic read-only snapshot of ``db_path`` next to it; return its path.
 
     Call it after the writer has closed its connection (closing checkpoints the file), e.g. at the
-    end of a successful `jobsight ingest`. Raises UserError with the reason if anything fails; the
+    end of a successful `jobsight ingest`; while another connection writes the file it fails. Raises UserError with the reason if anything fails; the
     previous snapshot then stays in place untouched.
     """
     src = Path(db_path)
@@ -94,10 +100,22 @@ def publish(db_path: str | os.PathLike) -> Path:
     tmp = src.with_name(f".{src.name}.snapshot-tmp-{os.getpid()}-{threading.get_ident()}")
     tmp_wal = tmp.with_name(tmp.name + ".wal")
     try:
-        shutil.copyfile(src, tmp)
-        wal = src.with_name(src.name + ".wal")
-        if wal.is_file() and wal.stat().st_size:
-            shutil.copyfile(wal, tmp_wal)   # replayed by the open below
+        # A read-only attach takes DuckDB's shared lock: a writer still at work makes this fail
+        # at once (rather than copy a file in mid-write), and no writer can start during the copy.
+        guard = duckdb.connect(":memory:")
+        try:
+            guard.execute(f"ATTACH '{_sql_str(src)}' AS src (READ_ONLY)")
+        except duckdb.Error as exc:
+            guard.close()
+            raise UserError(f"{src}: cannot read it for a snapshot (is `jobsight ingest` still writing it? "
+                            f"publish after it has finished): {exc}") from exc
+        try:
+            shutil.copyfile(src, tmp)
+            wal = src.with_name(src.name + ".wal")
+            if wal.is_file() and wal.stat().st_size:
+                shutil.copyfile(wal, tmp_wal)   # replayed by the open below
+        finally:
+            guard.close()
         try:
             con = duckdb.connect(str(tmp))
         except duckdb.Error as exc:
@@ -161,6 +179,7 @@ class SnapshotReader:
         self.check_views = check_views
         self._lock = threading.Lock()
         self._gen: _Generation | None = None
+        self._failed_key: tuple[int, int, int] | None = None
         self.reopened = 0
 
     def _target(self) -> Path:
@@ -180,8 +199,7 @@ class SnapshotReader:
         key = self._key(path)
         con = duckdb.connect(":memory:")
         try:
-            escaped = str(path).replace("'", "''")
-            con.execute(f"ATTACH '{escaped}' AS snap (READ_ONLY)")
+            con.execute(f"ATTACH '{_sql_str(path)}' AS snap (READ_ONLY)")
             con.execute("USE snap")
             have = dbmod.current_version(con)
             if have != dbmod.known_version():
@@ -213,7 +231,16 @@ class SnapshotReader:
             key = self._key(path)
         gen = self._gen
         if gen is None or gen.key != key or gen.path != path:
-            new = self._open(path)
+            try:
+                new = self._open(path)
+            except UserError as exc:
+                if gen is None:
+                    raise
+                # e.g. published by an upgraded jobsight: keep serving the last good snapshot
+                if self._failed_key != key:
+                    log.warning("keeping the previous snapshot: %s", exc)
+                    self._failed_key = key
+                return gen
             if gen is not None:
                 gen.retired = True
                 self.reopened += 1

@@ -143,6 +143,14 @@ def main() -> int:
     if not db.exists():
         print(f"generating {db}", flush=True)
         generate(db, args.jobs, args.samples_per_device)
+    from analytics.session import views_checksum
+    import duckdb
+    con = duckdb.connect(str(db), read_only=True)
+    stored = con.execute("SELECT text FROM setting WHERE name = 'views.checksum'").fetchone()
+    con.close()
+    if not stored or stored[0] != views_checksum():
+        print("metric views changed since the database was made: refreshing them", flush=True)
+        open_db(db, parse_config({}))[0].close()
     snap = db.with_name(db.name + ".snapshot")
     if not snap.exists() or snap.stat().st_mtime < db.stat().st_mtime:
         t = time.perf_counter()
