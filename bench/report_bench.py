@@ -81,33 +81,27 @@ def main_bench() -> None:
     ap.add_argument("--weeks", type=int, default=5)
     ap.add_argument("--jobs-per-week", type=int, default=8)
     ap.add_argument("--keep", help="write the database and reports here and keep them")
+    ap.add_argument("--db", help="report on this existing database (e.g. `jobsight demo --db ...`) instead of generating one")
+    ap.add_argument("--week", default="2026-W47")
     args = ap.parse_args()
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="jobsight-report-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    db = work / "bench.duckdb"
-    if db.exists():
+    db = Path(args.db) if args.db else work / "bench.duckdb"
+    if not args.db and db.exists():
         db.unlink()
     n = args.users * args.weeks * args.jobs_per_week
     try:
-        t = time.perf_counter()
-        con, _ = open_db(db, parse_config({}))
-        sql = JOBS_SQL.replace("$users", str(args.users)).replace("$weeks", str(args.weeks)).replace("$n", str(n))
-        con.execute(sql)
-        con.execute(SAMPLES_SQL)
-        jobs, samples = con.execute("SELECT (SELECT count(*) FROM job), (SELECT count(*) FROM sample)").fetchone()
-        users = con.execute("SELECT count(DISTINCT \"user\") FROM job WHERE start_time >= '2026-11-16'").fetchone()[0]
-        con.close()
-        print(f"generated {jobs:,} jobs, {samples:,} samples, {users:,} users active in 2026-W47 "
-              f"in {time.perf_counter() - t:.1f} s")
-
-        base = ["report", "--db", str(db), "--week", "2026-W47"]
+        if not args.db:
+            generate(db, args, n)
+        phases(db, args.week)
+        base = ["report", "--db", str(db), "--week", args.week]
         out = work / "reports"
         secs, msg = run(base + ["--for", "all-users", "--format", "html", "--out", str(out / "html")])
         files, size = dir_stats(out / "html")
-        print(f"all-users, html:                {secs:6.1f} s  ({files:,} files, {size / 1e9:.2f} GB; {msg})")
+        print(f"all-users, html:                {secs:6.1f} s  ({files:,} files, {size / 1e9:.2f} GB)")
         print(f"  per report:                   {secs / max(files, 1) * 1000:6.1f} ms")
         target = "MET" if secs <= 60 else "MISSED"
-        print(f"  target <= 60 s for 1,000 users: {target}")
+        print(f"  target <= 60 s for 1,000 users: {target} ({files:,} users here)")
         if not args.keep:
             shutil.rmtree(out / "html")
         secs, msg = run(base + ["--for", "all-users", "--for", "all-accounts", "--for", "admin",
@@ -121,6 +115,41 @@ def main_bench() -> None:
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def generate(db: Path, args, n: int) -> None:
+    t = time.perf_counter()
+    con, _ = open_db(db, parse_config({}))
+    sql = JOBS_SQL.replace("$users", str(args.users)).replace("$weeks", str(args.weeks)).replace("$n", str(n))
+    con.execute(sql)
+    con.execute(SAMPLES_SQL)
+    jobs, samples = con.execute("SELECT (SELECT count(*) FROM job), (SELECT count(*) FROM sample)").fetchone()
+    users = con.execute("SELECT count(DISTINCT \"user\") FROM job WHERE start_time >= '2026-11-16'").fetchone()[0]
+    con.close()
+    print(f"generated {jobs:,} jobs, {samples:,} samples, {users:,} users active in 2026-W47 "
+          f"in {time.perf_counter() - t:.1f} s")
+
+
+def phases(db: Path, week: str) -> None:
+    """Where the time goes: the SQL (once per run) and building + rendering one report per user."""
+    from analytics.reports.data import gather
+    from analytics.reports.html import render_html_chunks
+    from analytics.reports.period import resolve
+    from analytics.reports.settings import from_config
+    con, cfg = open_db(db, parse_config({}))
+    t = time.perf_counter()
+    ds = gather(con, resolve(week, None, None), from_config(cfg))
+    con.close()
+    t_sql = time.perf_counter() - t
+    t = time.perf_counter()
+    reports = [ds.build("user", u) for u in ds.subjects("user")]
+    t_build = time.perf_counter() - t
+    t = time.perf_counter()
+    for rep in reports:
+        render_html_chunks(rep)
+    t_html = time.perf_counter() - t
+    print(f"phases: SQL (report macros, once) {t_sql:.1f} s; build {len(reports):,} user reports {t_build:.2f} s; "
+          f"render HTML in memory {t_html:.2f} s")
 
 
 def _mail_config(work: Path) -> Path:
