@@ -219,3 +219,16 @@ def test_mutated_lines_never_break_ingest(tmp_path, text):
     rep = ingest.load_result(con, res, str(p), None, {})   # asserts the accounting itself
     assert rep.rows_in == rep.stored + rep.updated + rep.unchanged + rep.rejected + rep.dropped
     con.close()
+
+
+def test_out_of_range_values_are_rejected_not_raised(tmp_path):
+    text = ("JobID|MaxRSS|Elapsed|State|JobName\n"
+            "1|99999999999999999999P|00:01:00|COMPLETED|a\n"
+            "2|1K|99999999999999999999999:00:00|COMPLETED|b\n"
+            "3|1K|inf|COMPLETED|c\n"
+            "4+99999999999|1K|00:01:00|COMPLETED|d\n"
+            "5_[1-3]|1K|00:00:01|PENDING|e\n")
+    res = parse_text(tmp_path, text, timezone="UTC")
+    assert [r.line_no for r in res.rejects] == [2, 3, 4, 5]
+    assert "out of range" in res.rejects[0].reason and "not a duration" in res.rejects[2].reason
+    assert res.jobs["job_id"].to_list() == ["5_[1-3]"]

@@ -18,6 +18,7 @@ machine's) and are stored in UTC; all-digit timestamps are Unix epochs.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -307,6 +308,8 @@ def parse_line(cols: list[str], fields: list[str], line_no: int, ctx: _Ctx) -> d
                 rec[target] = v * 60
             elif kind == "dur":
                 v = units.parse_duration(t)
+                if v is not None and not math.isfinite(v):
+                    raise ValueError(f"not a duration: {t!r}")
                 rec[target] = int(round(v)) if target in ("elapsed_s", "timelimit_s") else v
             elif kind == "time":
                 rec[target] = _to_utc(t, ctx.tz)
@@ -355,7 +358,15 @@ def parse_line(cols: list[str], fields: list[str], line_no: int, ctx: _Ctx) -> d
     if rec.get("start_time") and rec.get("end_time") and rec["end_time"] < rec["start_time"]:
         raise ValueError(f"End {raw.get('end')!r} is before Start {raw.get('start')!r}")
     rec["null_reasons"] = json.dumps(reasons) if reasons else None
-    return {k: rec.get(k) for k in OUT_SCHEMA}
+    out = {k: rec.get(k) for k in OUT_SCHEMA}
+    for k, v in out.items():
+        if isinstance(v, int) and not -2 ** 63 <= v < 2 ** 63 or isinstance(v, float) and v != v:
+            raise ValueError(f"{k}: value out of range: {v!r}")
+        if isinstance(v, float) and v in (float("inf"), float("-inf")):
+            raise ValueError(f"{k}: value out of range: {v!r}")
+    if out["het_offset"] is not None and not 0 <= out["het_offset"] < 2 ** 31:
+        raise ValueError(f"het offset out of range: {out['het_offset']}")
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -387,7 +398,7 @@ def _mem_value(c: pl.Expr) -> pl.Expr:
     last = c.str.slice(-1)
     power = last.replace_strict(_POW_KEYS[1:], _POW_VALS[1:], default=0, return_dtype=pl.Int64)
     num = c.str.strip_chars_end("KMGTP").cast(pl.Float64, strict=False)
-    return (num * pl.lit(1024.0).pow(power)).round(0).cast(pl.Int64)
+    return (num * pl.lit(1024.0).pow(power)).round(0).cast(pl.Int64, strict=False)
 
 
 def _tres_item(c: pl.Expr, key: str) -> pl.Expr:
@@ -427,8 +438,7 @@ def _fast_frame(df: pl.DataFrame, cols: list[str], ctx: _Ctx) -> pl.DataFrame:
             cond = cond | (pl.col(target) < 0).fill_null(False)
         st.bad.append(cond)
         if not target.startswith("_"):
-            st.reasons.append(pl.when(pl.col(isnull) & (src(col) != ""))
-                              .then(pl.format('"{}": "{}"', pl.lit(target), src(col))))
+            st.reasons.append((pl.col(isnull) & (src(col) != ""), pl.format('"{}": "{}"', pl.lit(target), src(col))))
 
     for col in dict.fromkeys(cols):
         spec = COLUMNS.get(col)
@@ -451,7 +461,7 @@ def _fast_frame(df: pl.DataFrame, cols: list[str], ctx: _Ctx) -> pl.DataFrame:
             n = tmp + "n_" + col
             st.s1[n] = (c == "") | c.str.to_lowercase().is_in(_NULL_WORDS + ["none assigned"])
             st.s2[target] = pl.when(~pl.col(n)).then(c)
-            st.reasons.append(pl.when(pl.col(n) & (c != "")).then(pl.format('"{}": "{}"', pl.lit(target), c)))
+            st.reasons.append((pl.col(n) & (c != ""), pl.format('"{}": "{}"', pl.lit(target), c)))
         elif kind in ("int", "minutes"):
             st.s1[g] = c.cast(pl.Int64, strict=False)
             nullable(col, target, pl.col(g) * 60 if kind == "minutes" else pl.col(g), nonneg=True)
@@ -479,7 +489,7 @@ def _fast_frame(df: pl.DataFrame, cols: list[str], ctx: _Ctx) -> pl.DataFrame:
             fits = pl.col(g + "ok") & pl.when(dash).then(n >= 3).otherwise(n >= 1)
             v = pl.when(fits & (m < 60) & (s < 60) & (~dash | (h < 24)) | (fits & ~dash & (n == 1))).then(
                 d * 86400 + h * 3600 + m * 60 + s)
-            nullable(col, target, v.round(0).cast(pl.Int64) if target in ("elapsed_s", "timelimit_s") else v)
+            nullable(col, target, v.round(0).cast(pl.Int64, strict=False) if target in ("elapsed_s", "timelimit_s") else v)
         elif kind == "time":
             local = c.str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False)
             if ctx.tz != "UTC":
@@ -512,7 +522,7 @@ def _fast_frame(df: pl.DataFrame, cols: list[str], ctx: _Ctx) -> pl.DataFrame:
                 st.s1[g + "t"] = pl.when(has_typed).then(c.str.extract_all(r",gres/gpu:[^=,]+=[0-9]+"))
                 st.s1[g + "ty"] = pl.when(has_typed).then(c.str.extract(r",gres/gpu:([^=,]+)=", 1))
                 plain = pl.col(g + "p").cast(pl.Int64, strict=False)
-                typed = pl.col(g + "t").list.eval(pl.element().str.extract(r"=(\d+)$", 1).cast(pl.Int64)).list.sum()
+                typed = pl.col(g + "t").list.eval(pl.element().str.extract(r"=(\d+)$", 1).cast(pl.Int64, strict=False)).list.sum()
                 st.s2["_gpus_" + target] = pl.coalesce(plain, pl.when(typed > 0).then(typed))
                 st.s2["_gtype_" + target] = pl.col(g + "ty")
                 st.bad.append(pl.col(g + "p").is_not_null() & pl.col(g + "p").cast(pl.Int64, strict=False).is_null())
@@ -540,8 +550,8 @@ def _fast_frame(df: pl.DataFrame, cols: list[str], ctx: _Ctx) -> pl.DataFrame:
     st.s2["array_job_id"] = pl.when(task.is_not_null()).then(base)
     st.s2["array_task_id"] = task
     st.s2["het_job_id"] = pl.when(het.is_not_null()).then(base)
-    st.s2["het_offset"] = het.cast(pl.Int32)
-    st.bad.append(base.is_null())
+    st.s2["het_offset"] = pl.when(pl.col("__idok")).then(het.cast(pl.Int32, strict=False))
+    st.bad.append(base.is_null() | (het.is_not_null() & pl.col("het_offset").is_null()))
     if "jobidraw" in present and id_col == "jobid":
         raw = src("jobidraw")
         st.s1["__rawok"] = raw.str.contains(_JOBID_OK)
@@ -572,23 +582,31 @@ def _fast_frame(df: pl.DataFrame, cols: list[str], ctx: _Ctx) -> pl.DataFrame:
         val = num * pl.lit(1024.0).pow(power)
         val = pl.when(per == "c").then(val * cpus).when(per == "n").then(val * nodes).otherwise(val)
         isnull, zero = pl.col("__rmn"), num == 0
-        w = w.with_columns(mem_req_bytes=pl.when(isnull | zero).then(None).otherwise(val.round(0).cast(pl.Int64)))
+        w = w.with_columns(mem_req_bytes=pl.when(isnull | zero).then(None).otherwise(val.round(0).cast(pl.Int64, strict=False)))
         st.bad.append(~isnull & (num.is_null() | ((per == "c") & cpus.is_null() & ~zero)))
-        st.reasons.append(pl.when((isnull | zero) & (src("reqmem") != "")).then(
-            pl.format('"mem_req_bytes": "{}"', src("reqmem"))))
+        st.reasons.append(((isnull | zero).fill_null(False) & (src("reqmem") != ""),
+                           pl.format('"mem_req_bytes": "{}"', src("reqmem"))))
     if "start_time" in w.columns and "end_time" in w.columns:
         st.bad.append((pl.col("end_time") < pl.col("start_time")).fill_null(False))
-    reasons = pl.concat_str(st.reasons, separator=", ", ignore_nulls=True) if st.reasons else pl.lit("")
     opt = lambda name, dtype: pl.col(name) if name in w.columns else pl.lit(None, dtype)
     w = w.with_columns(
         _bad=pl.any_horizontal(st.bad),
-        null_reasons=pl.when(reasons != "").then(pl.concat_str([pl.lit("{"), reasons, pl.lit("}")])),
+        _why=pl.any_horizontal([cond for cond, _ in st.reasons]) if st.reasons else pl.lit(False),
         _kind=pl.when(pl.col("step_id").is_not_null()).then(pl.lit("step")).otherwise(pl.lit("job")),
         cluster=pl.coalesce(opt("cluster", pl.String), pl.lit(ctx.cluster or "default")),
         ngpus=pl.coalesce(opt("_gpus_alloc_tres", pl.Int64), opt("_gpus_req_tres", pl.Int64)),
         gpu_type=pl.coalesce(opt("_gtype_alloc_tres", pl.String), opt("_gtype_req_tres", pl.String)),
         source=pl.lit(SOURCE),
     )
+    # null_reasons only for the rows that have one (string building is the costly part)
+    w = w.with_row_index("__i")
+    why = w.filter(pl.col("_why"))
+    reasons = pl.Series("null_reasons", [None] * w.height, dtype=pl.String)
+    if why.height:
+        text = pl.concat_str([pl.when(cond).then(t) for cond, t in st.reasons], separator=", ", ignore_nulls=True)
+        vals = why.select(pl.concat_str([pl.lit("{"), text, pl.lit("}")]))
+        reasons = reasons.scatter(why["__i"], vals.to_series())
+    w = w.with_columns(reasons)
     return _conform(w, keep_bad=True)
 
 
@@ -635,7 +653,8 @@ def parse(path: Path, opts: ParseOptions) -> ParseResult:
         head = fh.read(65536).decode("utf-8", errors="replace")
     ctx = _Ctx(tz=resolve_zone(opts.timezone), cluster=opts.cluster, delim=_delimiter(head))
     result = ParseResult(format=FORMAT)
-    layout = _Layout([c.strip().lower() for c in opts.columns], "--columns") if opts.columns else _Layout(None, "guess")
+    layout = (_Layout(_header_columns(ctx.delim.join(opts.columns), ctx.delim), "--columns") if opts.columns
+              else _Layout(None, "guess"))
     frames = _Frames()
     slow: list[tuple[int, str, Optional[list[str]]]] = []  # (line_no, text, cols or None=guess)
     comments = 0
@@ -744,12 +763,11 @@ def _guess_columns(fields: list[str]) -> list[str]:
 
 def _section(sec: pl.DataFrame, layout: _Layout, ctx: _Ctx, frames: list, slow: list, guessed: dict,
              guessed_cols: dict) -> None:
-    fields = sec.with_columns(_f=pl.col("text").str.split(ctx.delim))
-    fields = fields.with_columns(_n=pl.col("_f").list.len())
-    # --parsable trailing delimiter: drop the last (empty) field
+    fields = sec.with_columns(_n=pl.col("text").str.count_matches(ctx.delim, literal=True) + 1)
     if layout.cols is not None:
         groups = [(layout.cols, layout.origin, fields)]
     else:
+        fields = fields.with_columns(_f=pl.col("text").str.split(ctx.delim))
         first = pl.col("_f").list.first().str.strip_chars()
         second = pl.col("_f").list.get(1, null_on_oob=True).str.strip_chars()
         trail = (pl.col("_f").list.last() == "").cast(pl.Int32)
@@ -773,10 +791,12 @@ def _section(sec: pl.DataFrame, layout: _Layout, ctx: _Ctx, frames: list, slow: 
         if g.height == 0:
             continue
         n = len(cols)
-        strip = (pl.col("_n") == n + 1) & (pl.col("_f").list.last() == "") & pl.lit(cols[-1] != TRAILING)
-        g = g.with_columns(_f=pl.when(strip)
-                           .then(pl.col("_f").list.slice(0, n)).otherwise(pl.col("_f")))
-        g = g.with_columns(_n=pl.col("_f").list.len())
+        # --parsable trailing delimiter (no header to say so): one field too many, and it is empty
+        if cols[-1] != TRAILING:
+            strip = (pl.col("_n") == n + 1) & pl.col("text").str.ends_with(ctx.delim)
+            g = g.with_columns(text=pl.when(strip).then(pl.col("text").str.strip_suffix(ctx.delim))
+                               .otherwise(pl.col("text")),
+                               _n=pl.when(strip).then(pl.col("_n") - 1).otherwise(pl.col("_n")))
         fit = g.filter(pl.col("_n") == n)
         odd = g.filter(pl.col("_n") != n)
         for row in odd.select("_line", "text").iter_rows():
@@ -787,9 +807,12 @@ def _section(sec: pl.DataFrame, layout: _Layout, ctx: _Ctx, frames: list, slow: 
             for row in fit.select("_line", "text").iter_rows():
                 slow.append((row[0], row[1], cols))
             continue
-        strs = fit.select(pl.col("_line"), pl.col("text"),
-                          *[pl.col("_f").list.get(i).alias(c) for i, c in enumerate(cols)
-                            if c in COLUMNS or c in ("jobid", "jobidraw")])
+        names = [f"__{i}" for i in range(n)]
+        strs = (fit.select(pl.col("_line"), pl.col("text"),
+                           pl.col("text").str.split_exact(ctx.delim, n - 1).struct.rename_fields(names).alias("_s"))
+                .unnest("_s")
+                .select(["_line", "text"] + [pl.col(f"__{i}").alias(c) for i, c in enumerate(cols)
+                                             if c in COLUMNS or c in ("jobid", "jobidraw")]))
         typed = _fast_frame(strs, cols, ctx)
         badlines = typed.filter(pl.col("_bad"))["_line"]
         if badlines.len():
