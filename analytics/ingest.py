@@ -448,7 +448,11 @@ def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleTy
         return rep
     if progress and path.stat().st_size > BIG_FILE:
         progress(f"{path}: read {result.rows_in:,} rows in {time.monotonic() - t0:.1f} s; loading")
-    out = load_result(con, result, str(Path(path).resolve()), checksum, options)
+    try:
+        out = load_result(con, result, str(Path(path).resolve()), checksum, options)
+    except (AccountingError, duckdb.Error) as exc:   # rolled back: nothing of this file is stored
+        rep.status, rep.error = "failed", f"not loaded ({type(exc).__name__}): {exc}"
+        return rep
     out.path = str(path)
     out.seconds = time.monotonic() - t0
     return out

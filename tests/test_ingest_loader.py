@@ -173,3 +173,23 @@ def test_same_bytes_with_other_options_are_read_again(con, tmp_path):
     assert (b.status, b.stored) == ("ingested", 1)
     (c,) = run(con, f, opts=ParseOptions(timezone="UTC", columns=["JobID", "State", "Elapsed"]), fmt="sacct")
     assert c.status == "already ingested"
+
+
+def test_a_parser_bug_fails_that_file_only(con, monkeypatch, tmp_path):
+    from analytics.parsers import sacct_text
+    good = tmp_path / "good.txt"
+    good.write_text((FIX / "running-3001.txt").read_text())
+    real_parse = sacct_text.parse
+
+    def broken(path, opts):
+        res = real_parse(path, opts)
+        if path.name == "bad.txt":
+            res.rows_in += 1          # claims a row it never accounts for
+        return res
+    monkeypatch.setattr(sacct_text, "parse", broken)
+    bad = tmp_path / "bad.txt"
+    bad.write_text((FIX / "completed-3001.txt").read_text())
+    reps = run(con, bad, good)
+    assert [r.status for r in reps] == ["failed", "ingested"]
+    assert "accounted" in reps[0].error
+    assert one(con, "SELECT state FROM jobs WHERE job_id_raw = '3001'") == ("RUNNING",)
