@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from analytics.snapshot import ReadHandle
+from analytics.snapshot import EFFICIENCY_BINS, FLAG_DAY_SQL, JOB_DAY_SQL, USAGE_DAY_SQL, ReadHandle
 
 ROLES = ("admin", "lead", "user")
 
@@ -75,17 +75,22 @@ class Filters:
         return " WHERE " + " AND ".join(clauses), params
 
 
-# Without a snapshot, the same relation as dash_job_metrics (job_metrics plus n_flags) from the views.
+# Without a snapshot, the same relations as the snapshot's dash_* tables, computed from the views.
 _METRICS_FROM_VIEWS = ("(SELECT m.*, COALESCE(f.n_flags, 0) AS n_flags FROM job_metrics m LEFT JOIN "
                        "(SELECT cluster, job_id_raw, count(*) AS n_flags FROM job_flags GROUP BY ALL) f "
                        "USING (cluster, job_id_raw))")
+_FROM_VIEWS = {
+    "job_metrics": _METRICS_FROM_VIEWS,
+    "job_day": f"({JOB_DAY_SQL.format(src=_METRICS_FROM_VIEWS)})",
+    "flag_day": f"({FLAG_DAY_SQL.format(src='job_flags')})",
+    "usage_daily": f"({USAGE_DAY_SQL.format(src='usage_daily')})",
+    "job_flags": "job_flags",
+}
 
 
 def _src(h: ReadHandle, name: str) -> str:
-    """The materialised table of a snapshot when there is one, else the views."""
-    if f"dash_{name}" in h.tables:
-        return f"dash_{name}"
-    return _METRICS_FROM_VIEWS if name == "job_metrics" else name
+    """The materialised table of a snapshot when there is one, else the same relation from the views."""
+    return f"dash_{name}" if f"dash_{name}" in h.tables else _FROM_VIEWS[name]
 
 
 def _df(h: ReadHandle, sql: str, params: list) -> pd.DataFrame:
@@ -113,11 +118,8 @@ def totals(h: ReadHandle, scope: Scope, f: Filters) -> dict[str, float]:
         f"SELECT COALESCE(sum(sbu), 0), COALESCE(sum(wasted_sbu), 0), COALESCE(sum(core_hours), 0), "
         f"COALESCE(sum(gpu_hours), 0) FROM {_src(h, 'usage_daily')}{w}", p).fetchone()
     w, p = f.where(scope)
-    idle_pct = h.con.execute("SELECT value FROM setting WHERE name = 'flags.gpu_idle_pct'").fetchone()
-    j = h.con.execute(
-        f"SELECT count(*), COALESCE(sum(elapsed_s / 3600.0 * COALESCE(gpus_idle, CASE WHEN gpu_util_pct < ? "
-        f"THEN ngpus ELSE 0 END)), 0), count(*) FILTER (WHERE n_flags > 0) "
-        f"FROM {_src(h, 'job_metrics')}{w}", [idle_pct[0] if idle_pct and idle_pct[0] is not None else 1.0] + p).fetchone()
+    j = h.con.execute(f"SELECT COALESCE(sum(jobs), 0), COALESCE(sum(idle_gpu_hours), 0), COALESCE(sum(flagged_jobs), 0) "
+                      f"FROM {_src(h, 'job_day')}{w}", p).fetchone()
     return {"sbu": float(u[0]), "wasted_sbu": float(u[1]), "core_hours": float(u[2]), "gpu_hours": float(u[3]),
             "jobs": int(j[0]), "idle_gpu_hours": float(j[1]), "flagged_jobs": int(j[2])}
 
@@ -137,25 +139,26 @@ def usage_over_time(h: ReadHandle, scope: Scope, f: Filters, grain: str = "day",
                   f"FROM {_src(h, 'usage_daily')}{w} GROUP BY ALL ORDER BY 1, 2", p)
 
 
-EFFICIENCIES = {"cpu_eff_pct": "CPU", "gpu_util_pct": "GPU", "mem_eff_pct": "Memory", "time_eff_pct": "Time"}
+EFFICIENCY_LABELS = {"cpu": "CPU", "gpu": "GPU", "mem": "Memory", "time": "Time"}
 
 
 def efficiency_histogram(h: ReadHandle, scope: Scope, f: Filters) -> pd.DataFrame:
     """Jobs per 10 % efficiency bin (0-10 ... 90-100, >100 counted in the last bin) for each of
-    CPU, GPU, memory and time. Columns: metric, bin (0, 10, ... 90), jobs."""
+    CPU, GPU, memory and time; bins with no job are left out. Columns: metric, bin (0 ... 90), jobs."""
     w, p = f.where(scope)
-    parts = [f"SELECT '{label}' AS metric, LEAST(floor(GREATEST({col}, 0) / 10) * 10, 90) AS bin, count(*) AS jobs "
-             f"FROM {_src(h, 'job_metrics')}{w} AND {col} IS NOT NULL GROUP BY ALL"
-             for col, label in EFFICIENCIES.items()]
-    return _df(h, " UNION ALL ".join(parts) + " ORDER BY 1, 2", p * len(parts))
+    cols = [f"{m}_b{b}" for m in EFFICIENCY_BINS for b in range(10)]
+    row = h.con.execute(f"SELECT {', '.join(f'sum({c})' for c in cols)} FROM {_src(h, 'job_day')}{w}", p).fetchone()
+    recs = [(EFFICIENCY_LABELS[c.split('_b')[0]], int(c.split('_b')[1]) * 10, int(n))
+            for c, n in zip(cols, row) if n]
+    return pd.DataFrame(recs, columns=["metric", "bin", "jobs"])
 
 
 def flag_counts(h: ReadHandle, scope: Scope, f: Filters) -> pd.DataFrame:
     """Jobs per flag code and severity. Columns: code, severity, jobs, sbu."""
     w, p = f.where(scope)
     fw, fp = _flag_filter(f)
-    return _df(h, f"SELECT code, severity, count(*) AS jobs, sum(sbu) AS sbu FROM {_src(h, 'job_flags')}{w}{fw} "
-                  f"GROUP BY ALL ORDER BY jobs DESC, code", p + fp)
+    return _df(h, f"SELECT code, severity, sum(jobs)::BIGINT AS jobs, sum(sbu) AS sbu FROM {_src(h, 'flag_day')}{w}{fw} "
+                  f"GROUP BY ALL ORDER BY jobs DESC, code, severity", p + fp)
 
 
 # --- users / projects -----------------------------------------------------------------------
@@ -169,16 +172,15 @@ def entity_table(h: ReadHandle, scope: Scope, f: Filters, by: str = "user") -> p
         raise ValueError(f"unknown grouping {by!r}")
     w, p = f.where(scope)
     sql = f"""
-    SELECT COALESCE({col}, '(none)') AS name, count(*) AS jobs,
+    SELECT COALESCE({col}, '(none)') AS name, sum(jobs)::BIGINT AS jobs,
            round(COALESCE(sum(sbu), 0), 2) AS sbu, round(COALESCE(sum(wasted_sbu), 0), 2) AS wasted_sbu,
            round(sum(gpu_hours), 2) AS gpu_hours, round(sum(core_hours), 2) AS core_hours,
-           round(sum(cpu_eff_pct * core_hours) FILTER (WHERE cpu_eff_pct IS NOT NULL)
-                 / NULLIF(sum(core_hours) FILTER (WHERE cpu_eff_pct IS NOT NULL), 0), 1) AS cpu_eff_pct,
-           round(sum(gpu_util_pct * gpu_hours) FILTER (WHERE gpu_util_pct IS NOT NULL)
-                 / NULLIF(sum(gpu_hours) FILTER (WHERE gpu_util_pct IS NOT NULL), 0), 1) AS gpu_util_pct,
-           round(avg(mem_eff_pct), 1) AS mem_eff_pct, round(avg(time_eff_pct), 1) AS time_eff_pct,
-           count(*) FILTER (WHERE n_flags > 0) AS flagged_jobs
-    FROM {_src(h, 'job_metrics')}{w}
+           round(sum(cpu_x_core_h) / NULLIF(sum(cpu_core_h), 0), 1) AS cpu_eff_pct,
+           round(sum(gpu_x_gpu_h) / NULLIF(sum(gpu_gpu_h), 0), 1) AS gpu_util_pct,
+           round(sum(mem_eff_sum) / NULLIF(sum(mem_eff_n), 0), 1) AS mem_eff_pct,
+           round(sum(time_eff_sum) / NULLIF(sum(time_eff_n), 0), 1) AS time_eff_pct,
+           sum(flagged_jobs)::BIGINT AS flagged_jobs
+    FROM {_src(h, 'job_day')}{w}
     GROUP BY ALL ORDER BY sbu DESC, name"""
     return _df(h, sql, p)
 
@@ -206,13 +208,13 @@ def flagged_jobs(h: ReadHandle, scope: Scope, f: Filters, limit: int = 500) -> t
 def filter_options(h: ReadHandle, scope: Scope) -> dict[str, list[str]]:
     """Users, accounts, partitions and flag codes that occur in the scope (for the dropdowns)."""
     sc, p = scope.sql()
-    src = _src(h, "job_metrics")
+    src = _src(h, "job_day")
     out = {}
     for key, col in (("user", '"user"'), ("account", "account"), ("partition", '"partition"')):
         out[key] = [r[0] for r in h.con.execute(
             f"SELECT DISTINCT {col} FROM {src} WHERE {sc} AND {col} IS NOT NULL ORDER BY 1", p).fetchall()]
     out["code"] = [r[0] for r in h.con.execute(
-        f"SELECT DISTINCT code FROM {_src(h, 'job_flags')} WHERE {sc} ORDER BY 1", p).fetchall()]
+        f"SELECT DISTINCT code FROM {_src(h, 'flag_day')} WHERE {sc} ORDER BY 1", p).fetchall()]
     return out
 
 

@@ -8,6 +8,7 @@ do differ, which shows the comparison can fail.
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 import threading
 import urllib.error
@@ -15,6 +16,7 @@ import urllib.request
 
 import pytest
 
+from conftest import require_service
 from analytics.snapshot import SnapshotReader, publish
 from dashboard import common
 from dashboard.app import create_app
@@ -213,7 +215,8 @@ def test_password_hashes_and_users_file(tmp_path):
 
 
 def test_basic_auth_over_a_real_server(tmp_path):
-    waitress = pytest.importorskip("waitress.server")
+    require_service(importlib.util.find_spec("waitress") is not None, "waitress not installed (pip install waitress)")
+    import waitress.server as waitress
     db = build_db(tmp_path / "jobs.duckdb")
     users = {"alice": hash_password("alice-pass"), "bob": hash_password("bob-pass")}
     reader = SnapshotReader(db)          # no snapshot published: the database itself, read-only

@@ -7,6 +7,7 @@ clicking a flagged job opens its time series. Needs chromium + chromedriver
 """
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import threading
 
@@ -23,7 +24,8 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory):
-    waitress = pytest.importorskip("waitress.server")
+    require_service(importlib.util.find_spec("waitress") is not None, "waitress not installed (pip install waitress)")
+    import waitress.server as waitress
     db = build_db(tmp_path_factory.mktemp("browser") / "jobs.duckdb")
     publish(db)
     reader = SnapshotReader(db)
@@ -40,7 +42,8 @@ def server_url(tmp_path_factory):
 def browser(tmp_path):
     require_service(bool(shutil.which("chromium") and shutil.which("chromedriver")),
                     "chromium/chromedriver not installed (run scripts/browser-setup.sh start as root)")
-    pytest.importorskip("selenium")
+    require_service(importlib.util.find_spec("selenium") is not None,
+                    "selenium not installed (pip install 'dash[testing]')")
     from dash.testing.browser import Browser
     with Browser("chrome", headless=True, download_path=str(tmp_path), percy_run=False, wait_timeout=20) as b:
         yield b
@@ -99,4 +102,14 @@ def test_clicking_a_flagged_job_opens_its_time_series(browser, server_url):
     # the HTML payload in the job name is shown as text (an <img> would have fired onerror)
     assert 'onerror="alert(1)"' in browser.find_element("#job-content table").text
     assert browser.find_elements("#job-content img") == []
+    assert browser.get_logs() == []
+
+
+def test_clicking_a_user_opens_the_user_page(browser, server_url):
+    visit(browser, server_url + "/users")
+    browser.wait_for_contains_text("#ut-status", "3 users")
+    cells = browser.find_elements("#ut-table td[data-dash-column='name']")
+    [c for c in cells if c.text.strip() == "alice"][0].click()
+    browser.wait_for_text_to_equal("#total-sbu", "8.0")
+    assert "/user?name=alice" in browser.driver.current_url
     assert browser.get_logs() == []

@@ -3,6 +3,7 @@ production server (waitress) answering over HTTP."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import io
 import json
 import os
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import require_service
 from analytics import dashboard_cli
 from analytics.cli import UserError
 from dashboard.auth import verify_password
@@ -78,7 +80,7 @@ def free_port() -> int:
 
 
 def test_production_server_serves_behind_a_url_prefix(db):
-    pytest.importorskip("waitress")
+    require_service(importlib.util.find_spec("waitress") is not None, "waitress not installed (pip install waitress)")
     port = free_port()
     code = ("import sys, argparse; from analytics import dashboard_cli as d; p = argparse.ArgumentParser(); "
             "d.configure(p); sys.exit(d.run(p.parse_args(sys.argv[1:])))")
