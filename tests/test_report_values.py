@@ -211,3 +211,17 @@ def test_bad_options_are_clear_errors(tmp_path):
                          (["--week", "last", "--for", "admin", "--dry-run"], "go with --email")):
         rc, _, err = run_cli(["report", "--db", str(db)] + argv)
         assert rc == 2 and needle in err, (argv, err)
+
+
+def test_files_are_named_predictably(tmp_path):
+    db = tmp_path / "f.duckdb"
+    build_db(db)[0].close()
+    rc, out, err = run_cli(["report", "--db", str(db), "--week", "2026-W47", "--for", "user:alice", "--for",
+                            "account:proj-a", "--for", "admin", "--for", "user:dave", "--format", "html,md,csv",
+                            "--out", str(tmp_path / "reports")])
+    assert rc == 0 and out == "", err
+    names = sorted(p.relative_to(tmp_path).as_posix() for p in (tmp_path / "reports").rglob("*.*"))
+    assert names == sorted(f"reports/2026-W47/{stem}.{ext}" for stem in
+                           ("user-alice", "account-proj-a", "admin-cluster", "user-dave") for ext in ("html", "md", "csv"))
+    # dave asked for by name: a report saying he ran nothing (but never an e-mail, see test_report_email)
+    assert "ran no jobs" in (tmp_path / "reports/2026-W47/user-dave.md").read_text(encoding="utf-8")
