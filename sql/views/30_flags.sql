@@ -55,7 +55,9 @@ WITH m AS (
     SELECT m.*, 'cpu_low_eff',
         CASE WHEN cpu_eff_pct < COALESCE(setting_value('flags.cpu_low_eff_alarm_pct'), 50) THEN 'alarm' ELSE 'warn' END,
         printf('CPU efficiency %.1f%%: %.1f of %d cores busy on average', cpu_eff_pct, cores_used, ncpus),
-        printf('--cpus-per-task=%d (or --ntasks), or make the code use the cores it asks for', GREATEST(1, CAST(ceil(cores_used) AS BIGINT)))
+        CASE WHEN ncpus > 1
+             THEN printf('--cpus-per-task=%d (or --ntasks), or make the code use the cores it asks for', GREATEST(1, CAST(ceil(cores_used) AS BIGINT)))
+             ELSE 'The one core waited most of the time: check for I/O waits, sleeps or lock contention' END
     FROM m WHERE long_enough AND COALESCE(ngpus, 0) = 0
         AND cpu_eff_pct < COALESCE(setting_value('flags.cpu_low_eff_pct'), 65)
     UNION ALL
