@@ -232,3 +232,13 @@ def test_out_of_range_values_are_rejected_not_raised(tmp_path):
     assert [r.line_no for r in res.rejects] == [2, 3, 4, 5]
     assert "out of range" in res.rejects[0].reason and "not a duration" in res.rejects[2].reason
     assert res.jobs["job_id"].to_list() == ["5_[1-3]"]
+
+
+def test_gpu_counts_from_tres(tmp_path):
+    text = ("JobID|AllocTRES|ReqTRES\n"
+            "1|billing=4,cpu=4,gres/gpu:a100=1,gres/gpu:v100=2,mem=1G|\n"     # two typed entries: 3 GPUs
+            "2|cpu=4,gres/gpu=2,mem=1G|\n"
+            "3||cpu=1,gres/gpu:h100=4\n")                                       # pending: from ReqTRES
+    res = parse_text(tmp_path, text, timezone="UTC")
+    assert res.jobs.select("job_id", "ngpus", "gpu_type", "billing").rows() == [
+        ("1", 3, "a100", 4.0), ("2", 2, None, None), ("3", 4, "h100", None)]

@@ -231,7 +231,12 @@ def _split_id(job_id_text: str) -> dict:
             "het_job_id": base if het else None, "het_offset": int(het) if het else None}
 
 
+TRES_PARSED = ("alloc_tres", "req_tres", "tres_usage_in_tot")  # the others are kept as text only
+
+
 def _tres_values(text: str, target: str, rec: dict) -> None:
+    if target not in TRES_PARSED:
+        return
     tres = units.parse_tres(text)
     if target == "alloc_tres" or target == "req_tres":
         gpus, gtype = units.tres_gpus(tres)
@@ -507,8 +512,9 @@ def _fast_frame(df: pl.DataFrame, cols: list[str], ctx: _Ctx) -> pl.DataFrame:
             raw_tres = c
             c = pl.concat_str([pl.lit(","), c])  # anchor: every item starts with ','
             # anything not a plain 'k=v,k=v' list goes to the per-line path for its reason
-            st.s1[g + "v"] = (raw_tres != "") & ~raw_tres.str.contains(r"^[^=,]+=[^=,]*(?:,[^=,]+=[^=,]*)*$")
-            st.bad.append(pl.col(g + "v"))
+            if target in TRES_PARSED:
+                st.s1[g + "v"] = (raw_tres != "") & ~raw_tres.str.contains(r"^[^=,]+=[^=,]*(?:,[^=,]+=[^=,]*)*$")
+                st.bad.append(pl.col(g + "v"))
             if target == "alloc_tres":
                 st.s1[g + "b"] = _tres_item(c, "billing")
                 st.s1[g + "mt"] = _tres_item(c, "mem")
@@ -518,13 +524,17 @@ def _fast_frame(df: pl.DataFrame, cols: list[str], ctx: _Ctx) -> pl.DataFrame:
                 st.bad.append(pl.col(g + "mt").is_not_null() & pl.col("mem_alloc_bytes").is_null())
             if target in ("alloc_tres", "req_tres"):
                 st.s1[g + "p"] = _tres_item(c, "gres/gpu")
-                has_typed = c.str.contains(",gres/gpu:", literal=True)
-                st.s1[g + "t"] = pl.when(has_typed).then(c.str.extract_all(r",gres/gpu:[^=,]+=[0-9]+"))
-                st.s1[g + "ty"] = pl.when(has_typed).then(c.str.extract(r",gres/gpu:([^=,]+)=", 1))
+                # one typed entry ('gres/gpu:a100=2') is cut out here; several go to the per-line path
+                st.s1[g + "tn"] = c.str.count_matches(",gres/gpu:", literal=True)
+                pos = c.str.find(",gres/gpu:", literal=True)
+                st.s1[g + "ts"] = pl.when(pos.is_not_null()).then(
+                    c.str.slice(pos + len(",gres/gpu:")).str.split_exact(",", 1).struct.field("field_0"))
+                st.s1b[g + "ty"] = pl.col(g + "ts").str.split_exact("=", 1)
                 plain = pl.col(g + "p").cast(pl.Int64, strict=False)
-                typed = pl.col(g + "t").list.eval(pl.element().str.extract(r"=(\d+)$", 1).cast(pl.Int64, strict=False)).list.sum()
+                typed = pl.col(g + "ty").struct.field("field_1").cast(pl.Int64, strict=False)
                 st.s2["_gpus_" + target] = pl.coalesce(plain, pl.when(typed > 0).then(typed))
-                st.s2["_gtype_" + target] = pl.col(g + "ty")
+                st.s2["_gtype_" + target] = pl.col(g + "ty").struct.field("field_0")
+                st.bad.append((pl.col(g + "tn") > 1) | (pl.col(g + "ts").is_not_null() & typed.is_null()))
                 st.bad.append(pl.col(g + "p").is_not_null() & pl.col(g + "p").cast(pl.Int64, strict=False).is_null())
             if target == "tres_usage_in_tot":
                 for key, out in (("mem", "mem_usage_tot_bytes"), ("gres/gpumem", "gpu_mem_tres_bytes")):
