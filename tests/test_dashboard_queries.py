@@ -215,3 +215,19 @@ def test_long_series_are_bucketed(tmp_path, monkeypatch):
     s = queries.job_samples(ReadHandle.of(con), ALICE, "c1", "9")
     assert 1 < len(s) <= 11 and set(s["util_pct"]) == {50.0}
     con.close()
+
+
+def test_admin_grid_from_the_per_day_tops_is_exact(db_path, monkeypatch):
+    """With 1 row kept per day, the admin's unfiltered grid must still equal the full sort."""
+    import analytics.snapshot as snap
+    monkeypatch.setattr(snap, "MATERIALISE_STEPS", [s.replace(f"<= {snap.TOP_FLAGS_PER_DAY}", "<= 1")
+                                                    for s in snap.MATERIALISE_STEPS])
+    monkeypatch.setattr(queries, "TOP_FLAGS_PER_DAY", 1)
+    publish(db_path)
+    reader = SnapshotReader(db_path)
+    with reader.cursor() as h:
+        assert h.con.execute("SELECT count(*) FROM dash_flag_top").fetchone()[0] == 1   # all jobs start on one day
+        df, total = queries.flagged_jobs(h, ADMIN, Filters(), limit=1)
+        assert total == 7 and (df.iloc[0]["job_id"], df.iloc[0]["code"]) == ("4", "gpu_fits_smaller")
+    reader.close()
+    publish(db_path)                                  # leave the normal snapshot for the other tests
