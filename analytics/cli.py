@@ -17,6 +17,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "flags": ("analytics.flags_cli", "flagged jobs: idle GPUs, oversized memory/cores/time, failed burn"),
     "usage": ("analytics.usage_cli", "SBU burned and wasted by user, account, partition or period"),
     "report": ("analytics.report_cli", "weekly reports per user, project and cluster: HTML, Markdown, CSV, e-mail"),
+    "dashboard": ("analytics.dashboard_cli", "web dashboard: burn, waste and flagged jobs per user and project, job time series"),
     "demo": ("analytics.demo_cli", "generate a realistic cluster's data, ingest it, write reports and serve the dashboard"),
 }
 
