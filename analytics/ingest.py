@@ -249,21 +249,28 @@ def _merge_records(con, frame: pl.DataFrame, table: str, keys: list[str], time_c
 def _refresh_job_usage(con, touched: list[str]) -> None:
     """Job-level numbers derived from steps, for the jobs this file touched.
     mem_peak_bytes: the largest step's TRESUsageInTot mem, else max over steps of MaxRSS x NTasks.
-    cpu_time_s: kept when the job record has TotalCPU, else the sum over its steps."""
+    cpu_time_s: kept when the job record has TotalCPU, else the sum over its steps.
+    gpu_util_tres / gpu_mem_tres_bytes (Slurm's gres/gpuutil, gres/gpumem): kept when the job record
+    has them, else the max over its steps' TRESUsageInTot (as the sacct JSON parser does), so a GPU
+    job without sidecar samples still has Slurm's figure."""
     if not touched:
         return
     con.execute(f"""
         UPDATE job SET
             mem_peak_bytes = coalesce(s.peak, job.mem_peak_bytes),
-            cpu_time_s = coalesce(job.cpu_time_s, s.cpu)
+            cpu_time_s = coalesce(job.cpu_time_s, s.cpu),
+            gpu_util_tres = coalesce(job.gpu_util_tres, s.gutil),
+            gpu_mem_tres_bytes = coalesce(job.gpu_mem_tres_bytes, s.gmem)
         FROM (SELECT cluster, job_id_raw,
                      coalesce(max(mem_usage_tot_bytes), max(max_rss_bytes * coalesce(ntasks, 1))) AS peak,
-                     sum(cpu_time_s) AS cpu
+                     sum(cpu_time_s) AS cpu, max(gpu_util_tres) AS gutil, max(gpu_mem_tres_bytes) AS gmem
               FROM step WHERE (cluster, job_id_raw) IN (SELECT DISTINCT cluster, job_id_raw FROM ({' UNION ALL '.join(touched)}))
               GROUP BY cluster, job_id_raw) s
         WHERE job.cluster = s.cluster AND job.job_id_raw = s.job_id_raw
           AND ((s.peak IS NOT NULL AND job.mem_peak_bytes IS DISTINCT FROM s.peak)
-               OR (job.cpu_time_s IS NULL AND s.cpu IS NOT NULL))""")
+               OR (job.cpu_time_s IS NULL AND s.cpu IS NOT NULL)
+               OR (job.gpu_util_tres IS NULL AND s.gutil IS NOT NULL)
+               OR (job.gpu_mem_tres_bytes IS NULL AND s.gmem IS NOT NULL))""")
 
 
 def _select_casts(con, frame: pl.DataFrame, table: str, ingest_id: int) -> tuple[list[str], str]:

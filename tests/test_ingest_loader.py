@@ -193,3 +193,25 @@ def test_a_parser_bug_fails_that_file_only(con, monkeypatch, tmp_path):
     assert [r.status for r in reps] == ["failed", "ingested"]
     assert "accounted" in reps[0].error
     assert one(con, "SELECT state FROM jobs WHERE job_id_raw = '3001'") == ("RUNNING",)
+
+
+def test_job_gpu_tres_filled_from_steps(con, tmp_path):
+    # 700: no GPU figures on the job line -> max over its steps (80 %, 3 GiB), though the larger
+    # util and the larger memory come from different steps; 701: the job line has its own 10 %,
+    # which is kept; 702: no step reports GPU figures -> stays NULL
+    p = tmp_path / "gpu.txt"
+    p.write_text(
+        "JobID|JobIDRaw|State|Start|End|AllocTRES|TRESUsageInTot\n"
+        "700|700|COMPLETED|2026-11-01T10:00:00|2026-11-01T11:00:00|billing=2,cpu=2,gres/gpu=2,mem=8G,node=1|\n"
+        "700.batch|700.batch|COMPLETED|2026-11-01T10:00:00|2026-11-01T11:00:00||cpu=00:01:00,gres/gpumem=3G,gres/gpuutil=35,mem=2G\n"
+        "700.0|700.0|COMPLETED|2026-11-01T10:00:05|2026-11-01T10:59:00||cpu=00:50:00,gres/gpumem=1024M,gres/gpuutil=80,mem=1G\n"
+        "701|701|COMPLETED|2026-11-01T10:00:00|2026-11-01T11:00:00|billing=1,cpu=1,gres/gpu=1,mem=4G,node=1|gres/gpuutil=10\n"
+        "701.0|701.0|COMPLETED|2026-11-01T10:00:05|2026-11-01T10:59:00||gres/gpumem=2G,gres/gpuutil=90,mem=1G\n"
+        "702|702|COMPLETED|2026-11-01T10:00:00|2026-11-01T11:00:00|billing=1,cpu=1,mem=4G,node=1|\n"
+        "702.0|702.0|COMPLETED|2026-11-01T10:00:05|2026-11-01T10:59:00||cpu=00:10:00,mem=1G\n",
+        encoding="utf-8")
+    (rep,) = run(con, p, opts=ParseOptions(timezone="UTC"))
+    assert (rep.stored, rep.rejected) == (7, 0)
+    got = {r[0]: r[1:] for r in con.execute(
+        "SELECT job_id_raw, gpu_util_tres, gpu_mem_tres_bytes FROM job ORDER BY job_id_raw").fetchall()}
+    assert got == {"700": (80.0, 3 * GiB), "701": (10.0, 2 * GiB), "702": (None, None)}
