@@ -33,6 +33,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trusted-proxy", action="append", default=[], metavar="ADDR",
                    help="address or network of the reverse proxy whose user header is trusted (repeatable); "
                         "required for --auth header on a non-loopback --host")
+    p.add_argument("--proxy-secret-file", metavar="FILE",
+                   help="for --auth header: the proxy must also send this file's content in X-Jobsight-Proxy-Secret "
+                        "(use it when other users can run processes on the dashboard's host)")
     p.add_argument("--users-file", help="for --auth basic: lines 'name:hash' (make them with --hash-password NAME)")
     p.add_argument("--url-prefix", default="/", help="path the app is served under behind a proxy, e.g. /jobsight/")
     p.add_argument("--threads", type=int, default=8, help="waitress worker threads (default 8)")
@@ -74,7 +77,14 @@ def build(args: argparse.Namespace):
         users = load_users_file(args.users_file) if args.users_file else None
         if args.users_file and args.auth != "basic":
             raise AuthError("--users-file is only used with --auth basic")
-        auth = Auth(args.auth, roles, host=args.host, trusted_proxies=args.trusted_proxy, users=users)
+        secret = None
+        if args.proxy_secret_file:
+            try:
+                secret = Path(args.proxy_secret_file).read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise AuthError(f"{args.proxy_secret_file}: cannot read the proxy secret: {exc.strerror}") from None
+        auth = Auth(args.auth, roles, host=args.host, trusted_proxies=args.trusted_proxy, users=users,
+                    proxy_secret=secret)
     except (ConfigError, AuthError) as exc:
         raise UserError(str(exc)) from None
     if Path(args.db).is_file() and not snapshot_path(args.db).exists():

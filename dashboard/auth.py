@@ -4,7 +4,8 @@
 Modes
 - none:   only on a loopback address; everyone is admin (a demo on your own machine).
 - header: the user name comes from REMOTE_USER (set by the WSGI server) or the X-Forwarded-User
-          header, trusted only on requests from a --trusted-proxy address; anything else is refused.
+          header, trusted only on requests from a --trusted-proxy address (and, with
+          --proxy-secret-file, carrying X-Jobsight-Proxy-Secret); anything else is refused.
 - basic:  HTTP Basic against a users file of ``name:hash`` lines (hash from `--hash-password`).
 
 Roles (jobsight.toml):
@@ -192,7 +193,8 @@ class Auth:
     """Decides, from a WSGI environ, who the request is from (or refuses it)."""
 
     def __init__(self, mode: str, roles: Roles, host: str = "127.0.0.1",
-                 trusted_proxies: list[str] | None = None, users: dict[str, str] | None = None):
+                 trusted_proxies: list[str] | None = None, users: dict[str, str] | None = None,
+                 proxy_secret: str | None = None):
         if mode not in MODES:
             raise AuthError(f"--auth must be one of {', '.join(MODES)}, got {mode!r}")
         self.mode, self.roles = mode, roles
@@ -205,6 +207,11 @@ class Auth:
                     raise AuthError(f"--auth header on {host} needs --trusted-proxy (the reverse proxy's address); "
                                     "without it anyone could send X-Forwarded-User")
                 self.trusted = [self._net("127.0.0.1"), self._net("::1")]
+        if proxy_secret is not None and mode != "header":
+            raise AuthError("--proxy-secret-file is only used with --auth header")
+        if proxy_secret is not None and len(proxy_secret) < 16:
+            raise AuthError("the proxy secret must be at least 16 characters")
+        self.proxy_secret = proxy_secret
         if mode == "basic" and not users:
             raise AuthError("--auth basic needs --users-file")
         self.users = users or {}
@@ -253,6 +260,10 @@ class Auth:
             return "local"
         if self.mode == "header":
             if not self._from_trusted(environ.get("REMOTE_ADDR")):
+                return Denied(403, "Forbidden: requests must come through the trusted proxy")
+            # on a host where others can run processes, 127.0.0.1 alone does not prove the proxy
+            if self.proxy_secret is not None and not hmac.compare_digest(
+                    environ.get("HTTP_X_JOBSIGHT_PROXY_SECRET", "").encode(), self.proxy_secret.encode()):
                 return Denied(403, "Forbidden: requests must come through the trusted proxy")
             user = environ.get("REMOTE_USER") or environ.get("HTTP_X_FORWARDED_USER") or ""
             user = user.strip()

@@ -252,3 +252,13 @@ def test_basic_auth_over_a_real_server(tmp_path):
     finally:
         server.close()
         reader.close()
+
+
+def test_proxy_secret_is_required_when_configured():
+    auth = Auth("header", Roles.from_config(ROLES), proxy_secret="s3cret-s3cret-s3cret")
+    env = {"REMOTE_ADDR": "127.0.0.1", "HTTP_X_FORWARDED_USER": "root"}
+    assert auth.identify(env).status == 403                       # a local process without the secret
+    assert auth.identify({**env, "HTTP_X_JOBSIGHT_PROXY_SECRET": "wrong"}).status == 403
+    assert auth.identify({**env, "HTTP_X_JOBSIGHT_PROXY_SECRET": "s3cret-s3cret-s3cret"}) == "root"
+    with pytest.raises(AuthError, match="only used with --auth header"):
+        Auth("none", Roles(), proxy_secret="s3cret-s3cret-s3cret")
