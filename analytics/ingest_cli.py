@@ -17,6 +17,8 @@ FORMATS = ("sacct", "sacct-json", "seff", "sidecar", "nvidia-smi")
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="*", metavar="PATH", help="files or folders to ingest (format detected)")
     parser.add_argument("--db", required=True, help="DuckDB file (created and migrated as needed)")
+    parser.add_argument("--config", help="jobsight.toml (default: $JOBSIGHT_CONFIG, then ./jobsight.toml): "
+                                          "settings written to the database with the metric views after a run that changed it")
     parser.add_argument("--format", choices=FORMATS, help="skip detection: read every file as this format")
     parser.add_argument("--timezone", metavar="ZONE",
                         help="IANA zone of timestamps printed without an offset (sacct text, nvidia-smi); "
@@ -78,6 +80,7 @@ def run(args) -> int:
     if not args.paths and not args.from_sacct:
         raise UserError("nothing to ingest: give files or folders, or --from-sacct")
     opts = _options(args)
+    cfg = _config(args)   # a bad config is an error before anything is ingested
     con = db.connect(args.db)
     quiet = args.quiet or args.json
     progress = None if args.quiet else (lambda msg: print(f"jobsight ingest: {msg}", file=sys.stderr, flush=True))
@@ -99,17 +102,47 @@ def run(args) -> int:
     finally:
         con.close()
     failed = [r for r in reports if r.status in ("unreadable", "unrecognised", "failed")]
+    changed = any(r.stored or r.updated for r in reports)
+    snap = _refresh_and_publish(args.db, cfg, progress) if changed else {"published": None, "error": None}
     if args.json:
         totals = {k: sum(getattr(r, k) for r in reports)
                   for k in ("rows_in", "stored", "updated", "unchanged", "rejected", "dropped")}
         json.dump({"db": str(args.db), "files": [r.as_dict() for r in reports], "totals": totals,
-                   "failed": len(failed)}, sys.stdout, indent=2, default=str)
+                   "failed": len(failed), "snapshot": snap}, sys.stdout, indent=2, default=str)
         print()
     elif len(reports) > 1:
         t = {k: sum(getattr(r, k) for r in reports) for k in ("stored", "updated", "rejected")}
         print(f"total: {len(reports)} files, {t['stored']} stored, {t['updated']} updated, {t['rejected']} rejected"
               + (f", {len(failed)} could not be read" if failed else ""))
     return 1 if failed else 0
+
+
+def _config(args):
+    from analytics.config import ConfigError, load_config
+    try:
+        return load_config(args.config)
+    except ConfigError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _refresh_and_publish(db_path, cfg, progress) -> dict:
+    """After a run that stored or updated rows: metric views and settings brought up to date (as
+    every read-write open by the metric commands does), then the dashboard's read-only snapshot
+    published. The ingested data is committed by then: a failure here is reported on stderr (and in
+    --json) but does not change the exit code, which is about inputs."""
+    from analytics import session, snapshot
+    out = {"published": None, "error": None}
+    try:
+        con, _ = session.open_db(db_path, cfg)
+        con.close()   # closing checkpoints the file, which publish() copies
+        out["published"] = str(snapshot.publish(db_path))
+        if progress:
+            progress(f"metric views refreshed; dashboard snapshot published: {out['published']}")
+    except Exception as exc:   # noqa: BLE001 - the ingest itself succeeded; say why the rest did not
+        out["error"] = str(exc)
+        print(f"jobsight ingest: warning: data ingested, but views/snapshot not refreshed: {exc}",
+              file=sys.stderr, flush=True)
+    return out
 
 
 def _from_sacct(con, args, opts, progress, show):

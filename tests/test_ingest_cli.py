@@ -83,3 +83,37 @@ def test_from_sacct_without_sacct(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     rc = cli.main(["ingest", "--db", str(tmp_path / "a.duckdb"), "--from-sacct"])
     assert rc == 2 and "sacct` command was not found" in capsys.readouterr().err
+
+
+def test_changed_database_gets_views_settings_and_snapshot(tmp_path, capsys, monkeypatch):
+    import duckdb
+    from analytics import session
+    monkeypatch.chdir(tmp_path)   # no ./jobsight.toml from elsewhere
+    monkeypatch.delenv("JOBSIGHT_CONFIG", raising=False)
+    conf = tmp_path / "site.toml"
+    conf.write_text('[charging]\nfactor = 2.5\n')
+    dbp = tmp_path / "a.duckdb"
+    rc = cli.main(["ingest", "--db", str(dbp), "--config", str(conf), "--json", "--timezone", "UTC",
+                   str(FIX / "mixed-jobs.txt")])
+    doc = json.loads(capsys.readouterr().out)
+    snap = Path(str(dbp) + ".snapshot")
+    assert rc == 0 and doc["snapshot"] == {"published": str(snap), "error": None}
+    con = duckdb.connect(str(dbp), read_only=True)
+    assert con.execute("SELECT value FROM setting WHERE name = 'charging.factor'").fetchone() == (2.5,)
+    assert con.execute("SELECT text FROM setting WHERE name = 'views.checksum'").fetchone() == (session.views_checksum(),)
+    con.close()
+    s = duckdb.connect(str(snap), read_only=True)
+    assert s.execute("SELECT count(*) FROM jobs").fetchone() == (8,)   # the 8 jobs of mixed-jobs.txt
+    s.close()
+    # nothing stored or updated: no new snapshot
+    snap.unlink()
+    rc = cli.main(["ingest", "--db", str(dbp), "--json", "--timezone", "UTC", str(FIX / "mixed-jobs.txt")])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0 and doc["snapshot"]["published"] is None and not snap.exists()
+
+
+def test_bad_config_is_an_error_before_ingesting(tmp_path, capsys):
+    dbp = tmp_path / "a.duckdb"
+    rc = cli.main(["ingest", "--db", str(dbp), "--config", str(tmp_path / "nope.toml"), str(FIX / "mixed-jobs.txt")])
+    assert rc != 0 and "config file not found" in capsys.readouterr().err
+    assert not dbp.exists()
