@@ -39,6 +39,7 @@ FINAL_STATES = ("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NO
 ACCOUNTING_SOURCES = ("slurm-sacct", "slurm-sacct-json")
 HEAD_BYTES = 65536
 BIG_FILE = 64 << 20     # progress lines for files this big even when ingesting just one
+STREAM_BYTES = 128 << 20  # files bigger than this whose parser has iter_parse are loaded in pieces this big
 
 
 @dataclass
@@ -288,36 +289,69 @@ def _select_casts(con, frame: pl.DataFrame, table: str, ingest_id: int) -> tuple
     return [c for c, _ in cols], ", ".join(sel)
 
 
-def _load_samples(con, frame: pl.DataFrame, ingest_id: int) -> tuple[int, int]:
-    """Insert samples not already stored; returns (stored, duplicates). This is the 50M-row path:
-    the frame is streamed into the table once, with set-based checks instead of per-row work."""
-    if frame is None or frame.height == 0:
-        return 0, 0
-    keys = ["cluster", "job_id_raw", "host", "device", "time"]
-    total = frame.height
-    owners = frame.select("cluster", "job_id_raw", "host").unique()
-    # A sidecar file is one (cluster, job, host) with times rising per device: then it cannot hold
-    # duplicates and the costly in-file check is skipped.
-    rising = owners.height == 1 and frame.select(
-        (pl.col("time").diff().over("device") > pl.duration(microseconds=0)).fill_null(True).all()).item()
-    if not rising:
-        frame = frame.unique(subset=keys, keep="first", maintain_order=True)
-    cols, sel = _select_casts(con, frame, "sample", ingest_id)
-    collist = ", ".join(_q(c) for c in cols)
-    con.register("_owners", _ArrowStream(owners))
-    overlap = con.execute("""SELECT count(*) FROM (SELECT 1 FROM sample s JOIN _owners o
-                             ON s.cluster = o.cluster AND s.job_id_raw = o.job_id_raw AND s.host = o.host LIMIT 1)""").fetchall()[0][0]
-    con.unregister("_owners")
-    con.register("_incoming", _ArrowStream(frame))
-    if overlap:
-        stored = con.execute(f"""INSERT INTO sample ({collist}) SELECT * FROM (SELECT {sel} FROM _incoming) i
-                                 WHERE NOT EXISTS (SELECT 1 FROM sample s WHERE s.cluster = i.cluster
-                                 AND s.job_id_raw = i.job_id_raw AND s.host = i.host AND s.device = i.device
-                                 AND s.time = i.time)""").fetchall()[0][0]
-    else:
-        stored = con.execute(f"INSERT INTO sample ({collist}) SELECT {sel} FROM _incoming").fetchall()[0][0]
-    con.unregister("_incoming")
-    return stored, total - stored
+class _SampleLoader:
+    """Inserts one file's samples, a piece at a time (the 50M-row path), dropping rows whose
+    (cluster, job_id_raw, host, device, time) is already stored, by an earlier ingest or by an
+    earlier piece of this file, or repeated within the piece. The costly checks are skipped when
+    they cannot find anything: a sidecar file is one (cluster, job, host) whose times rise per
+    device, so it has no duplicates of its own, and a job/host seen by no earlier ingest has none
+    in the table."""
+
+    DEVICE = ["cluster", "job_id_raw", "host", "device"]
+    OWNER = ["cluster", "job_id_raw", "host"]
+
+    def __init__(self, con, ingest_id: int):
+        self.con, self.ingest_id = con, ingest_id
+        self.prior: dict[tuple, bool] = {}             # owner -> has samples from earlier ingests
+        self.last: Optional[pl.DataFrame] = None       # per device: latest time this file loaded so far
+
+    def _prior_owners(self, owners: pl.DataFrame) -> bool:
+        rows = [tuple(r) for r in owners.iter_rows()]
+        new = [r for r in rows if r not in self.prior]
+        if new:
+            # only owners this file has not loaded yet: the table then holds earlier ingests' rows only
+            self.con.register("_owners", _ArrowStream(pl.DataFrame(new, schema=owners.schema, orient="row")))
+            hit = {tuple(r) for r in self.con.execute(
+                "SELECT DISTINCT o.cluster, o.job_id_raw, o.host FROM _owners o JOIN sample s "
+                "ON s.cluster = o.cluster AND s.job_id_raw = o.job_id_raw AND s.host = o.host").fetchall()}
+            self.con.unregister("_owners")
+            for r in new:
+                self.prior[r] = r in hit
+        return any(self.prior[r] for r in rows)
+
+    def add(self, frame: Optional[pl.DataFrame]) -> tuple[int, int]:
+        """Insert a piece; returns (stored, duplicates)."""
+        if frame is None or frame.height == 0:
+            return 0, 0
+        keys = self.DEVICE + ["time"]
+        total = frame.height
+        owners = frame.select(self.OWNER).unique()
+        by = "device" if owners.height == 1 else self.DEVICE
+        rising = frame.select((pl.col("time").diff().over(by) > pl.duration(microseconds=0)).fill_null(True).all()).item()
+        if not rising:
+            frame = frame.unique(subset=keys, keep="first", maintain_order=True)
+        span = frame.group_by(self.DEVICE).agg(pl.col("time").min().alias("_t0"), pl.col("time").max().alias("_t1"))
+        after_earlier = True   # every time in this piece is later than this file's earlier pieces'
+        if self.last is not None:
+            j = span.join(self.last, on=self.DEVICE, how="inner", nulls_equal=True)
+            after_earlier = j.height == 0 or bool((j["_t0"] > j["_last"]).all())
+            self.last = (pl.concat([self.last, span.select(self.DEVICE + [pl.col("_t1").alias("_last")])])
+                         .group_by(self.DEVICE).agg(pl.col("_last").max()))
+        else:
+            self.last = span.select(self.DEVICE + [pl.col("_t1").alias("_last")])
+        check = self._prior_owners(owners) or not after_earlier
+        cols, sel = _select_casts(self.con, frame, "sample", self.ingest_id)
+        collist = ", ".join(_q(c) for c in cols)
+        self.con.register("_incoming", _ArrowStream(frame))
+        if check:
+            stored = self.con.execute(f"""INSERT INTO sample ({collist}) SELECT * FROM (SELECT {sel} FROM _incoming) i
+                                     WHERE NOT EXISTS (SELECT 1 FROM sample s WHERE s.cluster = i.cluster
+                                     AND s.job_id_raw = i.job_id_raw AND s.host = i.host AND s.device = i.device
+                                     AND s.time = i.time)""").fetchall()[0][0]
+        else:
+            stored = self.con.execute(f"INSERT INTO sample ({collist}) SELECT {sel} FROM _incoming").fetchall()[0][0]
+        self.con.unregister("_incoming")
+        return stored, total - stored
 
 
 def _load_sidecar_runs(con, frame: Optional[pl.DataFrame], ingest_id: int, source_file: str) -> None:
@@ -341,59 +375,35 @@ class AccountingError(RuntimeError):
 def load_result(con: duckdb.DuckDBPyConnection, result: ParseResult, source_file: str,
                 checksum: Optional[str], options: dict) -> FileReport:
     """Load one parsed file in one transaction and record it in ingest_log."""
+    return load_pieces(con, [result], result.format, source_file, checksum, options)
+
+
+def load_pieces(con: duckdb.DuckDBPyConnection, pieces: Iterable[ParseResult], fmt: str, source_file: str,
+                checksum: Optional[str], options: dict) -> FileReport:
+    """Load one file, given as one or more parsed pieces (a big sidecar CSV is parsed and loaded a
+    piece at a time, so memory stays bounded), in ONE transaction, and record it in ingest_log.
+    The counts are summed over the pieces and checked once, for the whole file."""
     t0 = time.monotonic()
-    rep = FileReport(path=source_file, format=result.format, rows_in=result.rows_in,
-                     rejected=len(result.rejects), dropped=result.dropped, notes=list(result.notes))
+    rep = FileReport(path=source_file, format=fmt)
     con.execute("BEGIN TRANSACTION")
     try:
         ingest_id = con.execute("SELECT nextval('ingest_id_seq')").fetchall()[0][0]
         rep.ingest_id = ingest_id
         con.execute("INSERT INTO ingest_log (ingest_id, source_file, checksum, format, rows_in, started_at, options) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [ingest_id, source_file, checksum, result.format, result.rows_in,
+                    [ingest_id, source_file, checksum, fmt, 0,
                      datetime.now(timezone.utc).replace(tzinfo=None), json.dumps(options, sort_keys=True)])
-        touched = []
-        for frame, table, keys, tcols in (
-                (result.jobs, "job", ["cluster", "job_id_raw"], ["end_time", "start_time", "submit_time", "eligible_time"]),
-                (result.steps, "step", ["cluster", "job_id_raw", "step_id"], ["end_time", "start_time"])):
-            s, u, n = _merge_records(con, frame, table, keys, tcols, ingest_id)
-            rep.stored += s
-            rep.updated += u
-            rep.unchanged += n
-            if frame is not None and frame.height:
-                name = f"_touched_{table}"
-                con.register(name, _ArrowStream(frame.select("cluster", "job_id_raw").unique()))
-                touched.append(f"SELECT cluster, job_id_raw FROM {name}")
-        _refresh_job_usage(con, touched)
-        for t in ("job", "step"):
-            try:
-                con.unregister(f"_touched_{t}")
-            except Exception:
-                pass
-        s, dup = _load_samples(con, result.samples, ingest_id)
-        rep.stored += s
-        rep.unchanged += dup
-        _load_sidecar_runs(con, result.sidecar_runs, ingest_id, source_file)
-        if result.rejects:
-            rj = pl.DataFrame({"ingest_id": [ingest_id] * len(result.rejects),
-                               "source_file": [source_file] * len(result.rejects),
-                               "line_no": [r.line_no for r in result.rejects],
-                               "reason": [r.reason for r in result.rejects],
-                               "raw": [r.raw for r in result.rejects]},
-                              schema={"ingest_id": pl.Int64, "source_file": pl.String, "line_no": pl.Int64,
-                                      "reason": pl.String, "raw": pl.String})
-            con.register("_rj", _ArrowStream(rj))
-            con.execute("INSERT INTO reject (ingest_id, source_file, line_no, reason, raw) "
-                        "SELECT ingest_id, source_file, line_no, reason, raw FROM _rj")
-            con.unregister("_rj")
+        samples = _SampleLoader(con, ingest_id)
+        for result in pieces:
+            _load_piece(con, result, rep, samples, ingest_id, source_file)
         accounted = rep.stored + rep.updated + rep.unchanged + rep.rejected + rep.dropped
         if accounted != rep.rows_in:
             raise AccountingError(
                 f"{source_file}: {rep.rows_in} rows read but {accounted} accounted for (stored {rep.stored}, "
                 f"updated {rep.updated}, unchanged {rep.unchanged}, rejected {rep.rejected}, dropped {rep.dropped})")
-        con.execute("UPDATE ingest_log SET stored = ?, updated = ?, unchanged = ?, rejected = ?, dropped = ?, "
-                    "finished_at = ? WHERE ingest_id = ?",
-                    [rep.stored, rep.updated, rep.unchanged, rep.rejected, rep.dropped,
+        con.execute("UPDATE ingest_log SET rows_in = ?, stored = ?, updated = ?, unchanged = ?, rejected = ?, "
+                    "dropped = ?, finished_at = ? WHERE ingest_id = ?",
+                    [rep.rows_in, rep.stored, rep.updated, rep.unchanged, rep.rejected, rep.dropped,
                      datetime.now(timezone.utc).replace(tzinfo=None), ingest_id])
         con.execute("COMMIT")
     except BaseException:
@@ -401,6 +411,48 @@ def load_result(con: duckdb.DuckDBPyConnection, result: ParseResult, source_file
         raise
     rep.seconds = time.monotonic() - t0
     return rep
+
+
+def _load_piece(con, result: ParseResult, rep: FileReport, samples: _SampleLoader, ingest_id: int,
+                source_file: str) -> None:
+    rep.rows_in += result.rows_in
+    rep.rejected += len(result.rejects)
+    rep.dropped += result.dropped
+    rep.notes += result.notes
+    touched = []
+    for frame, table, keys, tcols in (
+            (result.jobs, "job", ["cluster", "job_id_raw"], ["end_time", "start_time", "submit_time", "eligible_time"]),
+            (result.steps, "step", ["cluster", "job_id_raw", "step_id"], ["end_time", "start_time"])):
+        s, u, n = _merge_records(con, frame, table, keys, tcols, ingest_id)
+        rep.stored += s
+        rep.updated += u
+        rep.unchanged += n
+        if frame is not None and frame.height:
+            name = f"_touched_{table}"
+            con.register(name, _ArrowStream(frame.select("cluster", "job_id_raw").unique()))
+            touched.append(f"SELECT cluster, job_id_raw FROM {name}")
+    _refresh_job_usage(con, touched)
+    for t in ("job", "step"):
+        try:
+            con.unregister(f"_touched_{t}")
+        except Exception:
+            pass
+    s, dup = samples.add(result.samples)
+    rep.stored += s
+    rep.unchanged += dup
+    _load_sidecar_runs(con, result.sidecar_runs, ingest_id, source_file)
+    if result.rejects:
+        rj = pl.DataFrame({"ingest_id": [ingest_id] * len(result.rejects),
+                           "source_file": [source_file] * len(result.rejects),
+                           "line_no": [r.line_no for r in result.rejects],
+                           "reason": [r.reason for r in result.rejects],
+                           "raw": [r.raw for r in result.rejects]},
+                          schema={"ingest_id": pl.Int64, "source_file": pl.String, "line_no": pl.Int64,
+                                  "reason": pl.String, "raw": pl.String})
+        con.register("_rj", _ArrowStream(rj))
+        con.execute("INSERT INTO reject (ingest_id, source_file, line_no, reason, raw) "
+                    "SELECT ingest_id, source_file, line_no, reason, raw FROM _rj")
+        con.unregister("_rj")
 
 
 def already_ingested(con, checksum: str, options: Optional[dict] = None) -> Optional[int]:
@@ -445,6 +497,8 @@ def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleTy
         rep.ingest_id = prior
         rep.notes.append(f"same content (sha256) and options as ingest {prior}: nothing changed")
         return rep
+    if hasattr(mod, "iter_parse") and path.stat().st_size > STREAM_BYTES:
+        return _ingest_streamed(con, path, opts, mod, checksum, options, rep, t0)
     try:
         result = mod.parse(path, opts)
     except OSError as exc:
@@ -457,6 +511,44 @@ def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleTy
         progress(f"{path}: read {result.rows_in:,} rows in {time.monotonic() - t0:.1f} s; loading")
     try:
         out = load_result(con, result, str(Path(path).resolve()), checksum, options)
+    except (AccountingError, duckdb.Error) as exc:   # rolled back: nothing of this file is stored
+        rep.status, rep.error = "failed", f"not loaded ({type(exc).__name__}): {exc}"
+        return rep
+    out.path = str(path)
+    out.seconds = time.monotonic() - t0
+    return out
+
+
+class _ParserFailed(Exception):
+    """The parser raised while a file was being loaded piece by piece."""
+
+
+def _pieces(mod: ModuleType, path: Path, opts: ParseOptions):
+    it = mod.iter_parse(path, opts, STREAM_BYTES)
+    while True:
+        try:
+            piece = next(it)
+        except StopIteration:
+            return
+        except OSError:
+            raise
+        except Exception as exc:
+            raise _ParserFailed(f"{mod.FORMAT} parser failed: {exc!r}") from exc
+        yield piece
+
+
+def _ingest_streamed(con, path: Path, opts: ParseOptions, mod: ModuleType, checksum: str, options: dict,
+                     rep: FileReport, t0: float) -> FileReport:
+    """A big file whose parser reads it in pieces: each piece is loaded as soon as it is parsed,
+    all in the file's one transaction (peak memory ~ one piece, not the whole file)."""
+    try:
+        out = load_pieces(con, _pieces(mod, path, opts), mod.FORMAT, str(Path(path).resolve()), checksum, options)
+    except OSError as exc:
+        rep.status, rep.error = "unreadable", f"cannot read: {exc.strerror or exc}"
+        return rep
+    except _ParserFailed as exc:
+        rep.status, rep.error = "failed", str(exc)
+        return rep
     except (AccountingError, duckdb.Error) as exc:   # rolled back: nothing of this file is stored
         rep.status, rep.error = "failed", f"not loaded ({type(exc).__name__}): {exc}"
         return rep

@@ -215,3 +215,63 @@ def test_job_gpu_tres_filled_from_steps(con, tmp_path):
     got = {r[0]: r[1:] for r in con.execute(
         "SELECT job_id_raw, gpu_util_tres, gpu_mem_tres_bytes FROM job ORDER BY job_id_raw").fetchall()}
     assert got == {"700": (80.0, 3 * GiB), "701": (10.0, 2 * GiB), "702": (None, None)}
+
+
+def _sidecar_lines(job, times, devices=("cpu", "GPU-a"), util=None):
+    from collector.csv_schema import COLUMNS
+    out = []
+    for t in times:
+        for d in devices:
+            row = {c: "" for c in COLUMNS}
+            row.update(time=f"2026-11-21T10:{t // 60:02d}:{t % 60:02d}.000Z", job_id=job, cluster="testclu",
+                       host="gpu01", device=d, util_pct=str(util if util is not None else t))
+            out.append(",".join(row[c] for c in COLUMNS))
+    return out
+
+
+@pytest.mark.parametrize("stream_bytes", [300, 1 << 30])
+def test_big_sidecar_loaded_in_pieces_in_one_transaction(con, tmp_path, monkeypatch, stream_bytes):
+    from analytics.parsers import sidecar_csv
+    from collector.csv_schema import HEADER
+    pieces = []
+    real = sidecar_csv.iter_parse
+    monkeypatch.setattr(sidecar_csv, "iter_parse", lambda *a, **k: (pieces.append(p) or p for p in real(*a, **k)))
+    monkeypatch.setattr(ingest, "STREAM_BYTES", stream_bytes)
+    lines = _sidecar_lines("77", range(0, 50, 5))                 # 10 times x 2 devices = 20 rows
+    lines = lines[:9] + ["not,a,sample"] + lines[9:]               # line 11: rejected
+    lines.append(_sidecar_lines("77", [0], devices=("cpu",), util=99)[0])   # repeats line 2's key: unchanged
+    a = tmp_path / "jobsight-testclu-77-gpu01-20261121T100000Z-1.csv"
+    a.write_text(HEADER + "\n" + "\n".join(lines) + "\n" + lines[0][:20], encoding="utf-8")  # cut-short last line
+    (rep,) = run(con, a)
+    assert (rep.status, rep.rows_in, rep.stored, rep.unchanged, rep.rejected, rep.dropped) == ("ingested", 23, 20, 1, 1, 1)
+    assert (len(pieces) > 3) == (stream_bytes == 300)
+    assert one(con, "SELECT line_no, reason FROM rejects") == (11, "3 fields, the sidecar v1 header has 14")
+    # the first of the two rows of (cpu, 10:00:00) is kept
+    assert one(con, "SELECT util_pct FROM samples WHERE device = 'cpu' AND time = TIMESTAMP '2026-11-21 10:00:00'") == (0.0,)
+    log = one(con, "SELECT rows_in, stored, unchanged, rejected, dropped FROM ingests")
+    assert log == (23, 20, 1, 1, 1)
+    # a later file overlapping the stored times (10:00:40, :45) adds only the new ones (:50, :55)
+    b = tmp_path / "jobsight-testclu-77-gpu01-20261121T100040Z-2.csv"
+    b.write_text(HEADER + "\n" + "\n".join(_sidecar_lines("77", range(40, 60, 5))) + "\n", encoding="utf-8")
+    (rep2,) = run(con, b)
+    assert (rep2.rows_in, rep2.stored, rep2.unchanged) == (8, 4, 4)
+    assert one(con, "SELECT count(*), count(DISTINCT (device, time)) FROM samples") == (24, 24)
+
+
+def test_streamed_file_failing_midway_stores_nothing(con, tmp_path, monkeypatch):
+    from analytics.parsers import sidecar_csv
+    from collector.csv_schema import HEADER
+    real = sidecar_csv.iter_parse
+
+    def failing(*a, **k):
+        for i, p in enumerate(real(*a, **k)):
+            if i == 2:
+                raise RuntimeError("boom")
+            yield p
+    monkeypatch.setattr(sidecar_csv, "iter_parse", failing)
+    monkeypatch.setattr(ingest, "STREAM_BYTES", 300)
+    a = tmp_path / "jobsight-testclu-78-gpu01-20261121T100000Z-1.csv"
+    a.write_text(HEADER + "\n" + "\n".join(_sidecar_lines("78", range(0, 100, 5))) + "\n", encoding="utf-8")
+    (rep,) = run(con, a)
+    assert rep.status == "failed" and "boom" in rep.error
+    assert one(con, "SELECT count(*) FROM samples")[0] == 0 and one(con, "SELECT count(*) FROM ingests")[0] == 0
