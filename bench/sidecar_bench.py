@@ -130,15 +130,16 @@ def first_row_latency(env: dict[str, str], runs: int = 5) -> tuple[list[float], 
 
 
 def process_figures(env: dict[str, str]) -> dict[str, float]:
-    """A real sidecar process at --interval 0.05 for ~3 s: RSS, CPU per sample incl. loop, SIGTERM to exit."""
+    """A real sidecar process at --interval 0.02 for ~4 s: RSS, CPU per sample incl. loop, SIGTERM to exit.
+    (/proc counts CPU in 10 ms ticks, so the per-sample figure needs a few hundred samples.)"""
     import psutil
     with tempfile.TemporaryDirectory() as d:
-        p, out = run_sidecar_process(Path(d), env, 0.05)
+        p, out = run_sidecar_process(Path(d), env, 0.02)
         ps = psutil.Process(p.pid)
         time.sleep(1.0)
         c0 = ps.cpu_times()
         n0 = sum(1 for _ in (next(out.glob("*.csv"))).open()) 
-        time.sleep(2.0)
+        time.sleep(3.0)
         c1 = ps.cpu_times()
         n1 = sum(1 for _ in (next(out.glob("*.csv"))).open())
         rss = ps.memory_info().rss
