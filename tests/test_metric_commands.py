@@ -206,3 +206,14 @@ def test_usage_csv(env):
     rows = list(csv.DictReader(io.StringIO(run(env, "usage", "--by", "partition", "--format", "csv"))))
     assert [r["partition"] for r in rows] == ["gpu", "cpu"]     # most SBU first
     assert [float(r["sbu"]) for r in rows] == pytest.approx([132.0, 22.0])
+
+
+def test_usage_by_week_with_a_window_inside_a_week(env):
+    # --since Wednesday 11 Nov: W46 keeps what ran from then on: 504 (4 SBU, 11 Nov) and 503's Sunday hour
+    # (66); W47 503's Monday hour (66). The same window by user: 132 + 4 = 136 in all.
+    rows = usage(env, "week", "--since", "2026-11-11")
+    assert {k: r["sbu"] for k, r in rows.items()} == pytest.approx({"2026-W46": 70.0, "2026-W47": 66.0})
+    assert sum(r["sbu"] for r in usage(env, "user", "--since", "2026-11-11").values()) == pytest.approx(136.0)
+    # --until 10 Nov (the whole day): 501 (16) and 502_4 (2) only, not the rest of W46
+    rows = usage(env, "week", "--until", "2026-11-10")
+    assert {k: r["sbu"] for k, r in rows.items()} == pytest.approx({"2026-W46": 18.0})
