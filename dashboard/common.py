@@ -14,7 +14,6 @@ from dash import dcc, html
 from dash.exceptions import PreventUpdate
 
 from analytics.snapshot import ReadHandle
-from dashboard import queries
 from dashboard.auth import current_scope
 from dashboard.queries import Filters, Scope
 
@@ -50,7 +49,7 @@ def _date(text: str | None) -> dt.date | None:
         return None
 
 
-def _list(text: str | None) -> tuple[str, ...]:
+def split_list(text: str | None) -> tuple[str, ...]:
     return tuple(x for x in (text or "").split(",") if x)[:20]
 
 
@@ -59,7 +58,7 @@ def filters_from(params: dict[str, str], **fixed: str | None) -> Filters:
     values = dict(since=_date(params.get("since")), until=_date(params.get("until")),
                   user=params.get("user") or None, account=params.get("account") or None,
                   partition=params.get("partition") or None,
-                  codes=_list(params.get("code")), severities=_list(params.get("severity")))
+                  codes=split_list(params.get("code")), severities=split_list(params.get("severity")))
     values.update({k: v for k, v in fixed.items() if v})
     return Filters(**values)
 
@@ -144,8 +143,3 @@ def number(x: float | None, digits: int = 1) -> str:
 def card(label: str, value: str, cid: str) -> html.Div:
     return html.Div([html.Div(label, className="card-label"), html.Div(value, className="card-value", id=cid)],
                     className="card")
-
-
-def visible_options(params_scope: Scope) -> dict[str, list[str]]:
-    with handle() as h:
-        return queries.filter_options(h, params_scope)

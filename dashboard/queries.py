@@ -13,7 +13,7 @@ view, as XDMoD does), so the chart and the totals above it add up.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd

@@ -29,8 +29,8 @@ def rows(h, scope: Scope, f: Filters, limit: int = LIMIT) -> tuple[list[dict], i
 def layout(params: dict[str, str], scope: Scope) -> html.Div:
     with common.handle() as h:
         opts = queries.filter_options(h, scope)
-    codes = [c for c in common._list(params.get("code")) if c in opts["code"]]
-    sevs = [s for s in common._list(params.get("severity")) if s in common.SEVERITIES]
+    codes = [c for c in common.split_list(params.get("code")) if c in opts["code"]]
+    sevs = [s for s in common.split_list(params.get("severity")) if s in common.SEVERITIES]
     controls = [common.period_control(P, params),
                 common.dropdown(P, "code", "Flag", opts["code"], codes, multi=True),
                 common.dropdown(P, "severity", "Severity", common.SEVERITIES, sevs, multi=True)]
