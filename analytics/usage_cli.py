@@ -1,7 +1,8 @@
 """`jobsight usage`: billing units burned and wasted, by user, account, partition or period.
 
-Periods come from job_usage_by() in sql/views/40_usage.sql: a job crossing the --since/--until
-boundary or a week boundary counts only with the share of its time inside.
+Usage is split by day with job_usage_by('day') (sql/views/40_usage.sql), filtered to the whole
+days of --since/--until, then summed by the key: a job crossing the window's edge or a week
+boundary counts only with the share of its time inside, and a window may start mid-week.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from analytics.query_filters import add_db_options, add_scope_options, scope_whe
 from analytics.session import open_db
 
 BY = {"user": '"user"', "account": "account", "partition": '"partition"', "cluster": "cluster",
-      "day": "strftime(period_start, '%Y-%m-%d')", "week": "strftime(period_start, '%G-W%V')",
+      "day": "strftime(period_start, '%Y-%m-%d')", "week": "strftime(date_trunc('week', period_start), '%G-W%V')",
       "month": "strftime(period_start, '%Y-%m')"}
 COLUMNS = ["jobs", "sbu", "wasted_sbu", "wasted_pct", "core_hours", "gpu_hours"]
 
@@ -26,7 +27,6 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     con, _cfg = open_db(args.db, args.config)
-    period = args.by if args.by in ("day", "week", "month") else "day"
     where, params = scope_where(args, "period_start")
     key = BY[args.by]
     rows = render.rows_of(con, f"""
@@ -35,9 +35,9 @@ def run(args: argparse.Namespace) -> int:
                sum(sbu) AS sbu, sum(wasted_sbu) AS wasted_sbu,
                sum(wasted_sbu) * 100.0 / NULLIF(sum(sbu) FILTER (WHERE wasted_sbu IS NOT NULL), 0) AS wasted_pct,
                sum(core_hours) AS core_hours, sum(gpu_hours) AS gpu_hours
-        FROM job_usage_by(?){where}
+        FROM job_usage_by('day'){where}
         GROUP BY ALL
-        ORDER BY {'1' if args.by in ('day', 'week', 'month') else 'sbu DESC NULLS LAST, 1'}""", [period] + params)
+        ORDER BY {'1' if args.by in ('day', 'week', 'month') else 'sbu DESC NULLS LAST, 1'}""", params)
     columns = [args.by] + COLUMNS
     if args.format == "json":
         print(render.to_json(rows))
