@@ -5,7 +5,9 @@ from sacct's own numbers.
 All four jobs are submitted at once; the node has 2 CPUs, so they run in two waves of ~20 s.
 The harness node has only 4 GiB (RealMemory=4096), so "≥ 4 GiB unused" (the default of
 flags.mem_oversized_min_unused_gib) cannot happen there: the test's jobsight.toml lowers it to 2 GiB,
-and min_runtime_s to 10 s so that 15-20 s jobs are judged. Every other threshold is the default.
+and min_runtime_s to 10 s so that 15-20 s jobs are judged. The node's two cores are shared with
+whatever else runs on the machine, so a busy loop may get only 55-100 % of a core: cpu_low_eff_pct is
+lowered from 65 to 30 % (the idle jobs are at ~0 %, far below either). Every other threshold is the default.
 
 The GPUs are fake GRES (character devices, no driver), so no NVML sees them: the GPU job writes the
 sidecar CSV for its two GPUs itself (schema v1, collector/csv_schema.py), one sample per second,
@@ -32,6 +34,7 @@ CONFIG = """\
 [flags]
 min_runtime_s = 10                 # the jobs run 15-20 s
 mem_oversized_min_unused_gib = 2   # the harness node has 4 GiB in all
+cpu_low_eff_pct = 30               # the node's 2 cores are shared: a busy loop gets 55-100 % of one
 """
 
 SLEEP = "#!/bin/bash\n# Idle: holds its allocation and does nothing.\nsleep 15\n"
@@ -161,9 +164,23 @@ def test_flag_details(harness_run):
     assert gpu["flags"][0]["advice"].startswith("--gres=gpu:1")
 
 
+def sacct_seconds(text: str) -> float:
+    """sacct's [D-][HH:]MM:SS[.mmm] duration in seconds."""
+    days, _, rest = text.rpartition("-")
+    parts = [float(p) for p in rest.split(":")]
+    while len(parts) < 3:
+        parts.insert(0, 0.0)
+    return int(days or 0) * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]
+
+
 def test_busy_job_is_efficient(harness_run):
-    m = job_json(harness_run, harness_run["ids"]["busy"])
-    assert m["cpu_eff_pct"] >= 65 and m["cpu_eff_source"] == "sacct"
+    job_id = harness_run["ids"]["busy"]
+    t = harness_run["truth"][job_id]
+    m = job_json(harness_run, job_id)
+    # CPU efficiency from sacct's own numbers: TotalCPU / (ElapsedRaw x 1 core)
+    assert m["cpu_eff_source"] == "sacct"
+    assert m["cpu_eff_pct"] == pytest.approx(100 * sacct_seconds(t["TotalCPU"]) / int(t["ElapsedRaw"]), abs=0.01)
+    assert m["cpu_eff_pct"] >= 30, f"the node starved the busy loop ({m['cpu_eff_pct']:.0f} % of a core): machine overloaded"
     assert m["flags"] == []
 
 
