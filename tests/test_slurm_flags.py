@@ -16,6 +16,7 @@ GPU 0 busy at 90 % with 30 of 40 GB used, GPU 1 idle at 0 %.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -89,6 +90,10 @@ def jobsight(*args: str, cwd: Path) -> str:
 def harness_run():
     up, reason = slurm_status()
     require_service(up, reason)
+    # keep the last few work directories for a look after a failure, not all of them
+    olds = [p for p in Path("/tmp").glob("jobsight-flags-*") if p.is_dir() and not p.is_symlink()]
+    for old in sorted(olds, key=lambda p: p.stat().st_mtime)[:-3]:
+        shutil.rmtree(old, ignore_errors=True)
     workdir = Path(tempfile.mkdtemp(prefix="jobsight-flags-", dir="/tmp"))
     workdir.chmod(0o1777)
     sidecar_out = workdir / "sidecar-out"
