@@ -143,6 +143,18 @@ class _ArrowStream:
 
 
 
+def _run(con: duckdb.DuckDBPyConnection, sql: str, _incoming: Optional[pl.DataFrame] = None,
+         _keys: Optional[pl.DataFrame] = None, _owners: Optional[pl.DataFrame] = None,
+         _touched: Optional[pl.DataFrame] = None, _rj: Optional[pl.DataFrame] = None) -> list[tuple]:
+    """Run sql reading the given polars frames by these names. DuckDB finds them as this function's
+    local variables (its replacement scan), not through con.register(): a registered view is a
+    catalog entry, and a dropped catalog entry lives until the transaction ends, so each frame
+    registered in a file's transaction (a 50M-row file's every piece) would stay in memory to the end."""
+    _incoming, _keys, _owners, _touched, _rj = (None if f is None else _ArrowStream(f)
+                                                for f in (_incoming, _keys, _owners, _touched, _rj))
+    return con.execute(sql).fetchall()
+
+
 def _table_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
     return [(r[0], r[1]) for r in con.execute(
         "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? "
@@ -158,7 +170,6 @@ def _stage(con, frame: pl.DataFrame, table: str, stage: str, ingest_id: int) -> 
     cols = _table_columns(con, table)
     have = set(frame.columns)
     frame = frame.with_row_index("_row")
-    con.register("_incoming", _ArrowStream(frame))
     sel = []
     for name, typ in cols:
         if name == "ingest_id":
@@ -167,8 +178,7 @@ def _stage(con, frame: pl.DataFrame, table: str, stage: str, ingest_id: int) -> 
             sel.append(f"CAST({_q(name)} AS {typ}) AS {_q(name)}")
         else:
             sel.append(f"NULL::{typ} AS {_q(name)}")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {stage} AS SELECT {', '.join(sel)}, _row FROM _incoming")
-    con.unregister("_incoming")
+    _run(con, f"CREATE OR REPLACE TEMP TABLE {stage} AS SELECT {', '.join(sel)}, _row FROM _incoming", _incoming=frame)
     return [c for c, _ in cols]
 
 
@@ -185,15 +195,13 @@ def _merge_records(con, frame: pl.DataFrame, table: str, keys: list[str], time_c
     # Bulk case (a new dump into an empty or unrelated database): no key repeats in the file and
     # none is stored yet, so every row is simply inserted, straight from the frame.
     if not frame.select(keys).is_duplicated().any():
-        con.register("_keys", _ArrowStream(frame.select(keys)))
         on = " AND ".join(f"t.{_q(k)} = k.{_q(k)}" for k in keys)
-        known = con.execute(f"SELECT count(*) FROM (SELECT 1 FROM _keys k JOIN {table} t ON {on} LIMIT 1)").fetchall()[0][0]
-        con.unregister("_keys")
+        known = _run(con, f"SELECT count(*) FROM (SELECT 1 FROM _keys k JOIN {table} t ON {on} LIMIT 1)",
+                     _keys=frame.select(keys))[0][0]
         if not known:
             cols, sel = _select_casts(con, frame, table, ingest_id)
-            con.register("_incoming", _ArrowStream(frame))
-            n = con.execute(f"INSERT INTO {table} ({', '.join(_q(c) for c in cols)}) SELECT {sel} FROM _incoming").fetchall()[0][0]
-            con.unregister("_incoming")
+            n = _run(con, f"INSERT INTO {table} ({', '.join(_q(c) for c in cols)}) SELECT {sel} FROM _incoming",
+                     _incoming=frame)[0][0]
             return n, 0, 0
     cols = _stage(con, frame, table, "_in", ingest_id)
     finals = ", ".join(f"'{s}'" for s in FINAL_STATES)
@@ -247,16 +255,14 @@ def _merge_records(con, frame: pl.DataFrame, table: str, keys: list[str], time_c
     return stored, updated, unchanged
 
 
-def _refresh_job_usage(con, touched: list[str]) -> None:
+def _refresh_job_usage(con, touched: pl.DataFrame) -> None:
     """Job-level numbers derived from steps, for the jobs this file touched.
     mem_peak_bytes: the largest step's TRESUsageInTot mem, else max over steps of MaxRSS x NTasks.
     cpu_time_s: kept when the job record has TotalCPU, else the sum over its steps.
     gpu_util_tres / gpu_mem_tres_bytes (Slurm's gres/gpuutil, gres/gpumem): kept when the job record
     has them, else the max over its steps' TRESUsageInTot (as the sacct JSON parser does), so a GPU
     job without sidecar samples still has Slurm's figure."""
-    if not touched:
-        return
-    con.execute(f"""
+    _run(con, """
         UPDATE job SET
             mem_peak_bytes = coalesce(s.peak, job.mem_peak_bytes),
             cpu_time_s = coalesce(job.cpu_time_s, s.cpu),
@@ -265,13 +271,13 @@ def _refresh_job_usage(con, touched: list[str]) -> None:
         FROM (SELECT cluster, job_id_raw,
                      coalesce(max(mem_usage_tot_bytes), max(max_rss_bytes * coalesce(ntasks, 1))) AS peak,
                      sum(cpu_time_s) AS cpu, max(gpu_util_tres) AS gutil, max(gpu_mem_tres_bytes) AS gmem
-              FROM step WHERE (cluster, job_id_raw) IN (SELECT DISTINCT cluster, job_id_raw FROM ({' UNION ALL '.join(touched)}))
+              FROM step WHERE (cluster, job_id_raw) IN (SELECT cluster, job_id_raw FROM _touched)
               GROUP BY cluster, job_id_raw) s
         WHERE job.cluster = s.cluster AND job.job_id_raw = s.job_id_raw
           AND ((s.peak IS NOT NULL AND job.mem_peak_bytes IS DISTINCT FROM s.peak)
                OR (job.cpu_time_s IS NULL AND s.cpu IS NOT NULL)
                OR (job.gpu_util_tres IS NULL AND s.gutil IS NOT NULL)
-               OR (job.gpu_mem_tres_bytes IS NULL AND s.gmem IS NOT NULL))""")
+               OR (job.gpu_mem_tres_bytes IS NULL AND s.gmem IS NOT NULL))""", _touched=touched)
 
 
 def _select_casts(con, frame: pl.DataFrame, table: str, ingest_id: int) -> tuple[list[str], str]:
@@ -310,11 +316,10 @@ class _SampleLoader:
         new = [r for r in rows if r not in self.prior]
         if new:
             # only owners this file has not loaded yet: the table then holds earlier ingests' rows only
-            self.con.register("_owners", _ArrowStream(pl.DataFrame(new, schema=owners.schema, orient="row")))
-            hit = {tuple(r) for r in self.con.execute(
-                "SELECT DISTINCT o.cluster, o.job_id_raw, o.host FROM _owners o JOIN sample s "
-                "ON s.cluster = o.cluster AND s.job_id_raw = o.job_id_raw AND s.host = o.host").fetchall()}
-            self.con.unregister("_owners")
+            hit = {tuple(r) for r in _run(
+                self.con, "SELECT DISTINCT o.cluster, o.job_id_raw, o.host FROM _owners o JOIN sample s "
+                "ON s.cluster = o.cluster AND s.job_id_raw = o.job_id_raw AND s.host = o.host",
+                _owners=pl.DataFrame(new, schema=owners.schema, orient="row"))}
             for r in new:
                 self.prior[r] = r in hit
         return any(self.prior[r] for r in rows)
@@ -342,15 +347,13 @@ class _SampleLoader:
         check = self._prior_owners(owners) or not after_earlier
         cols, sel = _select_casts(self.con, frame, "sample", self.ingest_id)
         collist = ", ".join(_q(c) for c in cols)
-        self.con.register("_incoming", _ArrowStream(frame))
         if check:
-            stored = self.con.execute(f"""INSERT INTO sample ({collist}) SELECT * FROM (SELECT {sel} FROM _incoming) i
+            stored = _run(self.con, f"""INSERT INTO sample ({collist}) SELECT * FROM (SELECT {sel} FROM _incoming) i
                                      WHERE NOT EXISTS (SELECT 1 FROM sample s WHERE s.cluster = i.cluster
                                      AND s.job_id_raw = i.job_id_raw AND s.host = i.host AND s.device = i.device
-                                     AND s.time = i.time)""").fetchall()[0][0]
+                                     AND s.time = i.time)""", _incoming=frame)[0][0]
         else:
-            stored = self.con.execute(f"INSERT INTO sample ({collist}) SELECT {sel} FROM _incoming").fetchall()[0][0]
-        self.con.unregister("_incoming")
+            stored = _run(self.con, f"INSERT INTO sample ({collist}) SELECT {sel} FROM _incoming", _incoming=frame)[0][0]
         return stored, total - stored
 
 
@@ -419,7 +422,7 @@ def _load_piece(con, result: ParseResult, rep: FileReport, samples: _SampleLoade
     rep.rejected += len(result.rejects)
     rep.dropped += result.dropped
     rep.notes += result.notes
-    touched = []
+    touched: list[pl.DataFrame] = []
     for frame, table, keys, tcols in (
             (result.jobs, "job", ["cluster", "job_id_raw"], ["end_time", "start_time", "submit_time", "eligible_time"]),
             (result.steps, "step", ["cluster", "job_id_raw", "step_id"], ["end_time", "start_time"])):
@@ -428,15 +431,9 @@ def _load_piece(con, result: ParseResult, rep: FileReport, samples: _SampleLoade
         rep.updated += u
         rep.unchanged += n
         if frame is not None and frame.height:
-            name = f"_touched_{table}"
-            con.register(name, _ArrowStream(frame.select("cluster", "job_id_raw").unique()))
-            touched.append(f"SELECT cluster, job_id_raw FROM {name}")
-    _refresh_job_usage(con, touched)
-    for t in ("job", "step"):
-        try:
-            con.unregister(f"_touched_{t}")
-        except Exception:
-            pass
+            touched.append(frame.select("cluster", "job_id_raw"))
+    if touched:
+        _refresh_job_usage(con, pl.concat(touched).unique())
     s, dup = samples.add(result.samples)
     rep.stored += s
     rep.unchanged += dup
@@ -449,10 +446,8 @@ def _load_piece(con, result: ParseResult, rep: FileReport, samples: _SampleLoade
                            "raw": [r.raw for r in result.rejects]},
                           schema={"ingest_id": pl.Int64, "source_file": pl.String, "line_no": pl.Int64,
                                   "reason": pl.String, "raw": pl.String})
-        con.register("_rj", _ArrowStream(rj))
-        con.execute("INSERT INTO reject (ingest_id, source_file, line_no, reason, raw) "
-                    "SELECT ingest_id, source_file, line_no, reason, raw FROM _rj")
-        con.unregister("_rj")
+        _run(con, "INSERT INTO reject (ingest_id, source_file, line_no, reason, raw) "
+                  "SELECT ingest_id, source_file, line_no, reason, raw FROM _rj", _rj=rj)
 
 
 def already_ingested(con, checksum: str, options: Optional[dict] = None) -> Optional[int]:
