@@ -44,9 +44,23 @@ def last_end_time(con, cluster: Optional[str]) -> Optional[str]:
     return v.strftime("%Y-%m-%dT%H:%M:%S") if v else None
 
 
-def build_argv(since: str, cluster: Optional[str], sacct: str = "sacct") -> list[str]:
+def supported_columns(sacct: str) -> list[str]:
+    """SACCT_COLUMNS less those this sacct does not know (Slurm 22.05 has no Restarts field and
+    refuses the whole query over one unknown field). All of them when --helpformat says nothing."""
+    try:
+        proc = subprocess.run([sacct, "--helpformat"], capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return list(SACCT_COLUMNS)
+    known = {w.lower() for w in proc.stdout.decode("utf-8", errors="replace").split()}
+    if proc.returncode != 0 or not known:
+        return list(SACCT_COLUMNS)
+    return [c for c in SACCT_COLUMNS if c.lower() in known]
+
+
+def build_argv(since: str, cluster: Optional[str], sacct: str = "sacct",
+               columns: Optional[list[str]] = None) -> list[str]:
     argv = [sacct, "--allusers", "--duplicates", "--parsable2", "--noconvert",
-            "--format", ",".join(SACCT_COLUMNS), "-S", since, "-E", "now"]
+            "--format", ",".join(columns or SACCT_COLUMNS), "-S", since, "-E", "now"]
     if cluster:
         argv += ["-M", cluster]
     return argv
@@ -58,7 +72,7 @@ def run_sacct(since: Optional[str], cluster: Optional[str], con=None, timeout: f
         raise UserError("--from-sacct: the `sacct` command was not found on PATH")
     if since is None:
         since = (last_end_time(con, cluster) if con is not None else None) or EPOCH
-    argv = build_argv(since, cluster, sacct)
+    argv = build_argv(since, cluster, sacct, supported_columns(sacct))
     env = dict(os.environ, TZ="UTC", SLURM_TIME_FORMAT="standard")
     fd, name = tempfile.mkstemp(prefix="jobsight-sacct-", suffix=".txt")
     try:
