@@ -3,11 +3,13 @@
 DuckDB lets one process write a file and a writer keeps other processes from opening it, so the
 dashboard never reads the live database. After a successful ingest, ``publish(db)``:
 
-1. copies ``<db>`` (and its ``.wal``, if any) to a temporary name in the same directory;
-2. opens the copy and materialises the metric views the dashboard reads (``dash_job_metrics``,
-   ``dash_job_flags``, ``dash_usage_daily``; at a million jobs the views are too slow to
-   recompute per click; in the copy, the job_metrics view then reads the stored rows: same
-   numbers), records when it was published, checkpoints and closes it;
+1. holding DuckDB's shared (read) lock on ``<db>``, so that no writer is at work, copies it (and
+   its ``.wal``, if any) to a temporary name in the same directory;
+2. opens the copy and materialises what the dashboard reads: the metric views (``dash_job_metrics``,
+   ``dash_job_flags``) and per-day aggregates (``dash_job_day``, ``dash_flag_day``,
+   ``dash_usage_daily``, ``dash_flag_top``); at a million jobs the views are far too slow to
+   recompute per click. In the copy, the job_metrics view then reads the stored rows (same
+   numbers). It records when it was published, checkpoints and closes the copy;
 3. fsyncs the copy and ``os.replace``-s it onto ``<db>.snapshot``, then fsyncs the directory.
 
 A reader therefore sees either the old snapshot or the new one, never a half-written file.
@@ -126,8 +128,9 @@ def publish(db_path: str | os.PathLike) -> Path:
     """Publish an atomic read-only snapshot of ``db_path`` next to it; return its path.
 
     Call it after the writer has closed its connection (closing checkpoints the file), e.g. at the
-    end of a successful `jobsight ingest`; while another connection writes the file it fails. Raises UserError with the reason if anything fails; the
-    previous snapshot then stays in place untouched.
+    end of a successful `jobsight ingest`. While another process writes the file it fails (DuckDB's
+    lock); a connection still open in the calling process itself is not detected, hence "after".
+    Raises UserError with the reason if anything fails; the previous snapshot then stays untouched.
     """
     src = Path(db_path)
     if not src.is_file():
