@@ -20,6 +20,7 @@ import importlib
 import json
 import os
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -109,6 +110,29 @@ def sha256_file(path: Path) -> str:
         while chunk := fh.read(8 << 20):
             h.update(chunk)
     return h.hexdigest()
+
+
+class _HashThread(threading.Thread):
+    def __init__(self, path: Path):
+        super().__init__(daemon=True, name="jobsight-sha256")
+        self.path, self.digest, self.error = path, None, None
+
+    def run(self) -> None:
+        try:
+            self.digest = sha256_file(self.path)   # hashlib releases the GIL on big buffers
+        except OSError as exc:
+            self.error = exc
+
+
+def _start_hash(path: Path) -> _HashThread:
+    t = _HashThread(path)
+    t.start()
+    return t
+
+
+def _seen_name(con, path: Path) -> bool:
+    return bool(con.execute("SELECT 1 FROM ingest_log WHERE source_file = ? LIMIT 1",
+                            [str(Path(path).resolve())]).fetchall())
 
 
 def walk(paths: Iterable[str | Path]) -> list[tuple[Path, bool]]:
@@ -480,19 +504,31 @@ def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleTy
                 rep.error = "format not recognised (use --format to name it)"
                 return rep
         rep.format = mod.FORMAT
-        checksum = sha256_file(path)
+        size = path.stat().st_size
+        streamed = hasattr(mod, "iter_parse") and size > STREAM_BYTES
+        # A big file never ingested under this name is most likely new: hash it in a thread while it
+        # is parsed (sha256 of a 1 GB dump takes seconds). A name seen before (the same folder
+        # ingested again) is hashed first, so that unchanged files are not parsed for nothing.
+        overlap = not streamed and size > BIG_FILE and not _seen_name(con, path)
+        hashing = _start_hash(path) if overlap else None
+        checksum = None if overlap else sha256_file(path)
     except OSError as exc:
         rep.status, rep.error = "unreadable", f"cannot read: {exc.strerror or exc}"
         return rep
     options = {k: v for k, v in (("timezone", opts.timezone), ("cluster", opts.cluster),
                                  ("columns", opts.columns), ("job_id", opts.job_id), ("format", fmt)) if v}
-    prior = already_ingested(con, checksum, options)
-    if prior is not None:
-        rep.status = "already ingested"
-        rep.ingest_id = prior
-        rep.notes.append(f"same content (sha256) and options as ingest {prior}: nothing changed")
+
+    def known() -> bool:
+        prior = already_ingested(con, checksum, options)
+        if prior is not None:
+            rep.status = "already ingested"
+            rep.ingest_id = prior
+            rep.notes.append(f"same content (sha256) and options as ingest {prior}: nothing changed")
+        return prior is not None
+
+    if checksum is not None and known():
         return rep
-    if hasattr(mod, "iter_parse") and path.stat().st_size > STREAM_BYTES:
+    if streamed:
         return _ingest_streamed(con, path, opts, mod, checksum, options, rep, t0)
     try:
         result = mod.parse(path, opts)
@@ -502,6 +538,16 @@ def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleTy
     except Exception as exc:
         rep.status, rep.error = "failed", f"{mod.FORMAT} parser failed: {exc!r}"
         return rep
+    finally:
+        if hashing is not None:
+            hashing.join()
+    if hashing is not None:
+        if hashing.error is not None:
+            rep.status, rep.error = "unreadable", f"cannot read: {hashing.error.strerror or hashing.error}"
+            return rep
+        checksum = hashing.digest
+        if known():
+            return rep
     if progress and path.stat().st_size > BIG_FILE:
         progress(f"{path}: read {result.rows_in:,} rows in {time.monotonic() - t0:.1f} s; loading")
     try:

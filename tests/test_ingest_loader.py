@@ -275,3 +275,22 @@ def test_streamed_file_failing_midway_stores_nothing(con, tmp_path, monkeypatch)
     (rep,) = run(con, a)
     assert rep.status == "failed" and "boom" in rep.error
     assert one(con, "SELECT count(*) FROM samples")[0] == 0 and one(con, "SELECT count(*) FROM ingests")[0] == 0
+
+
+def test_big_new_file_hashed_while_parsed(con, tmp_path, monkeypatch):
+    import hashlib
+    monkeypatch.setattr(ingest, "BIG_FILE", 0)       # every file counts as big here
+    calls = []
+    real = ingest._start_hash
+    monkeypatch.setattr(ingest, "_start_hash", lambda p: calls.append(p) or real(p))
+    (a,) = run(con, FIX / "mixed-jobs.txt")
+    assert a.status == "ingested" and len(calls) == 1
+    want = hashlib.sha256((FIX / "mixed-jobs.txt").read_bytes()).hexdigest()
+    assert one(con, "SELECT checksum FROM ingests")[0] == want
+    copy = tmp_path / "copy.txt"                      # a new name: hashed alongside the parse, then known
+    shutil.copy(FIX / "mixed-jobs.txt", copy)
+    (b,) = run(con, copy)
+    assert b.status == "already ingested" and b.ingest_id == a.ingest_id and len(calls) == 2
+    (c,) = run(con, FIX / "mixed-jobs.txt")           # a name seen before: hashed first, not parsed
+    assert c.status == "already ingested" and len(calls) == 2
+    assert one(con, "SELECT count(*) FROM ingests")[0] == 1
