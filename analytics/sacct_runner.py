@@ -25,6 +25,7 @@ SACCT_COLUMNS = ["JobID", "JobIDRaw", "Cluster", "Partition", "QOS", "Account", 
                  "UserCPU", "SystemCPU", "MaxRSS", "AveRSS", "MaxVMSize", "TRESUsageInTot", "TRESUsageInMax",
                  "TRESUsageInAve", "Restarts", "JobName"]
 EPOCH = "1970-01-01T00:00:00"
+ALL_STATES = "BF,CA,CD,DL,F,NF,OOM,PD,PR,R,RQ,RS,RV,S,TO"
 
 
 @dataclass
@@ -59,8 +60,10 @@ def supported_columns(sacct: str) -> list[str]:
 
 def build_argv(since: str, cluster: Optional[str], sacct: str = "sacct",
                columns: Optional[list[str]] = None) -> list[str]:
+    # An explicit state list: without one, `-S/-E` leaves out jobs that were never eligible
+    # (cancelled while held), which would be lost silently.
     argv = [sacct, "--allusers", "--duplicates", "--parsable2", "--noconvert",
-            "--format", ",".join(columns or SACCT_COLUMNS), "-S", since, "-E", "now"]
+            "--format", ",".join(columns or SACCT_COLUMNS), "-S", since, "-E", "now", "-s", ALL_STATES]
     if cluster:
         argv += ["-M", cluster]
     return argv

@@ -135,6 +135,8 @@ def test_real_harness_slurm_2205_against_sacct_text():
     assert "return code lost" in json.loads(j10["null_reasons"])["exit_code"]
     assert (job(r, "12")["job_id"], job(r, "17")["job_id"]) == ("12_4", "12_1")
     assert (step(r, "13", "0")["step_name"], step(r, "13", "1")["state"]) == ("sleep", "FAILED")
+    s13 = step(r, "13", "1")                                          # sacct text: FAILED 2:0
+    assert s13["exit_code"] is None and "return code lost" in json.loads(s13["null_reasons"])["exit_code"]
     assert job(r, "15")["job_name"] == "pipe|name"
     j21 = job(r, "21")
     assert j21["state"] == "CANCELLED" and step(r, "21", "batch")["exit_code"] == "0:15"

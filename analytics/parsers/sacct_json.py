@@ -189,6 +189,15 @@ def _usage(tres: dict, side: str, stat: str) -> list[tuple[str, float]]:
     return _tres_items(part.get(stat))
 
 
+def _failed_exit_code(state: Optional[str], exit_code: Optional[str], nulls: dict[str, str]) -> Optional[str]:
+    """Slurm 22.05 (dbv0.0.38) reports the return code of a job or step that exited non-zero as
+    SUCCESS/0 (sacct text said 3:0 for the same job): NULL with the reason rather than a wrong 0:0."""
+    if state == "FAILED" and exit_code == "0:0":
+        nulls["exit_code"] = "JSON says 0:0 for a FAILED record (return code lost)"
+        return None
+    return exit_code
+
+
 def _step_row(step: dict, job_raw: str, job_printed: str, cluster: str) -> dict:
     if not isinstance(step, dict):
         raise ValueError("step is not an object")
@@ -205,7 +214,7 @@ def _step_row(step: dict, job_raw: str, job_printed: str, cluster: str) -> dict:
         "cluster": cluster, "job_id_raw": job_raw, "step_id": _step_id(step, job_raw), "job_id": job_printed,
         "step_name": sid.get("name") if isinstance(sid, dict) else None,
         "state": _first_state(step.get("state")),
-        "exit_code": _exit_code(step.get("exit_code")),
+        "exit_code": _failed_exit_code(_first_state(step.get("state")), _exit_code(step.get("exit_code")), nulls),
         "start_time": _epoch(t.get("start")), "end_time": _epoch(t.get("end")),
         "elapsed_s": None if elapsed is None or isinstance(elapsed, _Null) else int(elapsed),
         "ncpus": _get(alloc, "cpu"), "nnodes": _plain(nodes.get("count")) if isinstance(nodes, dict) else None,
@@ -281,12 +290,7 @@ def _job_row(job: dict, cluster_default: str, steps: list[dict]) -> dict:
     if "limit" in t and t["limit"] is None:
         nulls["timelimit_s"] = "UNLIMITED"          # dbv0.0.38 prints INFINITE as null (sacct text: UNLIMITED)
     job_state = _first_state(state.get("current") if isinstance(state, dict) else state)
-    exit_code = _exit_code(job.get("exit_code"))
-    if job_state == "FAILED" and exit_code == "0:0":
-        # Slurm 22.05 (dbv0.0.38) reports the return code of a job that exited non-zero as
-        # SUCCESS/0 (sacct text said 3:0 for the same job): NULL rather than a wrong 0:0.
-        exit_code = None
-        nulls["exit_code"] = "JSON says 0:0 for a FAILED job (return code lost)"
+    exit_code = _failed_exit_code(job_state, _exit_code(job.get("exit_code")), nulls)
     killer = job.get("kill_request_user")
     if isinstance(killer, str) and killer and job_state == "CANCELLED":
         nulls["cancelled_by_uid"] = killer         # a user name here, not the uid sacct text prints
