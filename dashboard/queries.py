@@ -236,24 +236,28 @@ JOB_FIELDS = ["cluster", "job_id", "job_id_raw", "job_name", "user", "account", 
 def job(h: ReadHandle, scope: Scope, cluster: str | None, job_id: str) -> dict[str, Any] | None:
     """One job's metadata and metrics, or None when it does not exist *or* is outside the scope.
     ``job_id`` is JobIDRaw, or the JobID as printed (123_4) when no raw id matches; ``cluster``
-    may be None when the id is unique."""
+    may be None when the id is unique (an id found in several clusters gives None)."""
     sc, p = scope.sql()
     cols = ", ".join(f'"{c}"' for c in JOB_FIELDS)
     cl = "" if not cluster else " AND cluster = ?"
-    rows = h.con.execute(
-        f"SELECT {cols} FROM {_src(h, 'job_metrics')} WHERE {sc}{cl} AND (job_id_raw = ? OR job_id = ?) "
-        f"ORDER BY (job_id_raw = ?) DESC LIMIT 2",
-        p + ([cluster] if cluster else []) + [job_id, job_id, job_id]).fetchall()
-    if not rows or (len(rows) == 2 and not cluster and rows[0][2] != job_id):
-        return None  # nothing visible, or an ambiguous printed id across clusters
-    return dict(zip(JOB_FIELDS, rows[0]))
+    # one equality at a time, so that the row-group statistics can skip most of the table
+    for col in ("job_id_raw", "job_id"):
+        rows = h.con.execute(f"SELECT {cols} FROM {_src(h, 'job_metrics')} WHERE {sc}{cl} AND {col} = ? LIMIT 2",
+                             p + ([cluster] if cluster else []) + [job_id]).fetchall()
+        if rows:
+            return dict(zip(JOB_FIELDS, rows[0])) if len(rows) == 1 else None
+    return None
 
 
-def job_flag_rows(h: ReadHandle, scope: Scope, cluster: str, job_id_raw: str) -> list[dict[str, Any]]:
+def job_flag_rows(h: ReadHandle, scope: Scope, cluster: str, job_id_raw: str,
+                  user: str | None = None) -> list[dict[str, Any]]:
+    """The job's flags (none outside the scope). ``user``, the job's user when known, only lets the
+    snapshot's user-ordered flag table skip row groups."""
     sc, p = scope.sql()
+    by_user = ' AND "user" = ?' if user else ""
     cur = h.con.execute(f"SELECT code, severity, message, advice FROM {_src(h, 'job_flags')} "
-                        f"WHERE {sc} AND cluster = ? AND job_id_raw = ? ORDER BY severity = 'alarm' DESC, code",
-                        p + [cluster, job_id_raw])
+                        f"WHERE {sc} AND cluster = ? AND job_id_raw = ?{by_user} ORDER BY severity = 'alarm' DESC, code",
+                        p + [cluster, job_id_raw] + ([user] if user else []))
     return [dict(zip(("code", "severity", "message", "advice"), r)) for r in cur.fetchall()]
 
 

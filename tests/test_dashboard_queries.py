@@ -231,3 +231,18 @@ def test_admin_grid_from_the_per_day_tops_is_exact(db_path, monkeypatch):
         assert total == 7 and (df.iloc[0]["job_id"], df.iloc[0]["code"]) == ("4", "gpu_fits_smaller")
     reader.close()
     publish(db_path)                                  # leave the normal snapshot for the other tests
+
+
+def test_job_lookup_by_printed_id_and_ambiguity(tmp_path):
+    path = tmp_path / "two.duckdb"
+    con, _ = open_db(path, parse_config({}))
+    add_job(con, "7_1", job_id_raw="8", elapsed_s=60)               # array task: printed 7_1, raw 8
+    add_job(con, "5", cluster="c2", elapsed_s=60)
+    add_job(con, "5", elapsed_s=60)                                 # raw id 5 on two clusters
+    h = ReadHandle.of(con)
+    assert queries.job(h, ALICE, None, "7_1")["job_id_raw"] == "8"
+    assert queries.job(h, ALICE, None, "8")["job_id"] == "7_1"
+    assert queries.job(h, ALICE, None, "5") is None                 # ambiguous without the cluster
+    assert queries.job(h, ALICE, "c2", "5")["cluster"] == "c2"
+    assert queries.job_flag_rows(h, ALICE, "c1", "8", "alice") == []
+    con.close()

@@ -56,7 +56,7 @@ def render(h, scope: Scope, cluster: str | None, job_id: str | None) -> list:
                   ("Time efficiency", _pct(j["time_eff_pct"])),
                   ("SBU", f"{common.number(j['sbu'], 2)} ({j['sbu_source']})"),
                   ("Wasted SBU", f"{common.number(j['wasted_sbu'], 2)} (charge driven by {j['charge_driver']})")])
-    flags = queries.job_flag_rows(h, scope, j["cluster"], j["job_id_raw"])
+    flags = queries.job_flag_rows(h, scope, j["cluster"], j["job_id_raw"], j["user"])
     flag_list = html.Ul([html.Li([html.Strong(f"{f['severity']}: {f['code']}"), html.Span(" " + f["message"]),
                                   html.Div(["Advice: ", html.Code(f["advice"])], className="advice")],
                                  className=f"flag flag-{f['severity']}") for f in flags], id="job-flags") \
