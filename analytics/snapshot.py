@@ -71,11 +71,12 @@ TOP_FLAGS_PER_DAY = 500
 # is computed once into a temporary table, and the snapshot's job_metrics view then reads the
 # stored rows, so that job_flags and usage_daily build on them instead of recomputing them.
 # The dashboard's queries use a dash_* table when it exists and the views otherwise (a database
-# with no snapshot yet). Flags are stored by user, so that a user's grid reads few row groups.
+# with no snapshot yet). Flags are stored by project and user, so that the grid of a user, a lead
+# or one project reads few row groups.
 MATERIALISE_STEPS: list[str] = [
     "CREATE OR REPLACE TEMP TABLE _metrics AS SELECT * FROM job_metrics",
     "CREATE OR REPLACE VIEW job_metrics AS SELECT * FROM _metrics",
-    'CREATE OR REPLACE TABLE dash_job_flags AS SELECT * FROM job_flags ORDER BY "user", start_time, cluster, job_id_raw',
+    'CREATE OR REPLACE TABLE dash_job_flags AS SELECT * FROM job_flags ORDER BY account, "user", start_time, cluster, job_id_raw',
     # n_flags: how many flags the job has (0 for none), so counts need no join
     "CREATE OR REPLACE TABLE dash_job_metrics AS SELECT m.*, COALESCE(f.n_flags, 0) AS n_flags FROM _metrics m "
     "LEFT JOIN (SELECT cluster, job_id_raw, count(*) AS n_flags FROM dash_job_flags GROUP BY ALL) f "

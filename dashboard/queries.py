@@ -46,6 +46,16 @@ class Scope:
             return f'({a}"user" = ? OR list_contains(?::VARCHAR[], {a}account))', [self.user, list(self.accounts)]
         return f'{a}"user" = ?', [self.user]
 
+    def parts(self) -> list[tuple[str, list]]:
+        """The scope as disjoint conditions whose union is sql(), each one an equality or IN list
+        that row-group statistics can use (an OR of two columns cannot): for a lead, the accounts'
+        rows, and the lead's own rows in other (or no) accounts."""
+        if self.role != "lead" or not self.user or not self.accounts:
+            return [self.sql()]
+        marks = ", ".join("?" for _ in self.accounts)
+        return [(f"account IN ({marks})", list(self.accounts)),
+                (f'"user" = ? AND (account IS NULL OR account NOT IN ({marks}))', [self.user, *self.accounts])]
+
 
 @dataclass(frozen=True)
 class Filters:
@@ -58,10 +68,13 @@ class Filters:
     codes: tuple[str, ...] = ()
     severities: tuple[str, ...] = ()
 
-    def where(self, scope: Scope, time_col: str = "start_time", alias: str = "") -> tuple[str, list]:
-        """' WHERE ...' with the scope first, then the filters; parameters in order."""
+    def where(self, scope: Scope, time_col: str = "start_time", alias: str = "",
+              scope_sql: tuple[str, list] | None = None) -> tuple[str, list]:
+        """' WHERE ...' with the scope first (``scope_sql``: one of scope.parts()), then the
+        filters; parameters in order."""
         a = f"{alias}." if alias else ""
-        sc, params = scope.sql(alias)
+        sc, params = scope_sql if scope_sql is not None else scope.sql(alias)
+        params = list(params)
         clauses = [sc]
         if self.since:
             clauses.append(f"{a}{time_col} >= ?")
@@ -195,10 +208,8 @@ FLAG_COLUMNS = ["cluster", "job_id", "job_id_raw", "job_name", "user", "account"
 def flagged_jobs(h: ReadHandle, scope: Scope, f: Filters, limit: int = 500) -> tuple[pd.DataFrame, int]:
     """The flags in scope matching the filters, most wasted SBU first (at most ``limit`` rows),
     and how many there are in all."""
-    w, p = f.where(scope)
     fw, fp = _flag_filter(f)
     src = _src(h, "job_flags")
-    total = h.con.execute(f"SELECT count(*) FROM {src}{w}{fw}", p + fp).fetchone()[0]
     # an admin's grid filtered by period only: the top of the per-day tops gives the same rows,
     # without sorting every flag of the cluster
     rows_src = src
@@ -206,7 +217,15 @@ def flagged_jobs(h: ReadHandle, scope: Scope, f: Filters, limit: int = 500) -> t
             and not (f.user or f.account or f.partition or f.codes or f.severities)):
         rows_src = "dash_flag_top"
     cols = ", ".join(f'"{c}"' for c in FLAG_COLUMNS)
-    df = _df(h, f"SELECT {cols} FROM {rows_src}{w}{fw} ORDER BY {FLAG_ORDER} LIMIT ?", p + fp + [int(limit)])
+    counts, tops, cp, tp = [], [], [], []
+    for part in scope.parts():      # disjoint: counts add up, and the top rows are among each part's top
+        w, p = f.where(scope, scope_sql=part)
+        counts.append(f"SELECT count(*) AS n FROM {src}{w}{fw}")
+        cp += p + fp
+        tops.append(f"(SELECT {cols} FROM {rows_src}{w}{fw} ORDER BY {FLAG_ORDER} LIMIT ?)")
+        tp += p + fp + [int(limit)]
+    total = h.con.execute(f"SELECT COALESCE(sum(n), 0) FROM ({' UNION ALL '.join(counts)})", cp).fetchone()[0]
+    df = _df(h, f"SELECT * FROM ({' UNION ALL '.join(tops)}) ORDER BY {FLAG_ORDER} LIMIT ?", tp + [int(limit)])
     return df, int(total)
 
 

@@ -246,3 +246,15 @@ def test_job_lookup_by_printed_id_and_ambiguity(tmp_path):
     assert queries.job(h, ALICE, "c2", "5")["cluster"] == "c2"
     assert queries.job_flag_rows(h, ALICE, "c1", "8", "alice") == []
     con.close()
+
+
+def test_lead_grid_is_their_accounts_plus_their_own_jobs(h):
+    bob_leads_a = Scope("lead", "bob", ("proj-a",))
+    df, total = queries.flagged_jobs(h, bob_leads_a, Filters())
+    assert total == 7 and set(df["job_id"]) == {"1", "2", "4"}      # proj-a's job 1 and bob's own 2, 4
+    assert df.iloc[0]["job_id"] == "4"
+    df, total = queries.flagged_jobs(h, Scope("lead", "carol", ("proj-b",)), Filters())
+    assert total == 4 and set(df["job_id"]) == {"2", "4"}           # carol has no flagged job herself
+    _, total = queries.flagged_jobs(h, bob_leads_a, Filters(account="proj-b"))
+    assert total == 4
+    assert [p[0] for p in bob_leads_a.parts()][0] == "account IN (?)"
