@@ -40,7 +40,7 @@ FINAL_STATES = ("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NO
 ACCOUNTING_SOURCES = ("slurm-sacct", "slurm-sacct-json")
 HEAD_BYTES = 65536
 BIG_FILE = 64 << 20     # progress lines for files this big even when ingesting just one
-STREAM_BYTES = 128 << 20  # files bigger than this whose parser has iter_parse are loaded in pieces this big
+STREAM_BYTES = 64 << 20   # files bigger than this whose parser has iter_parse are loaded in pieces this big (~0.8 GB peak)
 
 
 @dataclass
