@@ -27,10 +27,5 @@ def run(args: argparse.Namespace) -> int:
         params += args.flag
     rows = render.rows_of(con, f"SELECT {render.select_list(COLUMNS)} FROM job_flags{where} "
                                "ORDER BY wasted_sbu DESC NULLS LAST, sbu DESC NULLS LAST, job_id_raw, code", params)
-    if args.format == "json":
-        print(render.to_json(rows))
-    elif args.format == "csv":
-        print(render.to_csv(rows, COLUMNS), end="")
-    else:
-        print(render.table(rows, TABLE_COLUMNS) if rows else "no flagged jobs")
+    render.emit(rows, args.format, COLUMNS, TABLE_COLUMNS, empty="no flagged jobs")
     return 0

@@ -116,3 +116,14 @@ def quote_ident(name: str) -> str:
 
 def select_list(columns: Sequence[str]) -> str:
     return ", ".join(quote_ident(c) for c in columns)
+
+
+def emit(rows: Sequence[dict], fmt: str, columns: Sequence[str], table_columns: Sequence[str] | None = None,
+         empty: str = "no rows") -> None:
+    """Print rows as --format json|csv|table (the table may show fewer columns than CSV/JSON)."""
+    if fmt == "json":
+        print(to_json(list(rows)))
+    elif fmt == "csv":
+        print(to_csv(rows, columns), end="")
+    else:
+        print(table(rows, table_columns or columns) if rows else empty)

@@ -38,11 +38,5 @@ def run(args: argparse.Namespace) -> int:
         FROM job_usage_by('day'){where}
         GROUP BY ALL
         ORDER BY {'1' if args.by in ('day', 'week', 'month') else 'sbu DESC NULLS LAST, 1'}""", params)
-    columns = [args.by] + COLUMNS
-    if args.format == "json":
-        print(render.to_json(rows))
-    elif args.format == "csv":
-        print(render.to_csv(rows, columns), end="")
-    else:
-        print(render.table(rows, columns) if rows else "no usage in this period")
+    render.emit(rows, args.format, [args.by] + COLUMNS, empty="no usage in this period")
     return 0
