@@ -25,7 +25,6 @@ order, one poll shares one timestamp). Host = a `hostname` column if the query h
 """
 from __future__ import annotations
 
-import os
 import pathlib
 import re
 import zoneinfo
@@ -33,6 +32,7 @@ from typing import Optional
 
 import polars as pl
 
+from analytics.timezones import local_zone_name
 from analytics.records import ParseOptions, ParseResult, Reject
 
 FORMAT = "nvidia-smi"
@@ -107,23 +107,6 @@ def job_id_from_name(path: pathlib.Path) -> tuple[Optional[str], Optional[str]]:
     if not tokens:
         return None, "no job id: pass --job-id"
     return None, f"no job id: the file name has several numbers ({', '.join(tokens[:5])}): pass --job-id"
-
-
-def local_zone_name() -> str:
-    """IANA name of this machine's zone (TZ, /etc/localtime, /etc/timezone), else 'UTC'."""
-    tz = os.environ.get("TZ", "").lstrip(":")
-    if tz:
-        return tz
-    try:
-        target = os.path.realpath("/etc/localtime")
-        if "zoneinfo/" in target:
-            return target.split("zoneinfo/", 1)[1]
-    except OSError:
-        pass
-    try:
-        return pathlib.Path("/etc/timezone").read_text().strip() or "UTC"
-    except OSError:
-        return "UTC"
 
 
 _HEADER_LINE = r"^[A-Za-z_][A-Za-z0-9_.]*(?: \[[^\]]*\])?(?:\s*,\s*[A-Za-z_][A-Za-z0-9_.]*(?: \[[^\]]*\])?)*$"
