@@ -356,12 +356,16 @@ class _SampleLoader:
             return 0, 0
         keys = self.DEVICE + ["time"]
         total = frame.height
-        owners = frame.select(self.OWNER).unique()
-        by = "device" if owners.height == 1 else self.DEVICE
+        # one owner (a sidecar file): comparing with the first row is a plain scan, hashing is not
+        single = all(frame.select([pl.col(c).eq_missing(pl.col(c).first()).all() for c in self.OWNER]).row(0))
+        owners = frame.head(1).select(self.OWNER) if single else frame.select(self.OWNER).unique()
+        by = ["device"] if single else self.DEVICE
         rising = frame.select((pl.col("time").diff().over(by) > pl.duration(microseconds=0)).fill_null(True).all()).item()
         if not rising:
             frame = frame.unique(subset=keys, keep="first", maintain_order=True)
-        span = frame.group_by(self.DEVICE).agg(pl.col("time").min().alias("_t0"), pl.col("time").max().alias("_t1"))
+        span = frame.group_by(by).agg(pl.col("time").min().alias("_t0"), pl.col("time").max().alias("_t1"))
+        if single:
+            span = span.with_columns(**{c: pl.lit(owners[c][0], dtype=owners[c].dtype) for c in self.OWNER})
         after_earlier = True   # every time in this piece is later than this file's earlier pieces'
         if self.last is not None:
             j = span.join(self.last, on=self.DEVICE, how="inner", nulls_equal=True)
