@@ -39,8 +39,8 @@ def table_checksum(con: duckdb.DuckDBPyConnection, rel: str, drop: set[str] = VO
     return int(n), digest
 
 
-def content_checksums(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[int, str]]:
-    return {rel: table_checksum(con, rel) for rel in CONTENT}
+def content_checksums(con: duckdb.DuckDBPyConnection, drop: set[str] = VOLATILE) -> dict[str, tuple[int, str]]:
+    return {rel: table_checksum(con, rel, drop) for rel in CONTENT}
 
 
 def ingests_checksum(con: duckdb.DuckDBPyConnection) -> tuple[int, str]:
