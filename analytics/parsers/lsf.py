@@ -81,8 +81,8 @@ def sniff(head: str, path: pathlib.Path) -> bool:
 
 def tokenize(text: str) -> list[tuple[str, bool]]:
     """Record text -> [(value, was_quoted)]; "" inside a quoted field is one quote."""
-    return [(m.group(1).replace('""', '"'), True) if m.group(1) is not None else (m.group(2), False)
-            for m in _TOKEN.finditer(text)]
+    # findall gives (quoted, bare); a bare word is never empty, so an empty one marks a quoted field
+    return [(w, False) if w else ((q.replace('""', '"') if '""' in q else q), True) for q, w in _TOKEN.findall(text)]
 
 
 def records(lines: list[str]):
@@ -326,7 +326,7 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
         if not toks or not toks[0][1]:
             result.rejects.append(Reject(line_no, "not an lsb.acct record (does not start with a quoted event name)", text[:1000]))
             continue
-        stray = [v for v, quoted in toks if not quoted and not _ALNUM.search(v)]
+        stray = [v for v, quoted in toks if not quoted and not v[0].isalnum() and not _ALNUM.search(v)]
         if stray:   # LSF writes no unquoted token without a letter or digit: stray bytes (lsb.acct gl-26)
             toks = [t for t in toks if t[1] or _ALNUM.search(t[0])]
             notes[f"stray unquoted bytes {' '.join(stray)!r} removed"] += 1
