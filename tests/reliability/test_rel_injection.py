@@ -121,3 +121,82 @@ def test_reports_show_payloads_as_text(hostile, tmp_path, capsys):
         assert not CONTROL.search(re.sub(r"(?s)<script.*?</script>", "", text)), p.name
         escaped_seen += "&lt;script&gt;alert(1)&lt;/script&gt;" in text
     assert escaped_seen, "the HTML payload is not shown (escaped) in any report"
+
+
+# -- dashboard ----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def dash_client(hostile):
+    from analytics.snapshot import SnapshotReader, publish
+    from dashboard.app import create_app
+    from dashboard.auth import Auth, Roles
+    db, _ = hostile
+    publish(db)
+    reader = SnapshotReader(db)
+    app = create_app(reader, Auth("header", Roles.from_config({"admins": ["root"]})))
+    yield app, app.server.test_client()
+    reader.close()
+
+
+def _post(app, client, key: str, values: dict) -> dict:
+    spec = app.callback_map[key]
+
+    def item(d):
+        return {"id": d["id"], "property": d["property"], "value": values.get(f"{d['id']}.{d['property']}")}
+    outs = key.strip(".").split("...") if key.startswith("..") else [key]
+    outputs = [{"id": o.split(".", 1)[0], "property": o.split(".", 1)[1]} for o in outs]
+    body = {"output": key, "outputs": outputs if len(outputs) > 1 else outputs[0],
+            "inputs": [item(i) for i in spec["inputs"]], "state": [item(s) for s in spec.get("state", [])],
+            "changedPropIds": [f"{i['id']}.{i['property']}" for i in spec["inputs"]]}
+    r = client.post("/_dash-update-component", data=json.dumps(body), content_type="application/json",
+                    headers={"X-Forwarded-User": "root"})
+    assert r.status_code == 200, (key, r.status_code, r.data[:300])
+    return json.loads(r.data)
+
+
+def _strings_with_payloads(node, parent_type=None, out=None):
+    """(component type, prop, string) for every string that carries a payload."""
+    out = [] if out is None else out
+    if isinstance(node, dict):
+        ctype = node.get("type", parent_type)
+        for k, v in node.items():
+            if isinstance(v, str) and any(p in v for p in PAYLOADS):
+                out.append((ctype, k, v))
+            else:
+                _strings_with_payloads(v, ctype, out)
+    elif isinstance(node, list):
+        for v in node:
+            if isinstance(v, str) and any(p in v for p in PAYLOADS):
+                out.append((parent_type, "children", v))
+            else:
+                _strings_with_payloads(v, parent_type, out)
+    return out
+
+
+def test_dashboard_job_page_shows_names_as_text(dash_client, hostile):
+    app, client = dash_client
+    _, jobs = hostile
+    for jid, (name, user, account) in list(jobs.items())[:len(PAYLOADS)]:
+        page = _post(app, client, "page.children", {"url.pathname": "/job", "url.search": f"?cluster=demo&id={jid}"})
+        doc = _post(app, client, "job-content.children", {"job-key.data": {"cluster": "demo", "id": jid}})
+        text = json.dumps([page, doc])
+        assert "dangerously_allow_html" not in text and '"Markdown"' not in text, jid
+        found = _strings_with_payloads(doc)
+        assert any(s == name for _, _, s in found), (jid, name, found[:5])       # the whole name, one string
+        for ctype, prop, s in found:
+            assert ctype not in ("Markdown", "Iframe", "Script") and prop in ("children", "data", "title", "value",
+                                                                               "text", "x", "y", "name"), (ctype, prop)
+
+
+@pytest.mark.parametrize("key,path", [("..fl-table.data...fl-status.children..", "/flagged"),
+                                      ("..ut-table.data...ut-status.children..", "/users"),
+                                      ("..pt-table.data...pt-status.children..", "/projects")])
+def test_dashboard_tables_show_payloads_as_text(dash_client, key, path):
+    app, client = dash_client
+    page = json.dumps(_post(app, client, "page.children", {"url.pathname": path, "url.search": ""}))
+    assert '"presentation": "markdown"' not in page and "dangerously_allow_html" not in page
+    assert "markdown_options" not in page or '"html": true' not in page
+    data = _post(app, client, key, {})
+    rows = next(iter(data["response"].values()))["data"]
+    cells = [v for r in rows for v in r.values() if isinstance(v, str)]
+    assert any(c in PAYLOADS for c in cells), "no hostile value in the table"
