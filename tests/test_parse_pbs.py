@@ -73,6 +73,12 @@ def test_timezone_of_record_time():
     assert rows(r, "100")[-1]["end_time"] == utc(2024, 3, 1, 10, 0, 5)
 
 
+def test_default_zone_is_this_machines(monkeypatch):
+    monkeypatch.setenv("TZ", "Europe/Copenhagen")
+    r = pbs.parse(LOG, ParseOptions())
+    assert rows(r, "102")[-1]["end_time"] == utc(2024, 3, 1, 11, 5)
+
+
 def test_split_pairs_values_with_spaces():
     f = pbs.split_pairs('user=u Resource_Request_2.0=-L tasks=1:lprocs=1:memory=4GB -L tasks=1:lprocs=1 session=9 a="x y"')
     assert f["Resource_Request_2.0"] == "-L tasks=1:lprocs=1:memory=4GB -L tasks=1:lprocs=1"

@@ -38,6 +38,7 @@ from typing import Optional
 import polars as pl
 
 from analytics.records import ParseOptions, ParseResult, Reject
+from analytics.timezones import local_zone_name
 from analytics.units import parse_duration
 
 FORMAT = "pbs"
@@ -290,14 +291,14 @@ def _record(rtype: str, jobid: str, fields: dict[str, str], rtime: dt.datetime, 
 def _to_utc(groups, zone) -> dt.datetime:
     mo, d, y, hh, mi, ss = (int(g) for g in groups)
     t = dt.datetime(y, mo, d, hh, mi, ss)
-    t = t.replace(tzinfo=zone) if zone else t.astimezone()
+    t = t.replace(tzinfo=zone)
     return t.astimezone(dt.timezone.utc).replace(tzinfo=None)
 
 
 def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
     path = pathlib.Path(path)
     result = ParseResult(format=FORMAT)
-    zone = zoneinfo.ZoneInfo(opts.timezone) if opts.timezone else None
+    zone = zoneinfo.ZoneInfo(opts.timezone or local_zone_name())
     rows: list[dict] = []
     seen: dict[tuple, dict] = {}     # (cluster, job_id_raw) -> the job's last row in this file
     skipped: Counter = Counter()
