@@ -39,7 +39,7 @@ from analytics.records import ParseOptions, ParseResult
 FINAL_STATES = ("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY",
                 "PREEMPTED", "TIMEOUT", "REVOKED")
 # Sources that hold the scheduler's accounting record; the others only fill gaps.
-ACCOUNTING_SOURCES = ("slurm-sacct", "slurm-sacct-json")
+ACCOUNTING_SOURCES = ("slurm-sacct", "slurm-sacct-json", "pbs", "lsf")
 HEAD_BYTES = 65536
 BIG_FILE = 64 << 20     # progress lines for files this big even when ingesting just one
 STREAM_BYTES = 64 << 20   # files bigger than this whose parser has iter_parse are loaded in pieces this big (~0.8 GB peak)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from analytics.cli import UserError
 
-FORMATS = ("sacct", "sacct-json", "seff", "sidecar", "nvidia-smi")
+FORMATS = ("sacct", "sacct-json", "seff", "sidecar", "nvidia-smi", "pbs", "lsf")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
