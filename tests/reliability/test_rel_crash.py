@@ -79,6 +79,18 @@ def _per_file_rows_match(db: Path) -> int:
     return len(rows)
 
 
+def _snapshot_opens(db: Path) -> None:
+    """A kill while the dashboard snapshot is published leaves the old one or the new one, whole."""
+    from analytics.snapshot import SnapshotReader, snapshot_path
+    if snapshot_path(db).exists():
+        reader = SnapshotReader(db, check_views=False)
+        try:
+            with reader.cursor() as cur:
+                assert cur.con.execute("SELECT count(*) FROM jobs").fetchone()[0] > 0
+        finally:
+            reader.close()
+
+
 def test_kill_9_during_ingest(cluster, clean, tmp_path, capsys):
     _, dirs = cluster
     _, files, seconds, final = clean
@@ -97,6 +109,7 @@ def test_kill_9_during_ingest(cluster, clean, tmp_path, capsys):
         if db.exists():
             committed = _per_file_rows_match(db)
             after_kill[trial] = (committed, snapshot(db))
+            _snapshot_opens(db)
         else:
             committed = 0
         again = run_ingest(db, *dirs)
