@@ -78,9 +78,9 @@ def test_sidecar_line_missing_a_field_is_rejected_not_shifted(tmp_path):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "fuzz input (valid sidecar header; NULs, a CR and a newline inside fields): sidecar_csv._robust raises "
-    "polars ComputeError 'found more fields than defined in Schema' (read_csv without truncate_ragged_lines); "
-    "the whole file fails instead of the bad lines being rejected"))
+    "fuzz input (valid sidecar header; NULs, a CR and a newline inside fields): sidecar_csv.parse lets a "
+    "polars ComputeError escape ('found more fields than defined in Schema' in _robust's read_csv, and "
+    "'could not parse 123456.789 as i64'); the whole file fails instead of the bad lines being rejected"))
 def test_fuzz_crash_sidecar_ragged_lines():
     from pathlib import Path
 
