@@ -99,7 +99,7 @@ def test_kill_9_during_ingest(cluster, clean, tmp_path, capsys):
     outcomes, after_kill = [], {}
     for trial in range(TRIALS):
         db = tmp_path / f"trial{trial}.duckdb"
-        delay = rng.uniform(0.3, max(0.6, seconds * 0.95))
+        delay = rng.uniform(0.3, max(0.6, seconds * 0.8))
         proc = subprocess.Popen(ingest_cmd(db, *dirs), cwd=ROOT, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
         time.sleep(delay)

@@ -1,7 +1,7 @@
 """Concurrency: the dashboard (waitress, 127.0.0.1, a free port) answers a scripted load from 4
 threads while `jobsight ingest` adds files in between: no failed request, and the jobs of each
 ingest are visible as soon as that ingest (which publishes the snapshot) has returned.
-Always: 120 requests over ~8 s and 2 ingests; JOBSIGHT_LONG=1: 1,000 requests over ~60 s."""
+Always: 100 requests over ~6 s and 2 ingests; JOBSIGHT_LONG=1: 1,000 requests over ~60 s."""
 from __future__ import annotations
 
 import json
@@ -19,7 +19,7 @@ import pytest
 
 from relhelp import LONG, ROOT, run_ingest
 
-REQUESTS, SECONDS = (1000, 60.0) if LONG else (120, 8.0)
+REQUESTS, SECONDS = (1000, 60.0) if LONG else (100, 6.0)
 THREADS = 4
 
 
