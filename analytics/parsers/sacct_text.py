@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -30,6 +29,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import polars as pl
 
 from analytics import units
+from analytics.timezones import local_zone_name
 from analytics.records import ParseOptions, ParseResult, Reject
 
 FORMAT = "sacct"
@@ -108,27 +108,6 @@ _NULL_WORDS = sorted(units.NULL_WORDS - {""})
 
 # ----------------------------------------------------------------------------------------------
 # time zones
-
-def local_zone_name() -> str:
-    """IANA name of this machine's zone: $TZ, /etc/localtime's target, /etc/timezone, else UTC."""
-    tz = os.environ.get("TZ", "").lstrip(":")
-    if tz:
-        try:
-            ZoneInfo(tz)
-            return tz
-        except (ZoneInfoNotFoundError, ValueError):
-            pass
-    try:
-        target = os.path.realpath("/etc/localtime")
-        if "zoneinfo/" in target:
-            return target.split("zoneinfo/", 1)[1]
-    except OSError:
-        pass
-    try:
-        return Path("/etc/timezone").read_text().strip() or "UTC"
-    except OSError:
-        return "UTC"
-
 
 def resolve_zone(name: Optional[str]) -> str:
     name = name or local_zone_name()
