@@ -61,3 +61,19 @@ def snapshot(db: Path) -> dict:
         return out
     finally:
         con.close()
+
+
+_CLUSTER: dict = {}
+
+
+def generated_cluster(tmp_path_factory) -> tuple[Path, list[Path]]:
+    """(root, input folders) of a generated 14-day, 150-job cluster, made once per session: several
+    weekly sacct text and JSON dumps sharing the jobs that span a week boundary, sidecar CSV +
+    metadata, nvidia-smi logs, seff reports. (A helper, not a conftest.py: tests/ modules import
+    names from `conftest`, which a second conftest module would shadow.)"""
+    if "root" not in _CLUSTER:
+        from fixtures.generator import SUBDIRS, generate
+        root = tmp_path_factory.mktemp("cluster") / "data"
+        generate(root, jobs=150, days=14, seed=5)
+        _CLUSTER["root"] = (root, [root / d for d in SUBDIRS if (root / d).is_dir()])
+    return _CLUSTER["root"]

@@ -8,6 +8,7 @@ import pytest
 
 from relhelp import open_ro, run_ingest
 
+
 HEADER = ("time,job_id,cluster,host,device,util_pct,mem_used_bytes,mem_total_bytes,gpu_index,power_w,energy_j,"
           "sm_clock_mhz,temperature_c,sm_active_pct\n").encode()
 

@@ -19,7 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from relhelp import LONG, ROOT, ingest_cmd, open_ro, run_ingest, snapshot
+from relhelp import LONG, ROOT, generated_cluster, ingest_cmd, open_ro, run_ingest, snapshot
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    return generated_cluster(tmp_path_factory)
 
 TRIALS = 20 if LONG else 5
 

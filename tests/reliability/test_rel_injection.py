@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from relhelp import open_ro
+from relhelp import generated_cluster, open_ro
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    return generated_cluster(tmp_path_factory)
 
 PAYLOADS = ['<script>alert(1)</script>', '"><img src=x onerror=alert(1)>', "'; DROP TABLE job; --",
             '=HYPERLINK("http://x","y")', '+1', '-1', '@SUM(1)', '\x1b[31mred\x1b[0m', '\x1b]0;title\x07',

@@ -17,7 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from relhelp import LONG, ROOT, run_ingest
+from relhelp import LONG, ROOT, generated_cluster, run_ingest
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    return generated_cluster(tmp_path_factory)
 
 REQUESTS, SECONDS = (1000, 60.0) if LONG else (100, 6.0)
 THREADS = 4

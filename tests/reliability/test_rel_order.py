@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from relhelp import LONG, VOLATILE, content_checksums, open_ro, snapshot
+from relhelp import LONG, VOLATILE, content_checksums, generated_cluster, open_ro, snapshot
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    return generated_cluster(tmp_path_factory)
 
 OPTS = ["--timezone", "Europe/Amsterdam", "--cluster", "demo", "--quiet"]
 # null_reasons goes stale on update (see test_null_reasons_name_only_null_columns), which makes it
