@@ -268,10 +268,23 @@ def _merge_records(con, frame: pl.DataFrame, table: str, keys: list[str], time_c
         con.execute(f"INSERT INTO {table} ({collist}) SELECT {collist} FROM _act WHERE _action = 'insert'")
     where = " AND ".join(f"{table}.{_q(k)} = a.{_q(k)}" for k in keys)
     if counts.get("replace"):
-        sets = ", ".join(f"{_q(c)} = coalesce(a.{_q(c)}, {table}.{_q(c)})" for c in data_cols)
+        # Values the newer record lacks are kept, unless it says why it has none (its null_reasons:
+        # "Unknown", "return code lost"): that is a statement about the job, and the reasons stored
+        # are the newer record's own (a RUNNING job's {"end_time": "Unknown"} must not outlive it).
+        def newer(c: str) -> str:
+            if c == "null_reasons":
+                return f"{_q(c)} = a.{_q(c)}"
+            said_null = f"""coalesce(json_exists(a.null_reasons, '$."{c}"'), false)"""
+            return f"{_q(c)} = CASE WHEN {said_null} THEN NULL ELSE coalesce(a.{_q(c)}, {table}.{_q(c)}) END"
+        sets = ", ".join(newer(c) for c in data_cols)
         con.execute(f"UPDATE {table} SET {sets}, ingest_id = a.ingest_id FROM _act a WHERE {where} AND a._action = 'replace'")
     if counts.get("fill"):
-        sets = ", ".join(f"{_q(c)} = coalesce({table}.{_q(c)}, a.{_q(c)})" for c in data_cols if c != "source")
+        # a lower-fidelity record only fills NULLs the stored record does not explain; the stored
+        # reasons stay (the filler's reasons would describe columns that the stored record has)
+        def fill(c: str) -> str:
+            explained = f"""coalesce(json_exists({table}.null_reasons, '$."{c}"'), false)"""
+            return f"{_q(c)} = CASE WHEN {explained} THEN {table}.{_q(c)} ELSE coalesce({table}.{_q(c)}, a.{_q(c)}) END"
+        sets = ", ".join(fill(c) for c in data_cols if c not in ("source", "null_reasons"))
         con.execute(f"UPDATE {table} SET {sets} FROM _act a WHERE {where} AND a._action = 'fill'")
     stored = counts.get("insert", 0)
     updated = counts.get("replace", 0) + counts.get("fill", 0)

@@ -2,15 +2,15 @@
 
 Recognised by its exact header line. This is the 50M-row path, so it is read in bulk:
 - fast path: one polars ``read_csv`` with an explicit all-text schema, then vectorised casts;
-- if any cast fails, or a line has the wrong number of fields, the file is re-read as raw lines
-  (still one polars read) and only the bad lines become Rejects, with their line numbers.
+- if any cast fails, or a line has the wrong number of fields (checked by counting separators),
+  or a line is not UTF-8, the piece is split into lines and only the bad lines become Rejects,
+  with their line numbers.
 A last line without a trailing newline is a write cut short by a kill: it is dropped and counted
 in ``dropped``, never an error. Times are ISO-8601 UTC with 'Z' and are stored naive UTC.
 """
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 from typing import Iterator, Optional
 
@@ -36,38 +36,18 @@ def sniff(head: str, path: pathlib.Path) -> bool:
     return first == HEADER
 
 
-def _tail_state(path: pathlib.Path) -> tuple[int, bool]:
-    """(size, ends_with_newline) without reading the whole file."""
-    size = path.stat().st_size
-    if size == 0:
-        return 0, True
-    with open(path, "rb") as fh:
-        fh.seek(size - 1)
-        return size, fh.read(1) == b"\n"
-
-
-def _count_newlines(path: pathlib.Path) -> int:
-    n = 0
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 24):
-            n += chunk.count(b"\n")
-    return n
-
-
-def _last_line(path: pathlib.Path, size: int) -> str:
-    with open(path, "rb") as fh:
-        fh.seek(max(0, size - 4096))
-        return fh.read().rsplit(b"\n", 1)[-1].decode("utf-8", "replace")
-
-
-def _read_typed(path: pathlib.Path, n_rows: Optional[int]) -> pl.DataFrame:
+def _read_typed(source: bytes) -> pl.DataFrame:
     """Fast path: polars parses the numbers itself (typed read is ~2.5x faster and uses ~1/3 of the
     memory of reading text and casting). Raises on any bad value or ragged line."""
     # time is read as text and converted with the fixed format: ~2x cheaper than letting the reader
     # parse datetimes (it infers per value); a value in another form (an offset) raises and the
     # line path below takes it.
     schema = {c: _TYPES.get(c, pl.String) for c in COLUMNS}
-    df = pl.read_csv(path, has_header=True, schema=schema, n_rows=n_rows, quote_char=None, raise_if_empty=False)
+    df = pl.read_csv(source, has_header=True, schema=schema, quote_char=None, raise_if_empty=False)
+    # the reader fills a short line's missing fields with nulls (shifting nothing it can see), so
+    # a line with too few fields is caught by counting separators: every line has len(COLUMNS)-1
+    if source.count(b",") != (len(df) + 1) * (len(COLUMNS) - 1):
+        raise ValueError("a line has the wrong number of fields")
     return df.with_columns(pl.col("time").str.to_datetime(TIME_FORMAT, time_unit="us", strict=True))
 
 
@@ -98,25 +78,30 @@ def _reasons(raw: pl.DataFrame, typed: pl.DataFrame) -> pl.Series:
     return both.select(expr.alias("reason"))["reason"]
 
 
-def _robust(source, n_lines: Optional[int], first_line: int = 2) -> tuple[pl.DataFrame, list[Reject], int]:
-    """Line-level read: split raw lines, reject the ones with the wrong field count or bad values."""
-    lines = pl.read_csv(
-        source, has_header=False, separator="\x01", quote_char=None, schema={"line": pl.String},
-        n_rows=n_lines, raise_if_empty=False, empty_string_is_null=False,
-    )["line"]
-    lines = lines.slice(1)  # header
-    df = pl.DataFrame({"line": lines.str.strip_suffix("\r"),
-                       "line_no": pl.int_range(first_line, len(lines) + first_line, eager=True, dtype=pl.Int64)})
-    df = df.with_columns(pl.col("line").str.split(",").list.len().alias("_n"))
+def _robust(source: bytes, first_line: int = 2) -> tuple[pl.DataFrame, list[Reject], int]:
+    """Line-level read: split raw lines, reject the ones that are not UTF-8, have the wrong field
+    count or bad values. Only runs on a piece whose fast read failed, so Python per line is fine."""
+    raw_lines = source.split(b"\n")[1:]          # header first; the piece ends with a newline
+    if raw_lines and raw_lines[-1] == b"":
+        raw_lines.pop()
     rejects: list[Reject] = []
-    ragged = df.filter(pl.col("_n") != len(COLUMNS))
-    for line, no, n in ragged.select("line", "line_no", "_n").iter_rows():
+    texts: list[str] = []
+    numbers: list[int] = []
+    for no, raw in enumerate(raw_lines, first_line):
+        try:
+            line = raw.decode("utf-8").removesuffix("\r")
+        except UnicodeDecodeError as exc:
+            rejects.append(Reject(no, f"invalid UTF-8 at byte {exc.start}", raw[:1000].decode("utf-8", "replace")))
+            continue
+        n = line.count(",") + 1
         if line == "":
-            reason = "empty line"
+            rejects.append(Reject(no, "empty line", ""))
+        elif n != len(COLUMNS):
+            rejects.append(Reject(no, f"{n} fields, the sidecar v1 header has {len(COLUMNS)}", line[:1000]))
         else:
-            reason = f"{n} fields, the sidecar v1 header has {len(COLUMNS)}"
-        rejects.append(Reject(no, reason, line[:1000]))
-    good = df.filter(pl.col("_n") == len(COLUMNS))
+            texts.append(line)
+            numbers.append(no)
+    good = pl.DataFrame({"line": texts, "line_no": numbers}, schema={"line": pl.String, "line_no": pl.Int64})
     raw = good.select(
         pl.col("line").str.split_exact(",", len(COLUMNS) - 1).struct.rename_fields(list(COLUMNS)).struct.unnest(),
     )
@@ -127,7 +112,7 @@ def _robust(source, n_lines: Optional[int], first_line: int = 2) -> tuple[pl.Dat
         for no, reason, line in zip(good["line_no"].filter(bad), reasons.filter(bad), good["line"].filter(bad)):
             rejects.append(Reject(no, reason, line[:1000]))
         typed = typed.filter(~bad)
-    return typed, sorted(rejects, key=lambda r: r.line_no or 0), len(df)
+    return typed, sorted(rejects, key=lambda r: r.line_no or 0), len(raw_lines)
 
 
 def _read_meta(path: pathlib.Path, notes: list[str]) -> Optional[dict]:
@@ -179,16 +164,16 @@ def _meta_frame(meta: dict, path: pathlib.Path, cluster: str, job_id: Optional[s
     )
 
 
-def _read_block(source, n_rows: Optional[int], first_line: int) -> tuple[pl.DataFrame, list[Reject], int]:
-    """(samples with a _line column, rejects, data rows read) for a header + data source."""
+def _read_block(source: bytes, first_line: int) -> tuple[pl.DataFrame, list[Reject], int]:
+    """(samples with a _line column, rejects, data rows read) for header + data lines."""
     try:
-        samples = _read_typed(source, n_rows)
+        samples = _read_typed(source)
         if samples["time"].null_count() or samples["device"].null_count():
             raise ValueError("null key")
         line = pl.int_range(first_line, len(samples) + first_line, dtype=pl.Int64)
         return samples.with_columns(line.alias("_line")), [], len(samples)
     except Exception:  # noqa: BLE001 - any failure of the fast path: find the bad lines one by one
-        return _robust(source, None if n_rows is None else n_rows + 1, first_line)
+        return _robust(source, first_line)
 
 
 class _Defaults:
@@ -228,21 +213,9 @@ def _cut_short(result: ParseResult, tail: bytes) -> None:
 
 
 def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
-    """The whole file as one result (polars reads the file directly)."""
+    """The whole file as one result: iter_parse with a single piece."""
     path = pathlib.Path(path)
-    result = ParseResult(format=FORMAT)
-    size, ends_nl = _tail_state(path)
-    n_rows: Optional[int] = None          # data rows to read (None = all)
-    if not ends_nl:
-        _cut_short(result, _last_line(path, size).encode())
-        n_rows = max(_count_newlines(path) - 1, 0)
-    samples, rejects, rows = _read_block(path, n_rows, 2)
-    result.rows_in = rows + result.dropped
-    d = _Defaults(path, opts, result.notes)
-    _finish(result, samples, rejects, d)
-    if d.meta is not None:
-        first = result.samples.row(0, named=True) if len(result.samples) else {}
-        result.sidecar_runs = _meta_frame(d.meta, path, d.cluster, first.get("job_id_raw"), first.get("host"))
+    (result,) = iter_parse(path, opts, chunk_bytes=max(1, path.stat().st_size))
     return result
 
 
@@ -273,7 +246,7 @@ def iter_parse(path: pathlib.Path, opts: ParseOptions, chunk_bytes: int = 256 <<
                 cut = data.rfind(b"\n") + 1
                 _cut_short(result, data[cut:])
                 data = data[:cut]
-            samples, rejects, rows = _read_block(header + data, None, first_line)
+            samples, rejects, rows = _read_block(header + data, first_line)
             result.rows_in = rows + result.dropped
             _finish(result, samples, rejects, d)
             if first:

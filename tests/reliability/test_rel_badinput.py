@@ -17,10 +17,6 @@ def _row(sec: int, host: bytes = b"gpu01") -> bytes:
     return b"2026-11-21T10:00:%02d.000Z,4242,testclu,%s,cpu,87.5,1073741824,4294967296,,,,,,\n" % (sec, host)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "sidecar_csv._robust reads with pl.read_csv(encoding='utf8') and one invalid UTF-8 byte fails the whole "
-    "file (ComputeError 'invalid utf-8 sequence', no line); fix: read with encoding='utf8-lossy' as nvidia_smi "
-    "does and reject lines holding U+FFFD as 'invalid UTF-8', or fall back to a per-line decode"))
 def test_invalid_utf8_in_a_sidecar_line_rejects_that_line(tmp_path):
     f = tmp_path / "jobsight-testclu-4242-gpu01-20261121T100000Z-1.csv"
     f.write_bytes(HEADER + _row(0) + _row(10, b"gpu\xff01") + _row(20))
@@ -53,12 +49,9 @@ def test_invalid_utf8_in_an_nvidia_smi_line_rejects_that_line(tmp_path):
         con.close()
 
 
-SHORT_LINE_BUG = ("sidecar_csv stores a middle line with 13 of 14 fields, its values shifted into the wrong columns "
-                  "(util_pct 1073741824, device 'cpu87.5'): a line whose field count differs from the header must be "
-                  "rejected ('13 fields where the header has 14'), as sacct text does; util_pct outside 0..100 too")
+# Regression (fixed): sidecar_csv stores a middle line with 13 of 14 fields, its values shifted into the wrong columns  (util_pct 1073741824, device 'cpu87.5'): a line whose field count differs from the header must be  rejected ('13 fields where the header has 14'), as sacct text does; util_pct outside 0..100 too
 
 
-@pytest.mark.xfail(strict=True, reason=SHORT_LINE_BUG)
 def test_sidecar_line_missing_a_field_is_rejected_not_shifted(tmp_path):
     f = tmp_path / "jobsight-testclu-4242-gpu01-20261121T100000Z-3.csv"
     short = b"2026-11-21T10:00:10.000Z,4242,testclu,gpu01,cpu87.5,1073741824,4294967296,,,,,,\n"   # 13 fields
@@ -78,10 +71,6 @@ def test_sidecar_line_missing_a_field_is_rejected_not_shifted(tmp_path):
     assert (rep["stored"], rep["rejected"], rejects) == (2, 1, [(3,)])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "fuzz input (valid sidecar header; NULs, a CR and a newline inside fields): sidecar_csv.parse lets a "
-    "polars ComputeError escape ('found more fields than defined in Schema' in _robust's read_csv, and "
-    "'could not parse 123456.789 as i64'); the whole file fails instead of the bad lines being rejected"))
 def test_fuzz_crash_sidecar_ragged_lines():
     from pathlib import Path
 

@@ -213,11 +213,9 @@ def test_dashboard_tables_show_payloads_as_text(dash_client, key, path):
     assert any(c in PAYLOADS for c in cells), "no hostile value in the table"
 
 
-PIPE_BUG = ("`jobsight job ... | head -1` prints a BrokenPipeError traceback: analytics/cli.py main() should catch "
-            "BrokenPipeError, point stdout at os.devnull and return 141 (like other Unix tools)")
+# Regression (fixed): `jobsight job ... | head -1` prints a BrokenPipeError traceback: analytics/cli.py main() should catch  BrokenPipeError, point stdout at os.devnull and return 141 (like other Unix tools)
 
 
-@pytest.mark.xfail(strict=True, reason=PIPE_BUG)
 def test_closed_pipe_is_not_a_traceback(hostile):
     """A reader that stops early (`| head`) is normal use in scripts, not a crash."""
     import subprocess

@@ -133,12 +133,9 @@ def test_overlapping_windows_ingested_in_either_order(files, baseline, tmp_path)
     assert _content(db) == baseline[1]
 
 
-NULL_REASONS_BUG = ("ingest keeps the stored null_reasons when a record is replaced (coalesce(a.null_reasons, "
-                    "t.null_reasons) in _merge's 'replace' UPDATE): a RUNNING job's {\"end_time\": \"Unknown\"} "
-                    "survives its COMPLETED record, and depends on file order")
+# Regression (fixed): ingest keeps the stored null_reasons when a record is replaced (coalesce(a.null_reasons,  t.null_reasons) in _merge's 'replace' UPDATE): a RUNNING job's {"end_time": "Unknown"}  survives its COMPLETED record, and depends on file order
 
 
-@pytest.mark.xfail(strict=True, reason=NULL_REASONS_BUG)
 @pytest.mark.parametrize("view", ["jobs", "steps"])
 def test_null_reasons_name_only_null_columns(baseline, view):
     """null_reasons is {column: word} for values stored as NULL: every column it names must be NULL."""
