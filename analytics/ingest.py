@@ -193,19 +193,10 @@ def _q(name: str) -> str:
 
 def _stage(con, frame: pl.DataFrame, table: str, stage: str, ingest_id: int) -> list[str]:
     """Create temp table `stage` with the table's columns (missing ones NULL) plus _row."""
-    cols = _table_columns(con, table)
-    have = set(frame.columns)
-    frame = frame.with_row_index("_row")
-    sel = []
-    for name, typ in cols:
-        if name == "ingest_id":
-            sel.append(f"{int(ingest_id)}::BIGINT AS ingest_id")
-        elif name in have:
-            sel.append(f"CAST({_q(name)} AS {typ}) AS {_q(name)}")
-        else:
-            sel.append(f"NULL::{typ} AS {_q(name)}")
-    _run(con, f"CREATE OR REPLACE TEMP TABLE {stage} AS SELECT {', '.join(sel)}, _row FROM _incoming", _incoming=frame)
-    return [c for c, _ in cols]
+    cols, sel = _select_casts(con, frame, table, ingest_id)
+    _run(con, f"CREATE OR REPLACE TEMP TABLE {stage} AS SELECT {sel}, _row FROM _incoming",
+         _incoming=frame.with_row_index("_row"))
+    return cols
 
 
 def _fidelity(expr: str) -> str:
