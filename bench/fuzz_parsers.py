@@ -4,7 +4,7 @@
     PYTHONPATH=/tmp/atheris-lib:. .venv/bin/python bench/fuzz_parsers.py -atheris_runs=20000
     PYTHONPATH=/tmp/atheris-lib:. .venv/bin/python bench/fuzz_parsers.py -max_total_time=600 CORPUS_DIR
 
-The first input byte picks the parser (sacct text, sacct JSON, seff, sidecar CSV, nvidia-smi),
+The first input byte picks the parser (sacct text, sacct JSON, seff, sidecar CSV, nvidia-smi, PBS, LSF),
 the rest is the file. Seeds: fixtures/ (and ../shared/realdata when present), written to a corpus
 folder on first use. Invariants, each a crash when broken: no exception escapes parse(); every
 input row is accounted for (rows_in == rows in the frames + rejected + dropped, where the parser
@@ -24,13 +24,15 @@ import atheris
 import polars  # noqa: F401  imported first so only jobsight's own code is instrumented
 
 with atheris.instrument_imports(include=["analytics"]):
-    from analytics.parsers import nvidia_smi, sacct_json, sacct_text, seff, sidecar_csv
+    from analytics.parsers import lsf, nvidia_smi, pbs, sacct_json, sacct_text, seff, sidecar_csv
     from analytics.records import ParseOptions
 
 ROOT = Path(__file__).resolve().parents[1]
-PARSERS = [(sacct_text, ".txt"), (sacct_json, ".json"), (seff, ".txt"), (sidecar_csv, ".csv"), (nvidia_smi, ".csv")]
+PARSERS = [(sacct_text, ".txt"), (sacct_json, ".json"), (seff, ".txt"), (sidecar_csv, ".csv"), (nvidia_smi, ".csv"),
+           (pbs, ""), (lsf, ".acct")]
 SEEDS = {0: ["fixtures/sacct/*.txt"], 1: ["fixtures/sacct_json/*.json"], 2: ["fixtures/seff/*.txt"],
-         3: ["fixtures/sidecar/*.csv"], 4: ["fixtures/nvidia_smi/*.csv", "fixtures/nvidia_smi/*.log"]}
+         3: ["fixtures/sidecar/*.csv"], 4: ["fixtures/nvidia_smi/*.csv", "fixtures/nvidia_smi/*.log"],
+         5: ["fixtures/pbs/*"], 6: ["fixtures/lsf/*"]}
 OPTS = ParseOptions(timezone="Europe/Amsterdam", cluster="fuzz", job_id="4242")
 TMP = Path(tempfile.mkdtemp(prefix="jobsight-fuzz-"))
 runs = 0
