@@ -7,6 +7,7 @@ so a broken harness can never turn into a silent pass.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,3 +31,9 @@ def realdata() -> Path:
     if not REALDATA.is_dir():
         pytest.skip(f"../shared/realdata not present at {REALDATA}")
     return REALDATA
+
+
+def jobsight_cmd() -> list[str]:
+    """The `jobsight` command as users run it: the venv's console script, else the module."""
+    exe = ROOT / ".venv" / "bin" / "jobsight"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "analytics.cli"]

@@ -20,13 +20,12 @@ import io
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, jobsight_cmd
 
 CROSS = FIXTURES / "crosscheck"
 SACCT = CROSS / "commands-sacct.txt"
@@ -34,8 +33,7 @@ SIDECAR = CROSS / "jobsight-xc-503-gpu01-20261115T230000Z-4711.csv"
 
 
 def jobsight(*args: str, cwd: Path, ok: bool = True) -> subprocess.CompletedProcess:
-    exe = ROOT / ".venv" / "bin" / "jobsight"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "analytics.cli"]
+    cmd = jobsight_cmd()
     env = {k: v for k, v in os.environ.items() if k != "JOBSIGHT_CONFIG"}
     proc = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=120, cwd=cwd, env=env)
     if ok:

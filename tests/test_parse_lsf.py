@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from analytics.parsers import lsf
 from analytics.records import ParseOptions
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, jobsight_cmd
 
 ACCT = FIXTURES / "lsf" / "lsb.acct"
 KIB, MIB, GIB = 1024, 1024 ** 2, 1024 ** 3
@@ -147,14 +147,11 @@ def test_fuzz_never_raises_and_accounts(tmp_path, record, cut, edits, extra):
 
 
 def test_end_to_end_ingest_with_table_charging(tmp_path):
-    exe = ROOT / ".venv" / "bin" / "jobsight"
-    if not exe.exists():
-        pytest.skip("jobsight not installed in .venv")
     cfg = tmp_path / "jobsight.toml"
     cfg.write_text('[charging]\npolicy = "table"\n\n[[charging.rates]]\npartition = "normal"\nper_core_h = 2.0\n\n'
                    '[[charging.rates]]\npartition = "gpu"\nper_core_h = 1.0\nper_gpu_h = 4.0\n')
     db = tmp_path / "t.duckdb"
-    run = subprocess.run([str(exe), "ingest", "--db", str(db), "--config", str(cfg), "--cluster", "lsfc", str(ACCT)],
+    run = subprocess.run([*jobsight_cmd(), "ingest", "--db", str(db), "--config", str(cfg), "--cluster", "lsfc", str(ACCT)],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     con = duckdb.connect(str(db), read_only=True)

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from analytics.parsers import nvidia_smi
 from analytics.records import ParseOptions
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, jobsight_cmd
 
 DIR = FIXTURES / "nvidia_smi"
 MIB = 1024 ** 2
@@ -184,11 +184,8 @@ def test_fuzz_never_raises_and_accounts(tmp_path, rows, header):
 
 
 def test_end_to_end_ingest(tmp_path):
-    exe = ROOT / ".venv" / "bin" / "jobsight"
-    if not exe.exists():
-        pytest.skip("jobsight not installed in .venv")
     db = tmp_path / "t.duckdb"
-    run = subprocess.run([str(exe), "ingest", "--db", str(db), "--timezone", "Europe/Amsterdam", "--cluster", "c9",
+    run = subprocess.run([*jobsight_cmd(), "ingest", "--db", str(db), "--timezone", "Europe/Amsterdam", "--cluster", "c9",
                           str(DIR / "gpu-log-5150.csv")], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     con = duckdb.connect(str(db), read_only=True)

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from analytics.parsers import pbs
 from analytics.records import ParseOptions
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, jobsight_cmd
 
 LOG = FIXTURES / "pbs" / "20240301"
 KIB, MIB, GIB = 1024, 1024 ** 2, 1024 ** 3
@@ -187,14 +187,11 @@ def test_fuzz_never_raises_and_accounts(tmp_path, lines):
 
 
 def test_end_to_end_ingest_with_table_charging(tmp_path):
-    exe = ROOT / ".venv" / "bin" / "jobsight"
-    if not exe.exists():
-        pytest.skip("jobsight not installed in .venv")
     cfg = tmp_path / "jobsight.toml"
     cfg.write_text('[charging]\npolicy = "table"\n\n[[charging.rates]]\npartition = "batch"\nper_core_h = 1.5\n\n'
                    '[[charging.rates]]\npartition = "gpu"\nper_core_h = 0.5\nper_gpu_h = 10.0\n')
     db = tmp_path / "t.duckdb"
-    run = subprocess.run([str(exe), "ingest", "--db", str(db), "--config", str(cfg), "--timezone", "Europe/Copenhagen",
+    run = subprocess.run([*jobsight_cmd(), "ingest", "--db", str(db), "--config", str(cfg), "--timezone", "Europe/Copenhagen",
                           str(LOG)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     con = duckdb.connect(str(db), read_only=True)

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from analytics.parsers import sacct_json
 from analytics.records import ParseOptions
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, jobsight_cmd
 
 DIR = FIXTURES / "sacct_json"
 MIB, GIB = 1024 ** 2, 1024 ** 3
@@ -211,11 +211,8 @@ def test_fuzz_truncated_file(tmp_path, cut):
 
 
 def test_end_to_end_ingest(tmp_path):
-    exe = ROOT / ".venv" / "bin" / "jobsight"
-    if not exe.exists():
-        pytest.skip("jobsight not installed in .venv")
     db = tmp_path / "t.duckdb"
-    run = subprocess.run([str(exe), "ingest", "--db", str(db), str(DIR / "sacct-dbv0.0.38-slurm22.05.json")],
+    run = subprocess.run([*jobsight_cmd(), "ingest", "--db", str(db), str(DIR / "sacct-dbv0.0.38-slurm22.05.json")],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     con = duckdb.connect(str(db), read_only=True)

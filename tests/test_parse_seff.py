@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from analytics.parsers import seff
 from analytics.records import ParseOptions
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, jobsight_cmd
 
 MIXED = FIXTURES / "seff" / "seff-mixed.txt"
 KIB, MIB, GIB, TIB = 1024, 1024 ** 2, 1024 ** 3, 1024 ** 4
@@ -114,11 +114,8 @@ def test_fuzz_never_raises_and_accounts(tmp_path, lines):
 
 
 def test_end_to_end_ingest(tmp_path):
-    exe = ROOT / ".venv" / "bin" / "jobsight"
-    if not exe.exists():
-        pytest.skip("jobsight not installed in .venv")
     db = tmp_path / "t.duckdb"
-    run = subprocess.run([str(exe), "ingest", "--db", str(db), str(MIXED)], capture_output=True, text=True, timeout=300)
+    run = subprocess.run([*jobsight_cmd(), "ingest", "--db", str(db), str(MIXED)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     con = duckdb.connect(str(db), read_only=True)
     assert con.execute("SELECT job_id, ncpus, mem_alloc_bytes, source FROM jobs WHERE job_id_raw = '5102'").fetchone() == \

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from analytics.parsers import sidecar_csv
 from analytics.records import ParseOptions
 from collector.csv_schema import HEADER
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, jobsight_cmd
 
 DIR = FIXTURES / "sidecar"
 GOOD = DIR / "jobsight-testclu-4242-gpu01-20261121T100000Z-999.csv"
@@ -114,15 +114,12 @@ def test_fuzz_never_raises_and_accounts(tmp_path, lines, trailing_nl):
 
 
 def test_end_to_end_ingest(tmp_path):
-    exe = ROOT / ".venv" / "bin" / "jobsight"
-    if not exe.exists():
-        pytest.skip("jobsight not installed in .venv")
     d = tmp_path / "side"
     d.mkdir()
     for f in (GOOD, GOOD.with_suffix(".meta.json"), TRUNC):
         shutil.copy(f, d / f.name)
     db = tmp_path / "t.duckdb"
-    run = subprocess.run([str(exe), "ingest", "--db", str(db), str(d / GOOD.name), str(d / TRUNC.name)],
+    run = subprocess.run([*jobsight_cmd(), "ingest", "--db", str(db), str(d / GOOD.name), str(d / TRUNC.name)],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     con = duckdb.connect(str(db), read_only=True)

@@ -29,7 +29,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from conftest import FIXTURES, ROOT, require_service
+from conftest import FIXTURES, jobsight_cmd, require_service
 
 CROSS = FIXTURES / "crosscheck"
 FIXTURE = CROSS / "sacct-crosscheck.txt"
@@ -61,8 +61,7 @@ def run_reportseff(exe: str, fixture: Path, jobs: list[str]) -> dict[str, dict[s
 
 def ingest(tmp: Path, fixture: Path) -> dict[str, dict]:
     db = tmp / "x.duckdb"
-    exe = ROOT / ".venv" / "bin" / "jobsight"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "analytics.cli"]
+    cmd = jobsight_cmd()
     proc = subprocess.run([*cmd, "ingest", "--db", str(db), "--timezone", "UTC", "--format", "sacct", str(fixture)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and " 0 rejected" in proc.stdout, proc.stdout + proc.stderr
