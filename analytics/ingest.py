@@ -560,14 +560,7 @@ def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleTy
             return rep
     if progress and path.stat().st_size > BIG_FILE:
         progress(f"{path}: read {result.rows_in:,} rows in {time.monotonic() - t0:.1f} s; loading")
-    try:
-        out = load_result(con, result, str(Path(path).resolve()), checksum, options)
-    except (AccountingError, duckdb.Error) as exc:   # rolled back: nothing of this file is stored
-        rep.status, rep.error = "failed", f"not loaded ({type(exc).__name__}): {exc}"
-        return rep
-    out.path = str(path)
-    out.seconds = time.monotonic() - t0
-    return out
+    return _loaded(rep, path, t0, lambda: load_result(con, result, str(Path(path).resolve()), checksum, options))
 
 
 class _ParserFailed(Exception):
@@ -592,15 +585,22 @@ def _ingest_streamed(con, path: Path, opts: ParseOptions, mod: ModuleType, check
                      rep: FileReport, t0: float) -> FileReport:
     """A big file whose parser reads it in pieces: each piece is loaded as soon as it is parsed,
     all in the file's one transaction (peak memory ~ one piece, not the whole file)."""
+    return _loaded(rep, path, t0, lambda: load_pieces(con, _pieces(mod, path, opts), mod.FORMAT,
+                                                      str(Path(path).resolve()), checksum, options))
+
+
+def _loaded(rep: FileReport, path: Path, t0: float, load: Callable[[], FileReport]) -> FileReport:
+    """Run one file's load (its own transaction) and turn a failure into the file's report line;
+    a failed load was rolled back, so nothing of the file is stored."""
     try:
-        out = load_pieces(con, _pieces(mod, path, opts), mod.FORMAT, str(Path(path).resolve()), checksum, options)
+        out = load()
     except OSError as exc:
         rep.status, rep.error = "unreadable", f"cannot read: {exc.strerror or exc}"
         return rep
     except _ParserFailed as exc:
         rep.status, rep.error = "failed", str(exc)
         return rep
-    except (AccountingError, duckdb.Error) as exc:   # rolled back: nothing of this file is stored
+    except (AccountingError, duckdb.Error) as exc:
         rep.status, rep.error = "failed", f"not loaded ({type(exc).__name__}): {exc}"
         return rep
     out.path = str(path)
