@@ -6,7 +6,6 @@ name, and LD_LIBRARY_PATH only reaches the dynamic loader at process start.
 from __future__ import annotations
 
 import ctypes.util
-import json
 import os
 import subprocess
 import sys
@@ -15,9 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import require_service
-from fake_nvml import build_fake_nvml, fake_nvml_env, gcc_available
+from fake_nvml import build_fake_nvml, fake_nvml_env, gcc_available, run_probe
 
-PROBE = Path(__file__).parent / "fake_nvml" / "probe.py"
 G = [f"GPU-{i}{i}{i}{i}bbbb-0000-4000-8000-0000000000{i:02d}" for i in range(8)]
 GIB = 2**30
 
@@ -45,12 +43,7 @@ def probe(tmp_path: Path, config: str | None, *, variant: str = "default", lib: 
     else:
         env["LD_LIBRARY_PATH"] = str(tmp_path)  # no libnvidia-ml.so.1 anywhere
     req["env"] = {"PATH": "/nonexistent", **(job_env or {})}  # no nvidia-smi unless a test adds it
-    res = subprocess.run([sys.executable, str(PROBE), json.dumps(req)], env=env,
-                         capture_output=True, text=True, timeout=60)
-    assert res.returncode == 0, res.stderr
-    out = json.loads(res.stdout)
-    out["stderr"] = res.stderr.splitlines()
-    return out
+    return run_probe(req, env)
 
 
 def test_zero_gpus_gives_none_quietly(tmp_path):

@@ -4,16 +4,15 @@ from __future__ import annotations
 import ctypes.util
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from collector.smi_fallback import parse_line
+import fake_nvml
 
 HERE = Path(__file__).parent
-PROBE = HERE / "fake_nvml" / "probe.py"
 FAKE_SMI_DIR = HERE / "fake_nvml"
 MIB = 2**20
 G0 = "GPU-0000cccc-0000-4000-8000-000000000000"
@@ -50,12 +49,7 @@ def run_probe(tmp_path: Path, job_env: dict, ld_library_path: str, smi_cfg: dict
     env.update(LD_LIBRARY_PATH=ld_library_path, FAKE_NVIDIA_SMI_CONFIG=str(tmp_path / "smi.json"))
     path = f"{FAKE_SMI_DIR}:{os.path.dirname(sys.executable)}:/usr/bin:/bin"
     req["env"] = {"PATH": path, **job_env}
-    res = subprocess.run([sys.executable, str(PROBE), json.dumps(req)], env=env,
-                         capture_output=True, text=True, timeout=60)
-    assert res.returncode == 0, res.stderr
-    out = json.loads(res.stdout)
-    out["stderr"] = res.stderr.splitlines()
-    return out
+    return fake_nvml.run_probe(req, env)
 
 
 def test_fallback_when_pynvml_is_absent(tmp_path):

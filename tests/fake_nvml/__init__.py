@@ -19,6 +19,7 @@ For a shell: `python tests/fake_nvml/__init__.py 8 DIR` prints `export ...` line
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -61,6 +62,17 @@ def fake_nvml_env(workdir: str | os.PathLike, config: str, variant: str = "defau
     conf = Path(workdir) / "fake_nvml.conf"
     conf.write_text(config)
     return {"LD_LIBRARY_PATH": str(lib_dir), "FAKE_NVML_CONFIG": str(conf)}
+
+
+def run_probe(req: dict, env: dict[str, str]) -> dict:
+    """Run probe.py (the GPU layer in a child process, so LD_LIBRARY_PATH picks the fake) and
+    return what it reported, with its stderr lines under "stderr"."""
+    res = subprocess.run([sys.executable, str(HERE / "probe.py"), json.dumps(req)], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    out["stderr"] = res.stderr.splitlines()
+    return out
 
 
 def load_in_process(workdir: str | os.PathLike, config: str) -> None:
