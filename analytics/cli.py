@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "usage": ("analytics.usage_cli", "SBU burned and wasted by user, account, partition or period"),
     "report": ("analytics.report_cli", "weekly reports per user, project and cluster: HTML, Markdown, CSV, e-mail"),
     "dashboard": ("analytics.dashboard_cli", "web dashboard: burn, waste and flagged jobs per user and project, job time series"),
+    "lake": ("analytics.lake_cli", "export samples and jobs to a Parquet lake (cluster/month) and query it in place"),
     "demo": ("analytics.demo_cli", "generate a realistic cluster's data, ingest it, write reports and serve the dashboard"),
 }
 

@@ -1,0 +1,175 @@
+"""A Hive-partitioned Parquet lake of a jobsight database, and the portable metric SQL over it.
+
+    LAKE/samples/cluster=C/month=YYYY-MM/data_0.parquet     samples by the month of their time
+    LAKE/jobs/cluster=C/month=YYYY-MM/data_0.parquet        jobs by the month they were submitted
+    LAKE/setting/cluster=C/setting.parquet                   the charging/sample settings in force
+    LAKE/charge_rate/cluster=C/charge_rate.parquet           the charging table (may hold no rows)
+
+Jobs go by submit month (else eligible, start, end; `month=undated` when none is known) because it
+does not change while a job runs: re-exporting a month then replaces its jobs with their latest
+state and never leaves a stale copy in another month, as an end-time key would for a job that was
+still running at the previous export.
+
+Export replaces whole partitions: the (cluster, month) pairs for which the database holds rows are
+written to a staging folder, then each one's directory is swapped in (rename the old one away,
+rename the new one in, delete the old). Re-running an export never duplicates rows; partitions the
+database holds nothing for (months pruned from the database) are left as they are.
+
+sql/lake/NN_<view>.sql are single SELECTs in the subset of SQL that DuckDB and Spark SQL share:
+no `::`, no macros, no QUALIFY, no DuckDB-only functions, double literals written `1e0` (Spark reads
+`1.0` as DECIMAL), every divisor guarded with NULLIF (Spark's ANSI mode fails on division by zero).
+They read the tables lake_samples, lake_jobs, lake_setting and lake_charge_rate, and each engine
+creates them as temporary views named by the file: lake_views() gives (name, SELECT) in order.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import uuid
+from pathlib import Path
+
+import duckdb
+
+from analytics.cli import UserError
+
+LAKE_SQL_DIR = Path(__file__).resolve().parents[1] / "sql" / "lake"
+PARTITIONED = ("samples", "jobs")          # cluster / month
+PER_CLUSTER = ("setting", "charge_rate")   # cluster only: the settings in force at the last export
+INPUT_VIEWS = {t: f"lake_{t}" for t in PARTITIONED + PER_CLUSTER}
+UNDATED = "undated"
+ROW_GROUP_SIZE = 122_880                   # DuckDB's default; ~1 MB of compressed samples per column chunk set
+_MONTH_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
+# Partition values become directory names that Spark, Trino and Athena parse: keep them plain.
+_CLUSTER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+SAMPLE_MONTH = "strftime(time, '%Y-%m')"
+JOB_MONTH = (f"COALESCE(strftime(COALESCE(submit_time, eligible_time, start_time, end_time), '%Y-%m'), "
+             f"'{UNDATED}')")
+
+# What goes into each table's files. time_ms (epoch milliseconds) is the portable clock: DuckDB and
+# Spark share no function from TIMESTAMP to a number; the metric views' sample weights use it.
+EXPORT_SQL = {
+    "samples": f"SELECT *, epoch_ms(time) AS time_ms, {SAMPLE_MONTH} AS month FROM samples",
+    "jobs": f"SELECT *, {JOB_MONTH} AS month FROM jobs",
+}
+SORT = {"samples": "cluster, month, job_id_raw, host, device, time", "jobs": "cluster, month, job_id_raw"}
+
+
+def lake_views() -> list[tuple[str, str]]:
+    """(view name, SELECT) for every sql/lake file, in file order."""
+    out = []
+    for p in sorted(LAKE_SQL_DIR.glob("*.sql")):
+        name = p.stem.split("_", 1)[1]
+        out.append((name, p.read_text(encoding="utf-8").strip().rstrip(";")))
+    return out
+
+
+def parse_month(text: str, option: str) -> str:
+    if not _MONTH_RE.match(text or ""):
+        raise UserError(f"{option} {text!r}: give a month as YYYY-MM, e.g. 2026-11")
+    return text
+
+
+def _quote(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def _partitions(con: duckdb.DuckDBPyConnection, since: str | None, until: str | None) -> dict[str, set]:
+    """table -> {(cluster, month)} the database holds rows for, within the month range."""
+    out: dict[str, set] = {}
+    for table, sql in EXPORT_SQL.items():
+        where, params = _month_where(since, until)
+        rows = con.execute(f"SELECT DISTINCT cluster, month FROM ({sql}){where}", params).fetchall()
+        out[table] = {(c, m) for c, m in rows}
+    return out
+
+
+def _month_where(since: str | None, until: str | None) -> tuple[str, list]:
+    clauses, params = [], []
+    if since:
+        clauses.append("month >= ?")
+        params.append(since)
+    if until:
+        # 'undated' sorts after every YYYY-MM: only an export with no --until takes undated jobs
+        clauses.append("month <= ?")
+        params.append(until)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def _check_clusters(clusters: set[str]) -> None:
+    bad = sorted(c for c in clusters if not _CLUSTER_RE.match(c))
+    if bad:
+        raise UserError(f"cluster name(s) {', '.join(map(repr, bad))} cannot be a lake partition directory: "
+                        "use letters, digits, '.', '_' and '-' (rename with --cluster at ingest)")
+
+
+def _swap(new: Path | None, target: Path, trash: Path) -> None:
+    """Put `new` (a finished directory, or None for 'no rows any more') where `target` is."""
+    if target.exists():
+        old = trash / uuid.uuid4().hex
+        os.replace(target, old)
+    if new is not None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(new, target)
+
+
+def export(con: duckdb.DuckDBPyConnection, out: str | Path, since: str | None = None,
+           until: str | None = None) -> dict:
+    """Write the database's rows of the month range into the lake at `out`. Returns counts per table:
+    {"samples": {"rows": n, "partitions": [(cluster, month), ...]}, ...}."""
+    out = Path(out)
+    if since and until and since > until:
+        raise UserError(f"--since {since} is after --until {until}")
+    parts = _partitions(con, since, until)
+    clusters = {c for ps in parts.values() for c, _ in ps}
+    _check_clusters(clusters)
+    out.mkdir(parents=True, exist_ok=True)
+    staging = out / f".staging-{uuid.uuid4().hex}"
+    trash = staging / "trash"
+    trash.mkdir(parents=True)
+    summary: dict[str, dict] = {}
+    try:
+        for table, sql in EXPORT_SQL.items():
+            where, params = _month_where(since, until)
+            dest = staging / table
+            n = 0
+            if parts[table]:
+                n = con.execute(
+                    f"COPY (SELECT * FROM ({sql}){where} ORDER BY {SORT[table]}) TO {_quote(str(dest))} "
+                    f"(FORMAT parquet, PARTITION_BY (cluster, month), COMPRESSION zstd, "
+                    f"ROW_GROUP_SIZE {ROW_GROUP_SIZE})", params).fetchone()[0]
+            for cluster, month in sorted(parts[table]):
+                rel = Path(table) / f"cluster={cluster}" / f"month={month}"
+                _swap(staging / rel, out / rel, trash)
+            summary[table] = {"rows": n, "partitions": sorted(parts[table])}
+        for table in PER_CLUSTER:
+            for cluster in sorted(clusters):
+                folder = staging / table / f"cluster={cluster}"
+                folder.mkdir(parents=True)
+                where = " WHERE name <> 'views.checksum'" if table == "setting" else ""
+                con.execute(f"COPY (SELECT * FROM {table}{where}) TO "
+                            f"{_quote(str(folder / (table + '.parquet')))} (FORMAT parquet)")
+                _swap(folder, out / table / f"cluster={cluster}", trash)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return summary
+
+
+def _files(lake: Path, table: str) -> str:
+    return _quote(str(lake / table / "**" / "*.parquet"))
+
+
+def attach(con: duckdb.DuckDBPyConnection, lake: str | Path) -> None:
+    """Create the lake_* input views over the Parquet files in place, then the metric views."""
+    lake = Path(lake)
+    for table in PARTITIONED + PER_CLUSTER:
+        if not any((lake / table).glob("**/*.parquet")):
+            raise UserError(f"{lake}: no {table}/ Parquet files: is this a jobsight lake? "
+                            f"(write one with `jobsight lake export --db DB --out {lake}`)")
+        hive_types = ("{'cluster': VARCHAR, 'month': VARCHAR}" if table in PARTITIONED
+                      else "{'cluster': VARCHAR}")
+        con.execute(f"CREATE OR REPLACE TEMPORARY VIEW {INPUT_VIEWS[table]} AS SELECT * FROM read_parquet("
+                    f"{_files(lake, table)}, hive_partitioning = true, hive_types = {hive_types})")
+    for name, select in lake_views():
+        con.execute(f"CREATE OR REPLACE TEMPORARY VIEW {name} AS {select}")

@@ -1,0 +1,109 @@
+"""`jobsight lake`: export the database to a Hive-partitioned Parquet lake and query it in place.
+
+    jobsight lake export --db DB --out DIR [--month YYYY-MM | --since YYYY-MM --until YYYY-MM]
+    jobsight lake metrics DIR [--cluster C] [--month YYYY-MM] [--format table|csv|json]
+    jobsight lake query DIR "SELECT ... FROM lake_job_metrics ..." [--format table|csv|json]
+
+Layout, partition keys and why: analytics/lake.py. The metric views over the lake are the portable
+SQL in sql/lake/, which Spark SQL runs unchanged (README, "Parquet lake and distributed engines").
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import duckdb
+
+from analytics import lake, render
+from analytics.cli import UserError
+from analytics.query_filters import add_db_options
+from analytics.session import open_db
+
+METRIC_COLUMNS = ["cluster", "job_id", "account", "partition", "state", "ngpus", "gpu_util_pct",
+                  "gpu_util_source", "sbu", "sbu_source", "core_hours", "gpu_hours"]
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="lake_command", metavar="ACTION", required=True)
+    ex = sub.add_parser("export", help="write samples and jobs as Parquet partitioned by cluster and month")
+    add_db_options(ex)
+    ex.add_argument("--out", required=True, metavar="DIR", help="the lake's root folder (created if missing)")
+    ex.add_argument("--month", help="only this month (YYYY-MM): its partitions are replaced")
+    ex.add_argument("--since", help="from this month (YYYY-MM), inclusive")
+    ex.add_argument("--until", help="up to this month (YYYY-MM), inclusive")
+    me = sub.add_parser("metrics", help="per-job GPU utilisation and SBU computed on the lake (sql/lake/)")
+    me.add_argument("lake", metavar="DIR")
+    me.add_argument("--cluster", help="only this cluster's jobs")
+    me.add_argument("--month", help="only jobs submitted in this month (YYYY-MM)")
+    me.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    qu = sub.add_parser("query", help="run SQL over the views lake_samples, lake_jobs, lake_job_metrics, ...")
+    qu.add_argument("lake", metavar="DIR")
+    qu.add_argument("sql", metavar="SQL")
+    qu.add_argument("--format", choices=("table", "csv", "json"), default="table")
+
+
+def run(args: argparse.Namespace) -> int:
+    return {"export": run_export, "metrics": run_metrics, "query": run_query}[args.lake_command](args)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    if args.month and (args.since or args.until):
+        raise UserError("give either --month or --since/--until, not both")
+    since = lake.parse_month(args.month or args.since, "--month" if args.month else "--since") \
+        if (args.month or args.since) else None
+    until = lake.parse_month(args.month or args.until, "--month" if args.month else "--until") \
+        if (args.month or args.until) else None
+    con, _cfg = open_db(args.db, args.config)
+    t0 = time.monotonic()
+    try:
+        summary = lake.export(con, args.out, since, until)
+    finally:
+        con.close()
+    for table, s in summary.items():
+        months = sorted({m for _, m in s["partitions"]})
+        span = f"{months[0]}..{months[-1]}" if months else "none"
+        print(f"{table}: {s['rows']} rows in {len(s['partitions'])} partitions (months {span})")
+    if not any(s["partitions"] for s in summary.values()):
+        print("nothing to export: the database holds no rows in that range; the lake is unchanged")
+    print(f"lake: {args.out} written in {time.monotonic() - t0:.1f} s")
+    return 0
+
+
+def _lake_con(path: str) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect()
+    try:
+        lake.attach(con, path)
+    except duckdb.Error as exc:
+        con.close()
+        raise UserError(f"{path}: cannot read the lake: {exc}") from None
+    return con
+
+
+def run_metrics(args: argparse.Namespace) -> int:
+    con = _lake_con(args.lake)
+    clauses, params = [], []
+    if args.cluster:
+        clauses.append("m.cluster = ?")
+        params.append(args.cluster)
+    if args.month:
+        # the job's month partition: DuckDB prunes the other months' job files
+        clauses.append("EXISTS (SELECT 1 FROM lake_jobs j WHERE j.cluster = m.cluster "
+                       "AND j.job_id_raw = m.job_id_raw AND j.month = ?)")
+        params.append(lake.parse_month(args.month, "--month"))
+    where = " WHERE " + " AND ".join(clauses) if clauses else ""
+    rows = render.rows_of(con, f"SELECT * FROM lake_job_metrics m{where} ORDER BY cluster, job_id_raw", params)
+    con.close()
+    render.emit(rows, args.format, list(rows[0]) if rows else METRIC_COLUMNS, METRIC_COLUMNS, empty="no jobs")
+    return 0
+
+
+def run_query(args: argparse.Namespace) -> int:
+    con = _lake_con(args.lake)
+    try:
+        rows = render.rows_of(con, args.sql)
+    except duckdb.Error as exc:
+        raise UserError(f"query failed: {exc}") from None
+    finally:
+        con.close()
+    render.emit(rows, args.format, list(rows[0]) if rows else [])
+    return 0
