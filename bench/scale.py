@@ -58,6 +58,11 @@ def machine() -> dict:
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                 text=True).stdout.strip()
+        # figures from a tree with uncommitted changes are not those of the commit: say so
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True).stdout.splitlines()
+        if dirty:
+            commit += f" + {len(dirty)} uncommitted file(s)"
     except OSError:
         commit = "?"
     return {"cpu": cpu, "cores": os.cpu_count(), "ram_gib": mem_kb / 1024 ** 2, "python": platform.python_version(),
