@@ -173,3 +173,14 @@ def attach(con: duckdb.DuckDBPyConnection, lake: str | Path) -> None:
                     f"{_files(lake, table)}, hive_partitioning = true, hive_types = {hive_types})")
     for name, select in lake_views():
         con.execute(f"CREATE OR REPLACE TEMPORARY VIEW {name} AS {select}")
+
+
+def attach_spark(spark, lake: str | Path) -> None:
+    """The same views in a SparkSession (pyspark is not a dependency: the caller brings Spark).
+    Partition discovery reads cluster and month from the directory names, as strings."""
+    spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+    for table in PARTITIONED + PER_CLUSTER:
+        path = str(Path(lake) / table)
+        spark.read.option("basePath", path).parquet(path).createOrReplaceTempView(INPUT_VIEWS[table])
+    for name, select in lake_views():
+        spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {name} AS {select}")

@@ -1,0 +1,327 @@
+"""The Parquet lake (`jobsight lake`, analytics/lake.py) and its portable metric SQL (sql/lake/).
+
+One database for the module: a generated cluster ("demo", two months of sacct, sidecar and
+nvidia-smi data through the real ingest) plus a hand-made cluster ("hand") whose two jobs have
+GPU utilisation and SBU worked out below by hand. Checked:
+- the Hive layout and that every row lands in its month's partition, counted in Python;
+- the lake SQL run by DuckDB over the Parquet files equals job_metrics (sql/views) job by job, under
+  both charging policies, so the two definitions cannot drift apart silently;
+- re-exporting a month, or everything, never duplicates rows;
+- DuckDB reads only the partitions a month filter names;
+- Spark (local mode, partition discovery) gets the same per-job results as DuckDB from the same SQL.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import subprocess
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from analytics import lake
+from analytics.cli import main as jobsight
+from analytics.config import parse_config
+from analytics.session import open_db
+from fixtures.generator import SUBDIRS, generate
+from tests.conftest import require_service
+
+GIB = 1073741824
+TABLE_POLICY = {"charging": {"policy": "table", "preset": "snellius", "rates": [
+    {"partition": "*", "per_core_h": 1, "mem_per_core_gb": 2},
+    {"partition": "gpu_a100", "gpu_type": "a100", "per_gpu_h": 100, "per_core_h": 0.1, "min_gpus": 1,
+     "cores_per_gpu": 18, "mem_per_gpu_gb": 120}]}}
+POLICIES = {"slurm-billing": {}, "table": TABLE_POLICY}
+COMPARED = ["gpu_util_pct", "gpu_util_source", "gpus_sampled", "gpus_idle", "gpu_util_min_device_pct",
+            "charged_cores", "charged_gpus", "sbu", "sbu_source", "core_hours", "gpu_hours"]
+REL = 1e-9   # summation order differs between engines: the last bits of a double may too
+
+# The hand cluster. H1: 2 GPUs, 1 h, straddles the month boundary. GPU-a samples every 10 s with
+# util 10, 20, 30, 40 (each weighs 10 s) -> 25 %; GPU-b 100 % then 0 % 1210 s later: both weights
+# capped at 600 s -> 50 %. Job: (25 x 40 + 50 x 1200) / 1240. Its nvidia-smi samples (0 %) lose to
+# the sidecar's. H2: CPU only, no billing, no memory request: charged memory = the sidecar's cgroup
+# limits, 8 GiB on each of 2 hosts.
+H1_UTIL = (25 * 40 + 50 * 1200) / 1240
+HAND_SBU = {
+    # billing 10 x 1 h; H2 has no billing and no rate applies under the default policy: core-hours 4 x 2 h
+    "slurm-billing": {"H1": 10.0, "H2": 8.0},
+    # H1 by the gpu_a100/a100 rate: 1 h x (36 cores x 0.1 + max(2, 1, 36/18, 240/120) GPUs x 100) = 203.6
+    # H2 by '*': 2 h x max(4 cores, 16 GiB / 2 GiB per core) x 1 = 16
+    "table": {"H1": 203.6, "H2": 16.0},
+}
+
+
+def _hand_cluster(con) -> None:
+    con.execute(f"""
+        INSERT INTO job (cluster, job_id, job_id_raw, account, "partition", state, submit_time, start_time,
+                         end_time, elapsed_s, ncpus, ngpus, gpu_type, mem_alloc_bytes, billing, source)
+        VALUES ('hand', 'H1', 'H1', 'acct', 'gpu_a100', 'COMPLETED', TIMESTAMP '2026-10-31 23:00:00',
+                TIMESTAMP '2026-10-31 23:30:00', TIMESTAMP '2026-11-01 00:30:00', 3600, 36, 2, 'a100',
+                {240 * GIB}, 10, 'slurm-sacct'),
+               ('hand', 'H2', 'H2', 'acct', 'cpu', 'COMPLETED', TIMESTAMP '2026-11-02 08:00:00',
+                TIMESTAMP '2026-11-02 08:00:00', TIMESTAMP '2026-11-02 10:00:00', 7200, 4, 0, NULL,
+                NULL, NULL, 'slurm-sacct')""")
+    rows = [("H1", "n1", "GPU-a", "2026-10-31 23:59:40", 10, "sidecar"),
+            ("H1", "n1", "GPU-a", "2026-10-31 23:59:50", 20, "sidecar"),
+            ("H1", "n1", "GPU-a", "2026-11-01 00:00:00", 30, "sidecar"),
+            ("H1", "n1", "GPU-a", "2026-11-01 00:00:10", 40, "sidecar"),
+            ("H1", "n1", "GPU-b", "2026-10-31 23:59:50", 100, "sidecar"),
+            ("H1", "n1", "GPU-b", "2026-11-01 00:20:00", 0, "sidecar"),
+            ("H1", "n1", "GPU-0", "2026-10-31 23:59:50", 0, "nvidia-smi"),
+            ("H1", "n1", "GPU-0", "2026-11-01 00:00:50", 0, "nvidia-smi")]
+    con.executemany("INSERT INTO sample (cluster, job_id_raw, host, device, time, util_pct, mem_used_bytes, "
+                    "mem_total_bytes, source) VALUES ('hand', ?, ?, ?, CAST(? AS TIMESTAMP), ?, 1, 2, ?)", rows)
+    con.executemany("INSERT INTO sample (cluster, job_id_raw, host, device, time, util_pct, mem_used_bytes, "
+                    "mem_total_bytes, source) VALUES ('hand', 'H2', ?, 'cpu', CAST(? AS TIMESTAMP), 50, ?, ?, "
+                    "'sidecar')",
+                    [(h, t, GIB, 8 * GIB) for h in ("n1", "n2")
+                     for t in ("2026-11-02 08:00:00", "2026-11-02 09:00:00")])
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("lake")
+    data = root / "data"
+    generate(data, jobs=120, days=28, seed=7)            # 2026-10-21 .. 2026-11-18: two months
+    path = root / "jobs.duckdb"
+    rc = jobsight(["ingest", "--db", str(path), "--timezone", "Europe/Amsterdam", "--cluster", "demo", "--quiet",
+                   *[str(data / d) for d in SUBDIRS if (data / d).is_dir()]])
+    assert rc == 0
+    con, _ = open_db(path, parse_config({}))
+    _hand_cluster(con)
+    con.close()
+    shutil.rmtree(data)
+    return path
+
+
+def _export(db: Path, out: Path, policy: str = "slurm-billing", *months: str) -> dict:
+    con, _ = open_db(db, parse_config(POLICIES[policy]))
+    try:
+        return lake.export(con, out, *(months or (None, None)))
+    finally:
+        con.close()
+
+
+def _by_job(con, view: str) -> dict[tuple, dict]:
+    cur = con.execute(f"SELECT cluster, job_id_raw, {', '.join(COMPARED)} FROM {view}")
+    return {(r[0], r[1]): dict(zip(COMPARED, r[2:])) for r in cur.fetchall()}
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return a is not None and b is not None and math.isclose(a, b, rel_tol=REL, abs_tol=1e-12)
+    return a == b
+
+
+def _diff(left: dict, right: dict) -> list:
+    assert left.keys() == right.keys(), (sorted(left.keys() - right.keys())[:5], sorted(right.keys() - left.keys())[:5])
+    return [(k, c, left[k][c], right[k][c]) for k in sorted(left) for c in COMPARED
+            if not _same(left[k][c], right[k][c])]
+
+
+def _lake_metrics(out: Path) -> dict:
+    con = duckdb.connect()
+    lake.attach(con, out)
+    try:
+        return _by_job(con, "lake_job_metrics")
+    finally:
+        con.close()
+
+
+def _rows(sql: str) -> list[tuple]:
+    with duckdb.connect() as con:
+        return con.execute(sql).fetchall()
+
+
+def _scalar(sql: str):
+    return _rows(sql)[0][0]
+
+
+def _files(out: Path) -> list[str]:
+    return sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+
+
+# ---------------------------------------------------------------------------------------- layout
+
+def test_hive_layout_puts_every_row_in_its_month(db, tmp_path):
+    out = tmp_path / "lake"
+    _export(db, out)
+    con = duckdb.connect(str(db), read_only=True)
+    sample_times = con.execute("SELECT cluster, time FROM samples").fetchall()
+    job_times = con.execute("SELECT cluster, submit_time, eligible_time, start_time, end_time FROM jobs").fetchall()
+    con.close()
+    want_samples = Counter((c, t.strftime("%Y-%m")) for c, t in sample_times)
+    want_jobs = Counter((c, next((t.strftime("%Y-%m") for t in ts if t), "undated")) for c, *ts in job_times)
+    assert {m for _, m in want_samples} == {"2026-10", "2026-11"}
+    files = _files(out)
+    for table, want in (("samples", want_samples), ("jobs", want_jobs)):
+        assert [f for f in files if f.startswith(table + "/")] == sorted(
+            f"{table}/cluster={c}/month={m}/data_0.parquet" for c, m in want)
+        for (c, m), n in want.items():
+            got = _scalar(f"SELECT count(*) FROM '{out}/{table}/cluster={c}/month={m}/data_0.parquet'")
+            assert got == n, (table, c, m)
+    for table in ("setting", "charge_rate"):
+        assert [f for f in files if f.startswith(table + "/")] == [
+            f"{table}/cluster={c}/{table}.parquet" for c in ("demo", "hand")]
+    assert not [f for f in files if "staging" in f]
+    # the partition columns come from the directory names, not from the files
+    cols = [r[0] for r in _rows(f"DESCRIBE SELECT * FROM read_parquet("
+                                   f"'{out}/samples/cluster=hand/month=2026-10/data_0.parquet', hive_partitioning = false)")]
+    assert "cluster" not in cols and "month" not in cols and "time_ms" in cols
+
+
+# ---------------------------------------------------------------------- lake SQL == sql/views
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_lake_sql_equals_job_metrics(db, tmp_path, policy):
+    out = tmp_path / "lake"
+    _export(db, out, policy)
+    con, _ = open_db(db, parse_config(POLICIES[policy]))
+    views = _by_job(con, "job_metrics")
+    con.close()
+    lk = _lake_metrics(out)
+    assert _diff(views, lk) == []
+    # the comparison covers every route through the formulas, not one easy case
+    sources = Counter(r["sbu_source"] for r in lk.values())
+    gpu_sources = Counter(r["gpu_util_source"] for r in lk.values())
+    assert {"sidecar", "nvidia-smi", "slurm-tres"} <= set(gpu_sources), gpu_sources
+    assert sources["table" if policy == "table" else "billing"] > 50, sources
+    assert policy == "table" or sources["core-hours"] > 0, sources
+    for job in ("H1", "H2"):
+        assert math.isclose(lk["hand", job]["sbu"], HAND_SBU[policy][job], rel_tol=REL), (job, lk["hand", job])
+        assert math.isclose(views["hand", job]["sbu"], HAND_SBU[policy][job], rel_tol=REL), (job, views["hand", job])
+    assert math.isclose(lk["hand", "H1"]["gpu_util_pct"], H1_UTIL, rel_tol=REL)
+    assert lk["hand", "H1"]["gpu_util_source"] == "sidecar" and lk["hand", "H1"]["gpus_sampled"] == 2
+    assert lk["hand", "H2"]["gpu_util_pct"] is None
+
+
+# ------------------------------------------------------------------------------- re-export
+
+def test_reexport_replaces_partitions_and_never_duplicates(db, tmp_path):
+    out = tmp_path / "lake"
+    first = _export(db, out)
+    files = _files(out)
+    counts = _scalar(f"SELECT count(*) FROM '{out}/samples/**/*.parquet'")
+    assert counts == first["samples"]["rows"] > 1000
+    _export(db, out, "slurm-billing", "2026-10", "2026-10")
+    _export(db, out)
+    assert _files(out) == files
+    assert _scalar(f"SELECT count(*) FROM '{out}/samples/**/*.parquet'") == counts
+    jobs = _rows(f"SELECT count(*), count(DISTINCT (cluster, job_id_raw)) FROM read_parquet("
+                 f"'{out}/jobs/**/*.parquet', hive_partitioning = true)")[0]
+    assert jobs[0] == jobs[1] == first["jobs"]["rows"]
+
+    # A change in the database reaches the lake by re-exporting the month it belongs to
+    copy = tmp_path / "changed.duckdb"
+    shutil.copy(db, copy)
+    con = duckdb.connect(str(copy))
+    con.execute("DELETE FROM sample WHERE cluster = 'hand' AND device = 'GPU-b'")
+    con.execute("UPDATE job SET state = 'FAILED' WHERE job_id_raw = 'H1'")
+    con.close()
+    hand_sql = (f"SELECT month, count(*) FROM read_parquet('{out}/samples/cluster=hand/**/*.parquet', "
+                "hive_partitioning = true) GROUP BY ALL ORDER BY 1")
+    assert _rows(hand_sql) == [("2026-10", 4), ("2026-11", 8)]
+    _export(copy, out, "slurm-billing", "2026-11", "2026-11")
+    assert _rows(hand_sql) == [("2026-10", 4), ("2026-11", 7)]   # October still has GPU-b's first
+    _export(copy, out, "slurm-billing", "2026-10", "2026-10")
+    assert _rows(hand_sql) == [("2026-10", 3), ("2026-11", 7)]
+    state = _rows(f"SELECT state FROM '{out}/jobs/**/*.parquet' WHERE job_id_raw = 'H1'")
+    assert state == [("FAILED",)]
+
+
+def test_month_filter_reads_only_that_months_files(db, tmp_path):
+    out = tmp_path / "lake"
+    _export(db, out)
+    november = [f for f in _files(out) if f.startswith("samples/") and "/month=2026-11/" in f]
+    assert len(november) == 2 and len([f for f in _files(out) if f.startswith("samples/")]) == 4
+    con = duckdb.connect()
+    lake.attach(con, out)
+    plan = "\n".join(r[1] for r in con.execute(
+        "EXPLAIN ANALYZE SELECT count(*) FROM lake_samples WHERE month = '2026-11'").fetchall())
+    assert re.search(r"Total Files Read:\s*2\b", plan), plan
+    con.close()
+
+
+# ------------------------------------------------------------------------------------- CLI
+
+def test_cli_export_metrics_and_errors(db, tmp_path, capsys):
+    out = tmp_path / "lake"
+    assert jobsight(["lake", "export", "--db", str(db), "--out", str(out), "--month", "2026-10"]) == 0
+    said = capsys.readouterr().out
+    assert "samples:" in said and "months 2026-10..2026-10" in said
+    assert {p.name for p in (out / "samples" / "cluster=demo").iterdir()} == {"month=2026-10"}
+    assert jobsight(["lake", "metrics", str(out), "--cluster", "hand", "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("cluster,job_id_raw,") and ",H1," in lines[1]
+    assert jobsight(["lake", "query", str(out), "SELECT count(*) AS n FROM lake_jobs WHERE cluster = 'hand'",
+                     "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["n", "1"]
+    assert jobsight(["lake", "export", "--db", str(db), "--out", str(out), "--month", "2026-13"]) == 2
+    assert "--month '2026-13': give a month as YYYY-MM" in capsys.readouterr().err
+    assert jobsight(["lake", "metrics", str(tmp_path / "nowhere")]) == 2
+    assert "no samples/ Parquet files" in capsys.readouterr().err
+
+
+def test_export_refuses_cluster_names_unfit_for_a_directory(db, tmp_path, capsys):
+    copy = tmp_path / "odd.duckdb"
+    shutil.copy(db, copy)
+    con = duckdb.connect(str(copy))
+    con.execute("UPDATE job SET cluster = 'a/b' WHERE job_id_raw = 'H2'")
+    con.close()
+    assert jobsight(["lake", "export", "--db", str(copy), "--out", str(tmp_path / "lake")]) == 2
+    assert "'a/b' cannot be a lake partition directory" in capsys.readouterr().err
+    assert not (tmp_path / "lake").exists() or not any((tmp_path / "lake").iterdir())
+
+
+# ----------------------------------------------------------------------------------- Spark
+
+def _java_ok() -> bool:
+    try:
+        return subprocess.run(["java", "-version"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.fixture(scope="module")
+def spark():
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        SparkSession = None
+    require_service(SparkSession is not None, "pyspark is not installed (pip install -e '.[test]')")
+    require_service(_java_ok(), "Java (17+) is not installed: Spark needs it")
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    session = (SparkSession.builder.master("local[2]").appName("jobsight-test-lake")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
+               .config("spark.sql.shuffle.partitions", "1").config("spark.sql.session.timeZone", "UTC")
+               # a small job on a small machine: start fast rather than optimise long runs
+               .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
+               .config("spark.sql.codegen.wholeStage", "false")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas")
+def test_spark_and_duckdb_agree_on_the_lake(db, tmp_path, spark):
+    out = tmp_path / "lake"
+    _export(db, out, "table")
+    lake.attach_spark(spark, out)
+    rows = spark.sql(f"SELECT cluster, job_id_raw, {', '.join(COMPARED)} FROM lake_job_metrics").collect()
+    on_spark = {(r[0], r[1]): dict(zip(COMPARED, r[2:])) for r in rows}
+    on_duckdb = _lake_metrics(out)
+    assert len(on_spark) == len(on_duckdb) > 100
+    assert _diff(on_spark, on_duckdb) == []
+    assert math.isclose(on_spark["hand", "H1"]["sbu"], HAND_SBU["table"]["H1"], rel_tol=REL)
+    assert math.isclose(on_spark["hand", "H1"]["gpu_util_pct"], H1_UTIL, rel_tol=REL)
+    # Spark found the partitions by itself: cluster and month are columns of the input views
+    months = spark.sql("SELECT DISTINCT cluster, month FROM lake_samples ORDER BY 1, 2").collect()
+    assert [tuple(r) for r in months] == [("demo", "2026-10"), ("demo", "2026-11"),
+                                          ("hand", "2026-10"), ("hand", "2026-11")]
