@@ -173,6 +173,8 @@ def render(figs: dict) -> str:
             f"wall time {figs['wall_s'] / 60:.1f} min"]
     if figs["mode"] != "full":
         head.append("(quick sizes: the targets are the issue's, for --full sizes)")
+    for key, err in figs.get("errors", {}).items():
+        head.append(f"step {key} FAILED: {err.splitlines()[-1] if err else ''} (its output is in the log)")
     cols = ("what", "jobsight", "baseline", "ratio", "peak RSS", "target", "met?")
     rows = [cols] + rows_for(figs)
     widths = [max(len(r[i]) for r in rows) for i in range(len(cols))]
@@ -196,20 +198,32 @@ def main() -> int:
     t0 = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="jobsight-scale-", dir=args.workdir))
     print(f"scale benchmarks ({args.mode}) in {work}", file=sys.stderr, flush=True)
+
+    def step(key: str, fn) -> None:
+        # a failed step is reported in the table; the others still run (a --full run is long)
+        try:
+            figs[key] = fn()
+        except (Exception, SystemExit) as exc:
+            figs.setdefault("errors", {})[key] = str(exc) or type(exc).__name__
+            print(f"  [{key}] FAILED: {exc}", file=sys.stderr, flush=True)
+        if args.json_out:                               # what is measured so far survives an interrupted run
+            Path(args.json_out).write_text(json.dumps(figs, indent=1), encoding="utf-8")
+
+    db = work / "bench.duckdb"
     try:
         if "ingest" in steps:
-            figs["ingest"] = step_ingest(size, work)
-        db = work / "bench.duckdb"
-        if "views" in steps or "dashboard" in steps:
-            figs["dash_generate"] = dashboard("generate", db, size)   # one database for views and dashboard
+            step("ingest", lambda: step_ingest(size, work))
+        if "views" in steps or "dashboard" in steps:     # one database for the views and the dashboard
+            step("dash_generate", lambda: dashboard("generate", db, size))
         if "views" in steps:
-            figs["views"] = run_json([str(BENCH / "views_bench.py"), "--db", str(db), "--json"], prefix="  [views] ")
+            step("views", lambda: run_json([str(BENCH / "views_bench.py"), "--db", str(db), "--json"],
+                                           prefix="  [views] "))
         if "dashboard" in steps:
-            figs["dash_publish"] = dashboard("publish", db, size)
-            figs["dash_callbacks"] = dashboard("callbacks", db, size)
+            step("dash_publish", lambda: dashboard("publish", db, size))
+            step("dash_callbacks", lambda: dashboard("callbacks", db, size))
         if "reports" in steps:
-            figs["reports"] = run_json([str(BENCH / "report_bench.py"), "--users", str(size["users"]), "--workdir",
-                                        str(work), "--json"], prefix="  [reports] ")
+            step("reports", lambda: run_json([str(BENCH / "report_bench.py"), "--users", str(size["users"]),
+                                              "--workdir", str(work), "--json"], prefix="  [reports] "))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     figs["load_after"] = os.getloadavg()
