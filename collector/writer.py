@@ -5,7 +5,9 @@
 - Each row is one os.write() on an unbuffered descriptor, so a SIGKILL leaves at most a
   partial last line; fsync once at close.
 - Any write error (disk full, quota, read-only, EIO) prints one stderr line and turns the
-  writer off; the caller decides whether to keep running. Standard library only.
+  writer off; the caller decides whether to keep running. So does the CSV being removed (or
+  its directory, by a cleanup): rows written to an unlinked file would be lost without a word,
+  and recreating what someone deleted is not the sidecar's call. Standard library only.
 """
 from __future__ import annotations
 
@@ -86,8 +88,11 @@ class CsvWriter:
             self._fail(exc)
 
     def _fail(self, exc: OSError) -> None:
+        self._stop(f"cannot write {self.path}: {exc.strerror or exc}")
+
+    def _stop(self, reason: str) -> None:
         self.failed = True
-        self._warn("write", f"jobsight sidecar: cannot write {self.path}: {exc.strerror or exc}; sampling stopped, the job is not affected")
+        self._warn("write", f"jobsight sidecar: {reason}; sampling stopped, the job is not affected")
         fd, self.fd = self.fd, None
         if fd is not None:
             try:
@@ -95,9 +100,19 @@ class CsvWriter:
             except OSError:
                 pass
 
+    def _removed(self) -> bool:
+        """The file has no name left (one fstat: well under a microsecond)."""
+        try:
+            return os.fstat(self.fd).st_nlink == 0
+        except OSError:
+            return False
+
     def write_row(self, row: dict) -> bool:
         """Write one row (missing keys = blank). False once writing has failed."""
         if self.fd is None:
+            return False
+        if self._removed():
+            self._stop(f"{self.path} was removed (or its directory was)")
             return False
         line = ",".join(format_cell(row.get(c)) for c in self.columns) + "\n"
         try:
@@ -136,8 +151,10 @@ def write_json_new(path: str, data: dict) -> None:
 
 def replace_json(path: str, data: dict) -> None:
     """Rewrite a JSON file this sidecar created: new exclusive temp file, then rename over it
-    (rename replaces a planted symlink itself instead of writing through it)."""
-    tmp = f"{path}.tmp-{os.getpid()}"
+    (rename replaces a planted symlink itself instead of writing through it). The temp file is a
+    dot-file, so one left behind by a kill at that moment is skipped by `jobsight ingest DIR`."""
+    head, name = os.path.split(path)
+    tmp = os.path.join(head, f".{name}.tmp-{os.getpid()}")
     try:
         write_json_new(tmp, data)
     except OutputError:
