@@ -14,7 +14,7 @@ import dash
 from dash import Input, Output, State, dcc, html
 
 from analytics.snapshot import SnapshotReader
-from dashboard import common
+from dashboard import common, served_files
 from dashboard.auth import Auth, current_scope, install
 from dashboard.pages import entities, flagged, job, overview
 
@@ -42,11 +42,12 @@ def page_for(path: str, params: dict[str, str]):
 
 def create_app(reader: SnapshotReader, auth: Auth, url_prefix: str = "/", debug: bool = False) -> dash.Dash:
     prefix = "/" + url_prefix.strip("/") + "/" if url_prefix.strip("/") else "/"
+    assets = Path(__file__).with_name("assets")
     app = dash.Dash(__name__, title="jobsight", url_base_pathname=prefix, suppress_callback_exceptions=True,
-                    assets_folder=str(Path(__file__).with_name("assets")), update_title=None,
-                    serve_locally=True)
+                    assets_folder=str(assets), update_title=None, serve_locally=True)
     app.server.config[common.READER_KEY] = reader
-    install(app.server, auth)
+    install(app.server, auth)             # first: nothing, not even a 404, before the user is known
+    served_files.install(app.server, assets)
 
     def shell():
         scope = current_scope()

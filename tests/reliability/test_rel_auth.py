@@ -152,11 +152,12 @@ def http(port: int, target: str | bytes, method: str = "GET", headers=(), body: 
 
 class Checks:
     """Counts request/expectation pairs; ``expect`` asserts with the request in the message."""
-    n = 0
+    n = failed = 0
 
     @classmethod
     def expect(cls, ok: bool, what: str) -> None:
         cls.n += 1
+        cls.failed += not ok
         assert ok, what
 
 
@@ -234,7 +235,7 @@ def env(tmp_path_factory):
         for proc in procs:
             proc.wait(timeout=30)
             proc.stderr.close()
-        print(f"\nauthorization: {Checks.n} checks, 0 leaks")
+        print(f"\nauthorization: {Checks.n} checks, {Checks.failed} failed")
 
 
 # --- 1. every callback ----------------------------------------------------------------------------
@@ -411,3 +412,119 @@ def test_the_sweep_can_see_a_leak(env, deps):
             (_bv, rv), (_bg, rg) = post(env, ROOT_.user, dep, v), post(env, ROOT_.user, dep, g)
             shown += rv.body != ghost_to(BOB, rg.body)
         Checks.expect(shown > 0, f"{dep['output']}: the admin's answers never show bob's data: the sweep is blind there")
+
+
+# --- 2. every route, and path traversal on every file-serving one ---------------------------------
+
+# Every rule of the app's URL map, by what it returns. A new route fails the test until it is
+# listed here (and, when it serves files, swept below).
+FILE_ROUTES = {"/assets/<path:filename>", "/static/<path:filename>", "/_favicon.ico",
+               "/_dash-component-suites/<string:package_name>/<path:fingerprinted_path>"}
+PAGE_ROUTES = {"/", "/<path:path>"}                       # the index page, for any path
+DATA_ROUTES = {"/_dash-layout", "/_dash-dependencies", "/_dash-update-component", "/_reload-hash"}
+# components that hand out files or links to them; none today (no dcc.Download, no CSV export)
+EXPORTS: frozenset[str] = frozenset()
+
+
+def url_rules(env) -> set[str]:
+    """The routes of the app exactly as `jobsight dashboard` builds it for the header server."""
+    from analytics import dashboard_cli
+    from dashboard import common
+    p = argparse.ArgumentParser()
+    dashboard_cli.configure(p)
+    app = dashboard_cli.build(p.parse_args(["--db", str(env.db), "--config", str(env.config), "--auth", "header",
+                                            "--trusted-proxy", PROXY]))
+    try:
+        return {r.rule for r in app.server.url_map.iter_rules()}
+    finally:
+        app.server.config[common.READER_KEY].close()
+
+
+def traversal_targets(env) -> list[str]:
+    up = "../" * 16
+    return [up + str(env.planted).lstrip("/"), up + str(env.config).lstrip("/"), up + "etc/passwd",
+            up + str(env.dir / "proxy-secret").lstrip("/"), "../auth.py", "../../pyproject.toml",
+            "../../dashboard/auth.py", str(env.planted)]
+
+
+def encodings(path: str) -> list[bytes]:
+    q = urllib.parse.quote
+    out = [path, path.replace("..", "%2e%2e"), q(path, safe="").replace(".", "%2e"),
+           q(q(path, safe="").replace(".", "%2e"), safe=""),                 # double-encoded
+           path.replace("../", "..%5c"), path.replace("../", "..\\"), path.replace("/", "%5c"),
+           path.replace("../", "%c0%ae%c0%ae%c0%af"),                        # overlong UTF-8
+           path.replace("../", "....//"), path.replace("../", "..;/"), path.replace("../", ".%2e/"),
+           "style.css%00" + path, path + "%00.css", "/" + path, "%2f" + q(path, safe="")]
+    return [e.encode() for e in out] + [b"style.css\x00" + path.encode()]
+
+
+def route_prefixes(rules: set[str]) -> list[str]:
+    """Where a payload goes for each file-serving or page route."""
+    out = []
+    for rule in sorted(FILE_ROUTES | PAGE_ROUTES):
+        if rule not in rules:
+            continue
+        stem = rule.split("<", 1)[0]
+        out.append(stem if stem.endswith("/") else stem + "/")
+        if "package_name" in rule:
+            out += [stem + "dash/", stem + "dashboard/", stem + "dash/../"]
+    return out
+
+
+def app_shell(body: str) -> str:
+    """The index page without its per-request random id."""
+    return re.sub(r'"end_id":"[^"]*"', "", body)
+
+
+def test_every_route_is_classified(env):
+    rules = url_rules(env)
+    unknown = rules - FILE_ROUTES - PAGE_ROUTES - DATA_ROUTES
+    Checks.expect(not unknown, f"routes the authorization test does not know: {sorted(unknown)}")
+    Checks.expect(FILE_ROUTES & rules, "no file route found: is the URL map read from the right app?")
+
+
+def test_path_traversal_on_every_file_route(env):
+    rules = url_rules(env)
+    headers = env.as_user(ALICE.user)
+    # controls: the routes do serve their own files
+    css = http(env.header_port, "/assets/style.css", headers=headers)
+    Checks.expect(css.status == 200 and "{" in css.body, f"/assets/style.css: {css.status}")
+    index = http(env.header_port, "/", headers=headers)
+    suite = re.search(r'src="(/_dash-component-suites/[^"]+)"', index.body)
+    Checks.expect(suite is not None and http(env.header_port, suite.group(1), headers=headers).status == 200,
+                  "a component suite script of the index page is not served")
+    payloads = [pre.encode() + enc for pre in route_prefixes(rules)
+                for target in traversal_targets(env) for enc in encodings(target)]
+    # files that exist outside the allowed folders, named directly
+    payloads += [b"/_dash-component-suites/dashboard/auth.py", b"/_dash-component-suites/analytics/config.py",
+                 b"/_dash-component-suites/dash/dash.py", b"/_dash-component-suites/dash/../../../etc/passwd",
+                 b"/static/../dashboard/auth.py", b"/_favicon.ico/../../etc/passwd"]
+
+    def probe(target: bytes):
+        return target, http(env.header_port, target, headers=headers)
+
+    with ThreadPoolExecutor(4) as pool:
+        for target, r in pool.map(probe, payloads):
+            served = [m for m in env.file_markers if m in r.body]
+            Checks.expect(not served, f"{target!r}: served {[env.file_markers[m] for m in served]}")
+            # a path no file route takes falls through to the index page (the app shell): not a file
+            Checks.expect(r.status in (400, 404) or (r.status == 200 and app_shell(r.body) == app_shell(index.body)),
+                          f"{target!r}: HTTP {r.status}, expected 404, 400 or the index page: {r.body[:200]}")
+
+
+def test_symlinks_in_the_assets_folder_are_not_followed_out_of_it(env):
+    """A link in the assets folder to a file or folder outside it (planted here for the test) is not
+    served through /assets/."""
+    assets = ROOT / "dashboard" / "assets"
+    links = {assets / f".relauth-{os.getpid()}-file": env.planted, assets / f".relauth-{os.getpid()}-dir": env.dir}
+    try:
+        for link, target in links.items():
+            link.symlink_to(target)
+        for target in [f"/assets/{n.name}" for n in links] + [f"/assets/.relauth-{os.getpid()}-dir/secret.txt",
+                                                              f"/assets/.relauth-{os.getpid()}-dir/jobsight.toml"]:
+            r = http(env.header_port, target, headers=env.as_user(ALICE.user))
+            served = [m for m in env.file_markers if m in r.body]
+            Checks.expect(not served and r.status == 404, f"{target}: HTTP {r.status}, served {served}")
+    finally:
+        for link in links:
+            link.unlink(missing_ok=True)

@@ -1,0 +1,39 @@
+"""What the dashboard serves from disk: the files inside its assets folder and Dash's own registered
+scripts, nothing else.
+
+Flask's static view refuses ``..`` in a path but follows symlinks, so a link in the assets folder
+to a file or folder elsewhere would be served; here a path whose real location is outside the
+folder is a 404. Dash answers a request for an unregistered component-suite file with an unhandled
+exception (HTTP 500 and a traceback in the log for every probe of a scanner); here it is a 404 too.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import flask
+from dash.exceptions import DependencyException
+
+
+def _not_found() -> flask.Response:
+    return flask.Response("Not Found\n", status=404, mimetype="text/plain")
+
+
+def install(server: flask.Flask, assets_folder: str | Path) -> None:
+    root = Path(assets_folder).resolve()
+
+    @server.before_request
+    def _assets_stay_inside():
+        # Dash names the assets blueprint after the URL prefix: "_dash_assets", "_jobsight_dash_assets"
+        if not (flask.request.endpoint or "").endswith("dash_assets.static"):
+            return None
+        name = (flask.request.view_args or {}).get("filename", "")
+        try:
+            real = (root / name).resolve()
+            inside = real.is_relative_to(root) and real.is_file()
+        except (OSError, ValueError, RuntimeError):     # NUL byte, name too long, symlink loop
+            inside = False
+        return None if inside else _not_found()
+
+    @server.errorhandler(DependencyException)
+    def _unregistered_script(_exc):
+        return _not_found()
