@@ -528,3 +528,210 @@ def test_symlinks_in_the_assets_folder_are_not_followed_out_of_it(env):
     finally:
         for link in links:
             link.unlink(missing_ok=True)
+
+
+def walk(node):
+    """Every component (dict with "type" and "props") in a Dash JSON tree."""
+    if isinstance(node, dict):
+        if "type" in node and "props" in node:
+            yield node
+        for v in node.values():
+            yield from walk(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from walk(v)
+
+
+def page_layout(env, deps, user: str, page: str, search: str = "") -> dict:
+    dep = next(d for d in deps if d["output"] == "page.children")
+    _body, r = post(env, user, dep, {"url.pathname": page, "url.search": search})
+    Checks.expect(r.status == 200, f"{page}: HTTP {r.status}")
+    return json.loads(r.body)
+
+
+def test_no_page_hands_out_files(env, deps):
+    """Downloads, uploads, table exports and links to anything but the app's own pages would need a
+    place in the sweep above: there are none (EXPORTS lists the ones there are)."""
+    found = set()
+    shell = json.loads(http(env.header_port, "/_dash-layout", headers=env.as_user(ROOT_.user)).body)
+    for tree in [shell] + [page_layout(env, deps, ROOT_.user, p, f"?name={BOB.user}") for p in PAGES]:
+        for c in walk(tree):
+            props = c["props"]
+            if c["type"] in ("Download", "Upload") or props.get("export_format") not in (None, "none"):
+                found.add(f"{c['type']}#{props.get('id')}")
+            href = props.get("href")
+            if isinstance(href, str) and href.split("?")[0] not in PAGES:
+                found.add(f"link {href}")
+    Checks.expect(found == set(EXPORTS), f"file exports or links not covered by the sweep: {sorted(found - EXPORTS)}")
+
+
+# --- 3. tampered identity -----------------------------------------------------------------------
+
+def _layout_user(reply: Reply) -> str:
+    """The "who" text of the top bar: 'name (role ...)'."""
+    spans = [c for c in walk(json.loads(reply.body)) if c["props"].get("className") == "who"]
+    return spans[0]["props"]["children"]
+
+
+def _denial_targets(env, deps, user_for_body: str = BOB.user):
+    job = next(d for d in deps if d["output"] == "job-content.children")
+    body = body_for(job, {"job-key.data": {"cluster": "c1", "id": BOB.jobs[0][1]}})
+    index = http(env.header_port, "/", headers=env.as_user(ALICE.user)).body
+    suite = re.search(r'src="(/_dash-component-suites/[^"]+)"', index).group(1)
+    return [("GET", "/", b""), ("GET", f"/users?user={user_for_body}", b""), ("GET", "/_dash-layout", b""),
+            ("GET", "/_dash-dependencies", b""), ("POST", "/_dash-update-component", body),
+            ("OPTIONS", "/_dash-update-component", b""), ("HEAD", "/", b""), ("GET", "/assets/style.css", b""),
+            ("GET", suite, b""), ("GET", "/_favicon.ico", b""), ("GET", "/_reload-hash", b"")]
+
+
+def test_header_mode_refuses_requests_not_from_the_proxy(env, deps):
+    """The trusted proxy is 127.0.0.2 and sends the proxy secret. From 127.0.0.1 nothing is served,
+    whatever the headers say, even with the secret; from the proxy without the right secret neither."""
+    root, alice, s = ROOT_.user, ALICE.user, env.secret
+    around_the_proxy = [                                   # from 127.0.0.1, carrying the secret
+        [("X-Forwarded-User", root)], [("x-forwarded-user", root)], [("X-FORWARDED-USER", root)],
+        [("X-Forwarded-User", alice)], [("X-Forwarded-User", alice), ("X-Forwarded-User", root)],
+        [("X-Forwarded-For", PROXY), ("X-Forwarded-User", root)], [("Forwarded", f"for={PROXY}"), ("X-Forwarded-User", root)],
+        [("X-Real-IP", PROXY), ("X-Forwarded-User", root)], [("Remote-User", root)], [("X_Forwarded_User", root)], []]
+    cases = [(NOT_PROXY, h + [("X-Jobsight-Proxy-Secret", s)]) for h in around_the_proxy]
+    for secret_headers in ([], [("X-Jobsight-Proxy-Secret", "wrong")], [("X-Jobsight-Proxy-Secret", s.upper())],
+                           [("X-Jobsight-Proxy-Secret", s + "x")], [("X-Jobsight-Proxy-Secret", s[:-1])],
+                           [("X-Jobsight-Proxy-Secret", s), ("X-Jobsight-Proxy-Secret", s)],
+                           [("X_Jobsight_Proxy_Secret", s)], [("X-Jobsight-Proxy-Secret", "")]):
+        cases.append((PROXY, [("X-Forwarded-User", root)] + secret_headers))
+    for source, headers in cases:
+        for method, target, body in _denial_targets(env, deps):
+            r = http(env.header_port, target, method, headers, body, source=source)
+            shown = [m for m in forbidden(alice) | set(env.file_markers) if m in r.body]
+            Checks.expect(r.status == 403 and not shown, f"{source} {headers} {method} {target}: HTTP {r.status} {shown}")
+    r = http(env.header_port, f"/?X-Jobsight-Proxy-Secret={s}", headers=[("X-Forwarded-User", root)], source=PROXY)
+    Checks.expect(r.status == 403, f"secret in the query string: HTTP {r.status}")
+
+
+BAD_USERS = ["", "   ", "u-r\u043e\u043et-z9",               # Cyrillic o: looks like u-root-z9
+             "\uff55-root-z9", "u-root-z9\u00a0", "u-root-z9\x00", f"{ROOT_.user},{ALICE.user}",
+             f"{ROOT_.user} {ALICE.user}", f"../{ROOT_.user}", "*", "%", "-root", "a" * 65, f"{ROOT_.user};x",
+             f"{ROOT_.user}/.."]
+
+
+def test_header_mode_refuses_bad_user_names_from_the_proxy(env, deps):
+    ok = [("X-Jobsight-Proxy-Secret", env.secret)]
+    cases = [[("X-Forwarded-User", u)] for u in BAD_USERS]
+    cases += [[("X-Forwarded-User", ALICE.user), ("X-Forwarded-User", ROOT_.user)],   # duplicated: ambiguous
+              [("X_Forwarded_User", ROOT_.user)], [("Remote-User", ROOT_.user)], []]
+    for headers in cases:
+        for method, target, body in _denial_targets(env, deps):
+            r = http(env.header_port, target, method, headers + ok, body)
+            shown = [m for m in forbidden(ALICE.user) if m in r.body]
+            # 400: waitress itself refuses a NUL byte in a header
+            Checks.expect(r.status in (400, 403) and not shown, f"{headers} {method} {target}: HTTP {r.status} {shown}")
+
+
+def test_header_mode_takes_only_the_proxys_user_header(env, deps):
+    """Other headers naming the admin do not override the user the proxy names; a user name that
+    differs from the admin's only in case is another (unprivileged) user."""
+    ok = [("X-Jobsight-Proxy-Secret", env.secret)]
+    for extra in ([("Remote-User", ROOT_.user)], [("X_Forwarded_User", ROOT_.user)], [("X-Remote-User", ROOT_.user)],
+                  [("X-Forwarded-For", "10.0.0.1")], [("Authorization", "Basic " + base64.b64encode(
+                      f"{ROOT_.user}:{PASSWORDS[ROOT_.user]}".encode()).decode())]):
+        for order in (extra + [("X-Forwarded-User", ALICE.user)], [("X-Forwarded-User", ALICE.user)] + extra):
+            r = http(env.header_port, "/_dash-layout", headers=order + ok)
+            Checks.expect(r.status == 200 and _layout_user(r) == f"{ALICE.user} (user)", f"{order}: {r.status} {r.body[:200]}")
+    for name in (ROOT_.user.upper(), ROOT_.user.capitalize()):
+        r = http(env.header_port, "/_dash-layout", headers=[("X-Forwarded-User", name)] + ok)
+        Checks.expect(r.status == 200 and _layout_user(r) == f"{name} (user)", f"{name}: {r.body[:200]}")
+        Checks.expect(table_names(env, deps, name, "ut") == set(), f"{name} sees rows of the users table")
+
+
+def basic(env, target: str, auth: bytes | None, method="GET", body=b"", extra=()) -> Reply:
+    headers = list(extra) + ([("Authorization", auth)] if auth is not None else [])
+    return http(env.basic_port, target, method, headers, body, source=NOT_PROXY)
+
+
+def b64(text: str | bytes) -> bytes:
+    return base64.b64encode(text if isinstance(text, bytes) else text.encode())
+
+
+def test_basic_mode_refuses_bad_credentials(env, deps):
+    a, c, r_ = ALICE.user, CAROL.user, ROOT_.user
+    bad = [None, b"", b"Basic", b"Basic ", b"Basic !!!notbase64", b"Basic " + b64(f"{a}:{PASSWORDS[a]}")[:-2],
+           b"Basic " + b64(a), b"Basic " + b64(f"{a}:wrong-password"), b"Basic " + b64(f"{a}:{PASSWORDS[r_]}"),
+           b"Basic " + b64(f"{r_}:"), b"Basic " + b64(":"), b"Basic " + b64(f":{PASSWORDS[r_]}"),
+           b"Basic " + b64(f"{a} :{PASSWORDS[a]}"), b"Basic " + b64(f"{a.upper()}:{PASSWORDS[a]}"),
+           b"Basic " + b64(b"\xff\xfe:\xff"), b"Basic " + b64(f"u-r\u043e\u043et-z9:{PASSWORDS[r_]}"),
+           b"Basic " + b64(f"{c}:pa"), b"Basic " + b64(f"{c}:pa:ss"), b"Basic " + b64(f"{c}:pa:ss:wo:rd-k2:"),
+           b"Bearer " + b64(f"{a}:{PASSWORDS[a]}"), b"Digest username=" + r_.encode(),
+           b"Basic " + b64(f"{a}:{PASSWORDS[a]}") + b", Basic " + b64(f"{r_}:{PASSWORDS[r_]}"),
+           b"Basic " + b64(f"{a}:{PASSWORDS[a]}") + b"\x00"]
+    for auth in bad:
+        for method, target, body in [t for t in _denial_targets(env, deps) if t[1] in (
+                "/_dash-layout", "/_dash-update-component", "/assets/style.css")]:
+            r = basic(env, target, auth, method, body, extra=[("X-Forwarded-User", r_)])
+            shown = [m for m in forbidden(a) if m in r.body]
+            Checks.expect(r.status in (400, 401) and not shown, f"{auth!r} {method} {target}: HTTP {r.status} {shown}")
+    # two Authorization headers (waitress joins them): refused
+    r = http(env.basic_port, "/_dash-layout", headers=[("Authorization", b"Basic " + b64(f"{a}:{PASSWORDS[a]}")),
+                                                       ("Authorization", b"Basic " + b64(f"{r_}:{PASSWORDS[r_]}"))],
+             source=NOT_PROXY)
+    Checks.expect(r.status == 401, f"two Authorization headers: HTTP {r.status}")
+    Checks.expect(basic(env, "/", None).headers.get("www-authenticate", "").startswith("Basic"), "no Basic challenge")
+
+
+def test_basic_mode_passwords_with_colons_and_no_header_override(env):
+    c, a, r_ = CAROL.user, ALICE.user, ROOT_.user
+    r = basic(env, "/_dash-layout", b"Basic " + b64(f"{c}:{PASSWORDS[c]}"))
+    Checks.expect(r.status == 200 and _layout_user(r) == f"{c} (lead of acct-lead-k2)", f"{r.status} {r.body[:200]}")
+    r = basic(env, "/_dash-layout", b"basic " + b64(f"{a}:{PASSWORDS[a]}"),    # the scheme is case-insensitive
+              extra=[("X-Forwarded-User", r_), ("Remote-User", r_), ("X-Jobsight-Proxy-Secret", env.secret)])
+    Checks.expect(r.status == 200 and _layout_user(r) == f"{a} (user)", f"{r.status} {r.body[:200]}")
+
+
+# --- 4. the admin-wide views --------------------------------------------------------------------
+
+def callback_data(env, deps, user: str, output_prefix: str, values: dict | None = None) -> dict:
+    dep = next(d for d in deps if d["output"].startswith(output_prefix))
+    _body, r = post(env, user, dep, values or {})
+    Checks.expect(r.status == 200, f"{output_prefix} as {user}: HTTP {r.status}")
+    return json.loads(r.body)["response"]
+
+
+def table_names(env, deps, user: str, prefix: str) -> set[str]:
+    return {row["name"] for row in callback_data(env, deps, user, f"..{prefix}-table.data")[f"{prefix}-table"]["data"]}
+
+
+def flagged_job_ids(env, deps, user: str) -> set[str]:
+    return {row["job_id"] for row in callback_data(env, deps, user, "..fl-table.data")["fl-table"]["data"]}
+
+
+def options(env, deps, user: str, page: str, cid: str) -> set[str]:
+    tree = page_layout(env, deps, user, page)
+    return {o["value"] for c in walk(tree) if c["props"].get("id") == cid for o in c["props"]["options"]}
+
+
+# by hand from the seed: carol leads acct-lead-k2 (her job 7300042 and dave's 7400051) and has her
+# own job 7300041 in acct-carol-k2; every job is flagged (CPU 12.5 %, bob's GPU job at 10 %)
+EXPECTED = {
+    ALICE.user: ({ALICE.user}, {"acct-alice-a3"}, {"7100011"}, {"part-alice-a3"}),
+    BOB.user: ({BOB.user}, {"acct-bob-q7"}, {"7200021", "7200031_4"}, {"part-bob-q7"}),
+    DAVE.user: ({DAVE.user}, {"acct-lead-k2"}, {"7400051"}, {"part-dave-m4"}),
+    CAROL.user: ({CAROL.user, DAVE.user}, {"acct-carol-k2", "acct-lead-k2"}, {"7300041", "7300042", "7400051"},
+                 {"part-carol-k2", "part-dave-m4"}),
+    ROOT_.user: ({p.user for p in PEOPLE}, {"acct-alice-a3", "acct-bob-q7", "acct-carol-k2", "acct-lead-k2",
+                                            "acct-root-z9"},
+                 {"7100011", "7200021", "7200031_4", "7300041", "7300042", "7400051", "7500061"},
+                 {p.partition for p in PEOPLE}),
+}
+
+
+@pytest.mark.parametrize("who", list(EXPECTED))
+def test_admin_wide_views_are_scoped(env, deps, who):
+    users, accounts, jobs, partitions = EXPECTED[who]
+    Checks.expect(table_names(env, deps, who, "ut") == users, f"{who}: users table")
+    Checks.expect(table_names(env, deps, who, "pt") == accounts, f"{who}: projects table")
+    Checks.expect(flagged_job_ids(env, deps, who) == jobs, f"{who}: flagged jobs")
+    Checks.expect(options(env, deps, who, "/flagged", "fl-user") == users, f"{who}: user filter options")
+    Checks.expect(options(env, deps, who, "/flagged", "fl-account") == accounts, f"{who}: project filter options")
+    Checks.expect(options(env, deps, who, "/", "ov-partition") == partitions, f"{who}: partition filter options")
+    cards = {c["props"]["id"]: c["props"]["children"] for c in walk(callback_data(env, deps, who, "ov-content"))
+             if str(c["props"].get("id", "")).startswith("total-")}
+    Checks.expect(cards.get("total-jobs") == str(len(jobs)), f"{who}: overview counts {cards.get('total-jobs')} jobs")
