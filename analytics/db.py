@@ -7,7 +7,9 @@ highest file here) is refused rather than half-understood.
 """
 from __future__ import annotations
 
+import os
 import re
+import resource
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,6 +83,41 @@ def migrate(con: duckdb.DuckDBPyConnection, schema_dir: Path = SCHEMA_DIR, where
     return newest
 
 
+# Under `ulimit -v` every mapping counts, and most of it is reserved, not used: Python, polars and
+# DuckDB map ~1.4 GB (thread stacks, allocator arenas) before reading anything, and polars'
+# allocator keeps the address space of a parsed 64 MB piece (~0.7 GB) mapped after freeing it.
+# DuckDB gets a share of what is left after those, so that it evicts and spills instead of failing.
+_RESERVED_AS = 5 << 29          # 2.5 GiB
+_DUCKDB_SHARE = 0.75
+_MIN_LIMIT = 256 << 20
+_SIZE_RE = re.compile(r"^\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$", re.IGNORECASE)
+
+
+def memory_limit() -> str | None:
+    """DuckDB's memory_limit for this process, or None to keep DuckDB's default (80 % of RAM or of
+    the cgroup limit). $JOBSIGHT_MEMORY_LIMIT (e.g. "2GB") wins. Otherwise, under `ulimit -v`
+    (RLIMIT_AS), which DuckDB does not look at: 3/4 of what the reservations above leave, so that
+    DuckDB evicts and spills to <db>.tmp instead of failing an allocation it thought it had room for."""
+    env = os.environ.get("JOBSIGHT_MEMORY_LIMIT", "").strip()
+    if env:
+        if not _SIZE_RE.match(env):
+            raise UserError(f"$JOBSIGHT_MEMORY_LIMIT={env!r}: expected a size such as 2GB or 512MiB")
+        return env
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    return f"{max(_MIN_LIMIT, int((soft - _RESERVED_AS) * _DUCKDB_SHARE)) >> 20}MiB"
+
+
+def configure_engine(con: duckdb.DuckDBPyConnection) -> None:
+    """Settings for every database instance jobsight opens: memory_limit (see memory_limit()), and
+    no progress bar (DuckDB draws it on stdout for queries over 2 s, which breaks `--json` output)."""
+    con.execute("SET enable_progress_bar = false")
+    limit = memory_limit()
+    if limit is not None:
+        con.execute(f"SET memory_limit = '{limit}'")
+
+
 def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """Open (creating if needed) a jobsight database and migrate it to the known schema."""
     where = str(path)
@@ -89,6 +126,7 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
     except duckdb.Error as exc:
         raise UserError(f"cannot open database {where}: {exc}") from exc
     try:
+        configure_engine(con)
         if read_only:
             have, newest = current_version(con), known_version()
             if have != newest:
