@@ -161,6 +161,7 @@ def publish(db_path: str | os.PathLike) -> Path:
         except duckdb.Error as exc:
             raise UserError(f"{src}: cannot open the copy for the snapshot: {exc}") from exc
         try:
+            dbmod.configure_engine(con)   # memory_limit under `ulimit -v`; no progress bar on stdout
             materialise(con)
             con.execute("CHECKPOINT")
         except duckdb.Error as exc:
