@@ -1,7 +1,7 @@
 """A Hive-partitioned Parquet lake of a jobsight database, and the portable metric SQL over it.
 
-    LAKE/samples/cluster=C/month=YYYY-MM/data_0.parquet     samples by the month of their time
-    LAKE/jobs/cluster=C/month=YYYY-MM/data_0.parquet        jobs by the month they were submitted
+    LAKE/samples/cluster=C/month=YYYY-MM/data_N.parquet     samples by the month of their time
+    LAKE/jobs/cluster=C/month=YYYY-MM/data_N.parquet        jobs by the month they were submitted
     LAKE/setting/cluster=C/setting.parquet                   the charging/sample settings in force
     LAKE/charge_rate/cluster=C/charge_rate.parquet           the charging table (may hold no rows)
 
@@ -38,10 +38,14 @@ PARTITIONED = ("samples", "jobs")          # cluster / month
 PER_CLUSTER = ("setting", "charge_rate")   # cluster only: the settings in force at the last export
 INPUT_VIEWS = {t: f"lake_{t}" for t in PARTITIONED + PER_CLUSTER}
 UNDATED = "undated"
-ROW_GROUP_SIZE = 122_880                   # DuckDB's default: ~0.5 MB of compressed samples per row group
-# Parquet v2 pages bring DELTA_BINARY_PACKED for the sorted time columns: 4.0 instead of 6.8 bytes per
-# sample row (bench/lake_bench.py). Spark >= 3.3, Trino and Athena read them.
-PARQUET_OPTIONS = f"COMPRESSION zstd, PARQUET_VERSION V2, ROW_GROUP_SIZE {ROW_GROUP_SIZE}"
+# Sizes for distributed readers: a row group of 1M samples is ~4 MB compressed (one Spark/Trino split
+# reads many), a file is cut at 512 MB (~130M samples), so a busy cluster-month is ~10 files, not
+# thousands. Parquet v2 pages bring DELTA_BINARY_PACKED for the sorted time columns: 4.0 instead of
+# 6.8 bytes per sample row (bench/lake_bench.py). Spark >= 3.3, Trino and Athena read them.
+ROW_GROUP_SIZE = 1_048_576
+FILE_SIZE = "512MB"
+PARQUET_OPTIONS = (f"COMPRESSION zstd, PARQUET_VERSION V2, ROW_GROUP_SIZE {ROW_GROUP_SIZE}, "
+                   f"FILE_SIZE_BYTES '{FILE_SIZE}'")
 _MONTH_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
 # Partition values become directory names that Spark, Trino and Athena parse: keep them plain.
 _CLUSTER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -78,25 +82,26 @@ def _quote(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def _partitions(con: duckdb.DuckDBPyConnection, since: str | None, until: str | None) -> dict[str, set]:
-    """table -> {(cluster, month)} the database holds rows for, within the month range."""
-    out: dict[str, set] = {}
-    for table, sql in EXPORT_SQL.items():
-        where, params = _month_where(since, until)
-        rows = con.execute(f"SELECT DISTINCT cluster, month FROM ({sql}){where}", params).fetchall()
-        out[table] = {(c, m) for c, m in rows}
-    return out
-
-
-def _month_where(since: str | None, until: str | None) -> tuple[str, list]:
+def _month_where(table: str, since: str | None, until: str | None) -> tuple[str, list]:
+    """WHERE clause for a month range. Samples are filtered on `time` itself, so that DuckDB skips
+    row groups by their min/max time instead of formatting every row's month."""
     clauses, params = [], []
-    if since:
-        clauses.append("month >= ?")
-        params.append(since)
-    if until:
-        # 'undated' sorts after every YYYY-MM: only an export with no --until takes undated jobs
-        clauses.append("month <= ?")
-        params.append(until)
+    if table == "samples":
+        if since:
+            clauses.append("time >= CAST(? AS TIMESTAMP)")
+            params.append(f"{since}-01")
+        if until:
+            year, month = map(int, until.split("-"))
+            clauses.append("time < CAST(? AS TIMESTAMP)")
+            params.append(f"{year + month // 12:04d}-{month % 12 + 1:02d}-01")
+    else:
+        if since:
+            clauses.append("month >= ?")
+            params.append(since)
+        if until:
+            # 'undated' sorts after every YYYY-MM: only an export with no --until takes undated jobs
+            clauses.append("month <= ?")
+            params.append(until)
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
 
@@ -124,9 +129,8 @@ def export(con: duckdb.DuckDBPyConnection, out: str | Path, since: str | None = 
     out = Path(out)
     if since and until and since > until:
         raise UserError(f"--since {since} is after --until {until}")
-    parts = _partitions(con, since, until)
-    clusters = {c for ps in parts.values() for c, _ in ps}
-    _check_clusters(clusters)
+    _check_clusters({c for (c,) in con.execute(
+        "SELECT DISTINCT cluster FROM job UNION SELECT DISTINCT cluster FROM sample").fetchall()})
     out.mkdir(parents=True, exist_ok=True)
     staging = out / f".staging-{uuid.uuid4().hex}"
     trash = staging / "trash"
@@ -134,17 +138,19 @@ def export(con: duckdb.DuckDBPyConnection, out: str | Path, since: str | None = 
     summary: dict[str, dict] = {}
     try:
         for table, sql in EXPORT_SQL.items():
-            where, params = _month_where(since, until)
+            where, params = _month_where(table, since, until)
             dest = staging / table
-            n = 0
-            if parts[table]:
-                n = con.execute(
-                    f"COPY (SELECT * FROM ({sql}){where} ORDER BY {SORT[table]}) TO {_quote(str(dest))} "
-                    f"(FORMAT parquet, PARTITION_BY (cluster, month), {PARQUET_OPTIONS})", params).fetchone()[0]
-            for cluster, month in sorted(parts[table]):
+            n = con.execute(
+                f"COPY (SELECT * FROM ({sql}){where} ORDER BY {SORT[table]}) TO {_quote(str(dest))} "
+                f"(FORMAT parquet, PARTITION_BY (cluster, month), {PARQUET_OPTIONS})", params).fetchone()[0]
+            # the partitions the database holds rows for are the ones COPY wrote
+            written = sorted((c.name.split("=", 1)[1], m.name.split("=", 1)[1])
+                             for c in dest.glob("cluster=*") for m in c.glob("month=*"))
+            for cluster, month in written:
                 rel = Path(table) / f"cluster={cluster}" / f"month={month}"
                 _swap(staging / rel, out / rel, trash)
-            summary[table] = {"rows": n, "partitions": sorted(parts[table])}
+            summary[table] = {"rows": n, "partitions": written}
+        clusters = {c for s in summary.values() for c, _ in s["partitions"]}
         for table in PER_CLUSTER:
             for cluster in sorted(clusters):
                 folder = staging / table / f"cluster={cluster}"

@@ -177,6 +177,21 @@ def test_hive_layout_puts_every_row_in_its_month(db, tmp_path):
 
 # ---------------------------------------------------------------------- lake SQL == sql/views
 
+def test_lake_sql_keeps_to_the_portable_subset():
+    """What Spark would reject or read differently, caught even where Spark is not installed."""
+    views = lake.lake_views()
+    assert [name for name, _ in views][-1] == "lake_job_metrics"
+    for name, select in views:
+        code = re.sub(r"--[^\n]*", "", select)
+        assert code.lstrip().upper().startswith("SELECT"), name
+        for pattern, why in ((r"::", "DuckDB cast syntax"), (r"\bQUALIFY\b", "no QUALIFY in Spark"),
+                             (r"\bEXCLUDE\b", "no SELECT * EXCLUDE in Spark"), (r'"', "Spark reads \"x\" as a string"),
+                             (r"(?<![\w.])\d+\.\d+(?![\d.eE])", "Spark reads 1.0 as DECIMAL: write 1e0"),
+                             (r"\b(wmean|setting_value|date_diff|epoch_ms|any_value)\s*\(", "DuckDB-only function"),
+                             (r"\bOVER\s+\w+\s*[-+*/]", "Spark parses `OVER w - x` as window `w-x`")):
+            assert not re.search(pattern, code, re.IGNORECASE), f"{name}: {why}"
+
+
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_lake_sql_equals_job_metrics(db, tmp_path, policy):
     out = tmp_path / "lake"

@@ -3,6 +3,8 @@
 --   sbu: policy slurm-billing and a billing TRES: billing x hours x charging.factor; else with a
 --        charge rate: hours x (charged cores x per_core_h + charged GPUs x per_gpu_h + GiB x per_gb_h);
 --        else core-hours.
+-- GREATEST gets no NULL argument (no rate: 0), which equals DuckDB's and Spark's NULL-skipping
+-- GREATEST for these non-negative counts, and keeps Trino (whose GREATEST returns NULL) right too.
 SELECT cluster, job_id_raw, job_id, account, partition, state, elapsed_s, ncpus, ngpus,
        gpu_util_pct, gpu_util_source, gpus_sampled, gpus_idle, gpu_util_min_device_pct,
        charged_cores, charged_gpus,
@@ -26,11 +28,11 @@ FROM (
            c.charging_policy, c.charging_factor,
            r.per_core_h, r.per_gpu_h, r.per_gb_h,
            COALESCE(j.mem_alloc_bytes, j.mem_req_bytes, m.mem_limit_bytes, 0) / 1073741824e0 AS mem_gib,
-           GREATEST(COALESCE(j.ncpus, 0), r.min_cores,
+           GREATEST(COALESCE(j.ncpus, 0), COALESCE(r.min_cores, 0),
                     COALESCE(ceil(COALESCE(j.mem_alloc_bytes, j.mem_req_bytes, m.mem_limit_bytes, 0)
                                   / 1073741824e0 / NULLIF(r.mem_per_core_gb, 0)), 0)) AS charged_cores,
            CASE WHEN COALESCE(j.ngpus, 0) > 0 THEN
-                GREATEST(j.ngpus, r.min_gpus,
+                GREATEST(j.ngpus, COALESCE(r.min_gpus, 0),
                          COALESCE(ceil(COALESCE(j.ncpus, 0) / NULLIF(r.cores_per_gpu, 0)), 0),
                          COALESCE(ceil(COALESCE(j.mem_alloc_bytes, j.mem_req_bytes, m.mem_limit_bytes, 0)
                                        / 1073741824e0 / NULLIF(r.mem_per_gpu_gb, 0)), 0))
