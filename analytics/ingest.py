@@ -21,6 +21,7 @@ import hashlib
 import importlib
 import json
 import os
+import queue
 import sys
 import threading
 import time
@@ -43,6 +44,7 @@ ACCOUNTING_SOURCES = ("slurm-sacct", "slurm-sacct-json", "pbs", "lsf")
 HEAD_BYTES = 65536
 BIG_FILE = 64 << 20     # progress lines for files this big even when ingesting just one
 STREAM_BYTES = 64 << 20   # files bigger than this whose parser has iter_parse are loaded in pieces this big (~0.8 GB peak)
+EARLY_INSERT_BYTES = 64 << 20   # files bigger than this whose parser has on_piece are inserted while parsed (_EarlyInsert)
 
 
 @dataclass
@@ -405,26 +407,95 @@ def _load_sidecar_runs(con, frame: Optional[pl.DataFrame], ingest_id: int, sourc
     con.execute("DROP TABLE IF EXISTS _in_r")
 
 
+class _EarlyInsert:
+    """Inserts a big accounting file's job and step rows while the file is still being parsed: the
+    parser hands over each block's rows (its on_piece) and a worker thread inserts them, in the
+    file's transaction, while the next block is parsed (polars and DuckDB both release the GIL, so
+    the two overlap on two cores). Only used when the job and step tables are empty, where the merge
+    rule has nothing to decide: every row is a plain insert. A key repeated within the file fails
+    on the primary key; the transaction is then rolled back and the file loaded the ordinary way."""
+
+    def __init__(self, con):
+        self.con = con
+        self.error: Optional[BaseException] = None
+        self.inserted = {"job": 0, "step": 0}
+        self.queue: queue.Queue = queue.Queue()   # unbounded: the parser keeps every frame anyway
+        con.execute("BEGIN TRANSACTION")
+        self.ingest_id = con.execute("SELECT nextval('ingest_id_seq')").fetchall()[0][0]
+        self.open = True
+        self.thread = threading.Thread(target=self._work, daemon=True, name="jobsight-insert")
+        self.thread.start()
+
+    @staticmethod
+    def applies(con, mod: ModuleType, size: int) -> bool:
+        return (getattr(mod, "ON_PIECE", False) and size > EARLY_INSERT_BYTES and
+                not con.execute("SELECT EXISTS (SELECT 1 FROM job) OR EXISTS (SELECT 1 FROM step)").fetchall()[0][0])
+
+    def put(self, jobs: pl.DataFrame, steps: pl.DataFrame) -> None:
+        if self.error is None:
+            self.queue.put((jobs, steps))
+
+    def _work(self) -> None:
+        while (item := self.queue.get()) is not None:
+            if self.error is not None:
+                continue
+            try:
+                for frame, table in zip(item, ("job", "step")):
+                    if frame.height:
+                        cols, sel = _select_casts(self.con, frame, table, self.ingest_id)
+                        self.inserted[table] += _run(
+                            self.con, f"INSERT INTO {table} ({', '.join(_q(c) for c in cols)}) SELECT {sel} FROM _incoming",
+                            _incoming=frame)[0][0]
+            except BaseException as exc:   # a repeated key (or anything else): load the ordinary way
+                self.error = exc
+
+    def _join(self) -> None:
+        if self.thread.is_alive():
+            self.queue.put(None)
+            self.thread.join()
+
+    def finish(self) -> bool:
+        """Wait for the inserts; True if they all went in (the transaction stays open), else roll back."""
+        self._join()
+        if self.error is not None:
+            self.rollback()
+        return self.error is None
+
+    def rollback(self) -> None:
+        self._join()
+        if self.open:
+            self.con.execute("ROLLBACK")
+            self.open = False
+
+
 class AccountingError(RuntimeError):
     """The loader's row accounting does not add up: a bug, and the file is not committed."""
 
 
 def load_result(con: duckdb.DuckDBPyConnection, result: ParseResult, source_file: str,
-                checksum: Optional[str], options: dict) -> FileReport:
-    """Load one parsed file in one transaction and record it in ingest_log."""
-    return load_pieces(con, [result], result.format, source_file, checksum, options)
+                checksum: Optional[str], options: dict, early: Optional[_EarlyInsert] = None) -> FileReport:
+    """Load one parsed file in one transaction and record it in ingest_log. With `early`, its job
+    and step rows were inserted while it was parsed (in the transaction early holds open)."""
+    return load_pieces(con, [result], result.format, source_file, checksum, options, early)
 
 
 def load_pieces(con: duckdb.DuckDBPyConnection, pieces: Iterable[ParseResult], fmt: str, source_file: str,
-                checksum: Optional[str], options: dict) -> FileReport:
+                checksum: Optional[str], options: dict, early: Optional[_EarlyInsert] = None) -> FileReport:
     """Load one file, given as one or more parsed pieces (a big sidecar CSV is parsed and loaded a
     piece at a time, so memory stays bounded), in ONE transaction, and record it in ingest_log.
     The counts are summed over the pieces and checked once, for the whole file."""
     t0 = time.monotonic()
     rep = FileReport(path=source_file, format=fmt)
-    con.execute("BEGIN TRANSACTION")
+    ingest_id = None
+    if early is not None:
+        ingest_id = early.ingest_id   # kept when the early inserts were rolled back (no gap in the ids)
+        if not early.finish():
+            early = None              # a repeated key: loaded the ordinary way, in a new transaction
+    if early is None:
+        con.execute("BEGIN TRANSACTION")
     try:
-        ingest_id = con.execute("SELECT nextval('ingest_id_seq')").fetchall()[0][0]
+        if ingest_id is None:
+            ingest_id = con.execute("SELECT nextval('ingest_id_seq')").fetchall()[0][0]
         rep.ingest_id = ingest_id
         con.execute("INSERT INTO ingest_log (ingest_id, source_file, checksum, format, rows_in, started_at, options) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -432,7 +503,7 @@ def load_pieces(con: duckdb.DuckDBPyConnection, pieces: Iterable[ParseResult], f
                      datetime.now(timezone.utc).replace(tzinfo=None), json.dumps(options, sort_keys=True)])
         samples = _SampleLoader(con, ingest_id)
         for result in pieces:
-            _load_piece(con, result, rep, samples, ingest_id, source_file)
+            _load_piece(con, result, rep, samples, ingest_id, source_file, early)
         accounted = rep.stored + rep.updated + rep.unchanged + rep.rejected + rep.dropped
         if accounted != rep.rows_in:
             raise AccountingError(
@@ -451,7 +522,7 @@ def load_pieces(con: duckdb.DuckDBPyConnection, pieces: Iterable[ParseResult], f
 
 
 def _load_piece(con, result: ParseResult, rep: FileReport, samples: _SampleLoader, ingest_id: int,
-                source_file: str) -> None:
+                source_file: str, early: Optional[_EarlyInsert] = None) -> None:
     rep.rows_in += result.rows_in
     rep.rejected += len(result.rejects)
     rep.dropped += result.dropped
@@ -460,7 +531,10 @@ def _load_piece(con, result: ParseResult, rep: FileReport, samples: _SampleLoade
     for frame, table, keys, tcols in (
             (result.jobs, "job", ["cluster", "job_id_raw"], ["end_time", "start_time", "submit_time", "eligible_time"]),
             (result.steps, "step", ["cluster", "job_id_raw", "step_id"], ["end_time", "start_time"])):
-        s, u, n = _merge_records(con, frame, table, keys, tcols, ingest_id)
+        if early is not None:   # inserted while parsing, every row (a failed insert rolled them all back)
+            s, u, n = early.inserted[table], 0, 0
+        else:
+            s, u, n = _merge_records(con, frame, table, keys, tcols, ingest_id)
         rep.stored += s
         rep.updated += u
         rep.unchanged += n
@@ -540,27 +614,35 @@ def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleTy
         return rep
     if streamed:
         return _ingest_streamed(con, path, opts, mod, checksum, options, rep, t0)
+    early = _EarlyInsert(con) if _EarlyInsert.applies(con, mod, size) else None
     try:
-        result = mod.parse(path, opts)
-    except OSError as exc:
-        rep.status, rep.error = "unreadable", f"cannot read: {exc.strerror or exc}"
-        return rep
-    except Exception as exc:
-        rep.status, rep.error = "failed", f"{mod.FORMAT} parser failed: {exc!r}"
-        return rep
+        result = mod.parse(path, opts, on_piece=early.put) if early else mod.parse(path, opts)
+        if early:
+            early.finish()   # con is free again (rolled back if an insert failed)
+    except BaseException as exc:
+        if early:
+            early.rollback()
+        if isinstance(exc, OSError):
+            rep.status, rep.error = "unreadable", f"cannot read: {exc.strerror or exc}"
+            return rep
+        if isinstance(exc, Exception):
+            rep.status, rep.error = "failed", f"{mod.FORMAT} parser failed: {exc!r}"
+            return rep
+        raise
     finally:
         if hashing is not None:
             hashing.join()
     if hashing is not None:
-        if hashing.error is not None:
-            rep.status, rep.error = "unreadable", f"cannot read: {hashing.error.strerror or hashing.error}"
-            return rep
         checksum = hashing.digest
-        if known():
+        if hashing.error is not None or known():
+            if early:
+                early.rollback()
+            if hashing.error is not None:
+                rep.status, rep.error = "unreadable", f"cannot read: {hashing.error.strerror or hashing.error}"
             return rep
     if progress and path.stat().st_size > BIG_FILE:
         progress(f"{path}: read {result.rows_in:,} rows in {time.monotonic() - t0:.1f} s; loading")
-    return _loaded(rep, path, t0, lambda: load_result(con, result, str(Path(path).resolve()), checksum, options))
+    return _loaded(rep, path, t0, lambda: load_result(con, result, str(Path(path).resolve()), checksum, options, early))
 
 
 class _ParserFailed(Exception):

@@ -34,6 +34,7 @@ from analytics.records import ParseOptions, ParseResult, Reject
 
 FORMAT = "sacct"
 SOURCE = "slurm-sacct"
+ON_PIECE = True  # parse() takes on_piece: the loader inserts each block while the next is parsed
 
 XDMOD_COLUMNS = ("jobid,jobidraw,cluster,partition,qos,account,group,gid,user,uid,submit,eligible,start,end,"
                  "elapsed,exitcode,state,nnodes,ncpus,reqcpus,reqmem,reqtres,alloctres,timelimit,nodelist,jobname").split(",")
@@ -636,7 +637,11 @@ class _Layout:
     origin: str                 # 'header line N' | '--columns' | 'guess'
 
 
-def parse(path: Path, opts: ParseOptions) -> ParseResult:
+def parse(path: Path, opts: ParseOptions,
+          on_piece: Optional[Callable[[pl.DataFrame, pl.DataFrame], None]] = None) -> ParseResult:
+    """The whole file's rows. on_piece(jobs, steps), if given, is also handed each block's rows as
+    soon as they are converted (the loader inserts them while the next block is parsed); the pieces
+    together are exactly result.jobs / result.steps, in another order."""
     path = Path(path)
     with open(path, "rb") as fh:
         head = fh.read(65536).decode("utf-8", errors="replace")
@@ -644,7 +649,7 @@ def parse(path: Path, opts: ParseOptions) -> ParseResult:
     result = ParseResult(format=FORMAT)
     layout = (_Layout(_header_columns(ctx.delim.join(opts.columns), ctx.delim), "--columns") if opts.columns
               else _Layout(None, "guess"))
-    frames = _Frames()
+    frames = _Frames(on_piece)
     slow: list[tuple[int, str, Optional[list[str]]]] = []  # (line_no, text, cols or None=guess)
     comments = 0
     guessed: dict[str, int] = {}
@@ -716,13 +721,16 @@ class _Frames:
     """Parsed rows, split at once into job and step frames holding only their own columns
     (a 3M-line dump would otherwise carry every column for every row until the end)."""
 
-    def __init__(self):
+    def __init__(self, on_piece=None):
         self.jobs: list[pl.DataFrame] = []
         self.steps: list[pl.DataFrame] = []
+        self.on_piece = on_piece
 
     def append(self, rows: pl.DataFrame) -> None:
         self.jobs.append(rows.filter(pl.col("_kind") == "job").rename({"name": "job_name"}).select(["_line"] + JOB_COLS))
         self.steps.append(rows.filter(pl.col("_kind") == "step").rename({"name": "step_name"}).select(["_line"] + STEP_COLS))
+        if self.on_piece is not None:
+            self.on_piece(self.jobs[-1].drop("_line"), self.steps[-1].drop("_line"))
 
     def finish(self) -> tuple[pl.DataFrame, pl.DataFrame]:
         out = []
