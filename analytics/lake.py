@@ -164,21 +164,23 @@ def export(con: duckdb.DuckDBPyConnection, out: str | Path, since: str | None = 
     return summary
 
 
-def _files(lake: Path, table: str) -> str:
-    return _quote(str(lake / table / "**" / "*.parquet"))
+def _under(lake: str | Path, *parts: str) -> str:
+    """A path inside the lake, as a string: also for s3://... or hdfs://... roots, which Path would mangle."""
+    return "/".join([str(lake).rstrip("/"), *parts])
 
 
 def attach(con: duckdb.DuckDBPyConnection, lake: str | Path) -> None:
-    """Create the lake_* input views over the Parquet files in place, then the metric views."""
-    lake = Path(lake)
+    """Create the lake_* input views over the Parquet files in place, then the metric views.
+    A remote root (s3://...) needs DuckDB's httpfs extension and credentials set up on `con`."""
     for table in PARTITIONED + PER_CLUSTER:
-        if not any((lake / table).glob("**/*.parquet")):
+        if "://" not in str(lake) and not any(Path(lake, table).glob("**/*.parquet")):
             raise UserError(f"{lake}: no {table}/ Parquet files: is this a jobsight lake? "
                             f"(write one with `jobsight lake export --db DB --out {lake}`)")
         hive_types = ("{'cluster': VARCHAR, 'month': VARCHAR}" if table in PARTITIONED
                       else "{'cluster': VARCHAR}")
         con.execute(f"CREATE OR REPLACE TEMPORARY VIEW {INPUT_VIEWS[table]} AS SELECT * FROM read_parquet("
-                    f"{_files(lake, table)}, hive_partitioning = true, hive_types = {hive_types})")
+                    f"{_quote(_under(lake, table, '**', '*.parquet'))}, hive_partitioning = true, "
+                    f"hive_types = {hive_types})")
     for name, select in lake_views():
         con.execute(f"CREATE OR REPLACE TEMPORARY VIEW {name} AS {select}")
 
@@ -188,7 +190,7 @@ def attach_spark(spark, lake: str | Path) -> None:
     Partition discovery reads cluster and month from the directory names, as strings."""
     spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
     for table in PARTITIONED + PER_CLUSTER:
-        path = str(Path(lake) / table)
+        path = _under(lake, table)
         spark.read.option("basePath", path).parquet(path).createOrReplaceTempView(INPUT_VIEWS[table])
     for name, select in lake_views():
         spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {name} AS {select}")
