@@ -260,7 +260,7 @@ def kind_of(prop: str) -> str | None:
     for pattern, kind in KINDS:
         if re.search(pattern, prop):
             return kind
-    raise AssertionError(f"input {prop!r} is not classified for the authorization sweep: add it to KINDS")
+    Checks.expect(False, f"input {prop!r} is not classified for the authorization sweep: add it to KINDS")
 
 
 def crafted(kind: str, p: Person) -> list:
