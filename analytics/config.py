@@ -6,7 +6,9 @@ so the defaults live in exactly one place: DEFAULT_FLAGS and DEFAULT_CHARGING be
 """
 from __future__ import annotations
 
+import math
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,48 +103,136 @@ def load_config(explicit: str | os.PathLike | None = None) -> Config:
     if path is None:
         return Config()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}, line {line}: not valid TOML: not UTF-8 (byte 0x{raw[exc.start]:02x})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    return parse_config(data, path)
+    return parse_config(data, path, text)
 
 
-def _number(path: Path | None, key: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{path}: {key} must be a number, got {value!r}")
-    return float(value)
+_HEADER_RE = re.compile(r"^\s*(\[\[?)\s*([^\]]*?)\s*\]")
+_KEY_RE = re.compile(r"^\s*([A-Za-z0-9_\-.\"' ]+?)\s*=")
 
 
-def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
+def _unquote(dotted: str) -> str:
+    return ".".join(part.strip().strip("\"'") for part in dotted.split("."))
+
+
+def key_line(text: str | None, key: str) -> int | None:
+    """Best-effort 1-based line of a dotted key ("flags.min_runtime_s", "charging.rates[1].per_gpu_h",
+    "flags" for a section) in the TOML text, for error messages; None when not found (inline tables)."""
+    if not text:
+        return None
+    counts: dict[str, int] = {}
+    table = ""
+    for no, line in enumerate(text.splitlines(), 1):
+        m = _HEADER_RE.match(line)
+        if m:
+            name = _unquote(m.group(2))
+            if m.group(1) == "[[":
+                counts[name] = counts.get(name, -1) + 1
+                name = f"{name}[{counts[name]}]"
+            table = name
+            if key == table or key == table.split("[")[0]:
+                return no
+            continue
+        m = _KEY_RE.match(line)
+        if m:
+            full = _unquote(m.group(1))
+            if (f"{table}.{full}" if table else full) == key:
+                return no
+    return None
+
+
+def _show(value: Any) -> str:
+    """A value in an error message: its repr, cut short (a config may hold a megabyte string)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class _Checker:
+    """Raises ConfigError naming the file, the key's line when it can be found, and the key."""
+
+    def __init__(self, path: Path | None, text: str | None):
+        self.path, self.text = path, text
+
+    def fail(self, key: str, message: str) -> None:
+        line = key_line(self.text, key)
+        where = f"{self.path}, line {line}" if line else f"{self.path}"
+        raise ConfigError(f"{where}: {message}")
+
+    def table(self, key: str, value: Any) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            self.fail(key, f"{key} must be a table ([{key}] with key = value lines), got {_show(value)}")
+        return value
+
+    def string(self, key: str, value: Any) -> str:
+        if not isinstance(value, str):
+            self.fail(key, f"{key} must be a string, got {_show(value)}")
+        return value
+
+    def number(self, key: str, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.fail(key, f"{key} must be a number, got {_show(value)}")
+        try:
+            out = float(value)
+        except OverflowError:
+            out = math.inf
+        if not math.isfinite(out):
+            self.fail(key, f"{key} must be a finite number, got {_show(value)}")
+        return out
+
+
+def parse_config(data: dict[str, Any], path: Path | None = None, text: str | None = None) -> Config:
+    """Check and apply a parsed jobsight.toml; `text` (the file's text) only helps name lines."""
     cfg = Config(path=path)
+    check = _Checker(path, text)
     known = {"charging", "flags", "samples", "budgets", "roles", "cluster", "dashboard", "report", "email"}
     for key in data:
         if key not in known:
-            raise ConfigError(f"{path}: unknown section or key [{key}] (known: {', '.join(sorted(known))})")
+            check.fail(key, f"unknown section or key [{key}] (known: {', '.join(sorted(known))})")
+    for key in known - {"cluster"}:
+        if key in data:
+            check.table(key, data[key])
     if "cluster" in data:
-        cfg.cluster = str(data["cluster"])
+        cfg.cluster = check.string("cluster", data["cluster"])
     charging = data.get("charging", {})
     for key in charging:
         if key not in ("policy", "factor", "preset", "rates"):
-            raise ConfigError(f"{path}: unknown key charging.{key}")
+            check.fail(f"charging.{key}", f"unknown key charging.{key}")
     cfg.policy = charging.get("policy", cfg.policy)
-    if cfg.policy not in POLICIES:
-        raise ConfigError(f"{path}: charging.policy must be one of {', '.join(POLICIES)}, got {cfg.policy!r}")
+    if not isinstance(cfg.policy, str) or cfg.policy not in POLICIES:
+        check.fail("charging.policy", f"charging.policy must be one of {', '.join(POLICIES)}, got {_show(cfg.policy)}")
     if "factor" in charging:
-        cfg.factor = _number(path, "charging.factor", charging["factor"])
+        cfg.factor = check.number("charging.factor", charging["factor"])
     if "preset" in charging:
         preset = charging["preset"]
-        if preset not in PRESETS:
-            raise ConfigError(f"{path}: unknown charging.preset {preset!r} (known: {', '.join(PRESETS)})")
+        if not isinstance(preset, str) or preset not in PRESETS:
+            check.fail("charging.preset", f"unknown charging.preset {_show(preset)} (known: {', '.join(PRESETS)})")
         cfg.rates = [dict(r) for r in PRESETS[preset]]
-    for i, rate in enumerate(charging.get("rates", [])):
+    rates = charging.get("rates", [])
+    if not isinstance(rates, list):
+        check.fail("charging.rates", f"charging.rates must be a list of tables ([[charging.rates]]), got {_show(rates)}")
+    for i, rate in enumerate(rates):
+        where = f"charging.rates[{i}]"
+        check.table(where, rate)
         if "partition" not in rate:
-            raise ConfigError(f"{path}: charging.rates[{i}] needs a partition ('*' for any)")
+            check.fail(where, f"{where} needs a partition ('*' for any)")
         for key, value in rate.items():
             if key not in RATE_KEYS + ("partition", "gpu_type"):
-                raise ConfigError(f"{path}: unknown key charging.rates[{i}].{key}")
+                check.fail(f"{where}.{key}", f"unknown key {where}.{key}")
             if key in RATE_KEYS:
-                _number(path, f"charging.rates[{i}].{key}", value)
+                check.number(f"{where}.{key}", value)
+            else:
+                check.string(f"{where}.{key}", value)
         # a rate given for a partition replaces the preset's for that partition and GPU type
         cfg.rates = [r for r in cfg.rates
                      if (r["partition"], r.get("gpu_type")) != (rate["partition"], rate.get("gpu_type"))]
@@ -150,10 +240,10 @@ def parse_config(data: dict[str, Any], path: Path | None = None) -> Config:
     for section, target in (("flags", cfg.flags), ("samples", cfg.samples)):
         for key, value in data.get(section, {}).items():
             if key not in target:
-                raise ConfigError(f"{path}: unknown key {section}.{key} (known: {', '.join(sorted(target))})")
-            target[key] = _number(path, f"{section}.{key}", value)
+                check.fail(f"{section}.{key}", f"unknown key {section}.{key} (known: {', '.join(sorted(target))})")
+            target[key] = check.number(f"{section}.{key}", value)
     for account, value in data.get("budgets", {}).items():
-        cfg.budgets[account] = _number(path, f"budgets.{account}", value)
+        cfg.budgets[account] = check.number(f"budgets.{account}", value)
     cfg.roles = dict(data.get("roles", {}))
     cfg.report = dict(data.get("report", {}))
     cfg.email = dict(data.get("email", {}))

@@ -11,6 +11,7 @@ in ``dropped``, never an error. Times are ISO-8601 UTC with 'Z' and are stored n
 from __future__ import annotations
 
 import json
+import math
 import pathlib
 from typing import Iterator, Optional
 
@@ -115,45 +116,91 @@ def _robust(source: bytes, first_line: int = 2) -> tuple[pl.DataFrame, list[Reje
     return typed, sorted(rejects, key=lambda r: r.line_no or 0), len(raw_lines)
 
 
+# Metadata keys jobsight stores, by the type the sidecar writes. A key of another type is left
+# out with a note (never stringified: a host "{'a': 1}" would become a key of its own).
+_META_TEXT = ("cluster", "host", "scheduler", "cpu_method", "driver_version", "nvml_version", "started_at")
+_META_MAX_TEXT = 1000
+_INT32_MAX = 2**31 - 1
+
+
+def _meta_problem(key: str, value) -> Optional[str]:
+    """Why this metadata value cannot be used, or None when it can."""
+    if value is None:
+        return None
+    if key == "job_id":
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            return f"not a string: {_short(value)}"
+        value = str(value)
+    if key in _META_TEXT or key == "job_id":
+        if not isinstance(value, str):
+            return f"not a string: {_short(value)}"
+        if len(value) > _META_MAX_TEXT:
+            return f"longer than {_META_MAX_TEXT} characters ({len(value)})"
+        if "\x00" in value:
+            return "contains a NUL character"
+        if key == "started_at" and pl.Series([value]).str.to_datetime(TIME_FORMAT, time_unit="us", strict=False)[0] is None:
+            return f"not an ISO-8601 UTC time: {_short(value)}"
+    elif key == "interval_s":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            return f"not a number of seconds: {_short(value)}"
+    elif key == "alloc_cores":
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _INT32_MAX:
+            return f"not a core count: {_short(value)}"
+    elif key == "gpus":
+        if not isinstance(value, list):
+            return f"not a list: {_short(value)}"
+    return None
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _read_meta(path: pathlib.Path, notes: list[str]) -> Optional[dict]:
+    """The `<stem>.meta.json` beside the CSV, with unusable keys left out (one note each); None
+    when absent or unreadable (a note says why). The CSV is ingested either way."""
     meta_path = path.with_name(path.name[: -len(path.suffix)] + META_SUFFIX) if path.suffix else path.with_name(path.name + META_SUFFIX)
     if not meta_path.is_file():
         return None
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        text = meta_path.read_bytes().decode("utf-8")
+        meta = json.loads(text)
         if not isinstance(meta, dict):
             raise ValueError("top level is not an object")
-        meta["_text"] = meta_path.read_text(encoding="utf-8")
-        return meta
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         notes.append(f"{meta_path.name}: metadata ignored ({exc})")
         return None
+    for key in ("job_id", "interval_s", "alloc_cores", "gpus") + _META_TEXT:
+        problem = _meta_problem(key, meta.get(key))
+        if problem:
+            notes.append(f"{meta_path.name}: {key} ignored: {problem}")
+            del meta[key]
+    if "job_id" in meta and meta["job_id"] is not None:
+        meta["job_id"] = str(meta["job_id"])
+    meta["_text"] = text
+    return meta
 
 
 def _meta_frame(meta: dict, path: pathlib.Path, cluster: str, job_id: Optional[str], host: Optional[str]) -> Optional[pl.DataFrame]:
-    job = str(meta.get("job_id") or job_id or "") or None
+    """The sidecar_run row (keys checked by _read_meta). Identity: the metadata's, else the first
+    stored sample's."""
+    job = meta.get("job_id") or job_id
     host = meta.get("host") or host
     if not job or not host:
         return None
     started = meta.get("started_at")
     started_ts = None
-    if isinstance(started, str):
+    if started is not None:
         started_ts = pl.Series([started]).str.to_datetime(TIME_FORMAT, time_unit="us", strict=False)[0]
-
-    def num(key, kind):
-        v = meta.get(key)
-        try:
-            return kind(v) if v is not None and not isinstance(v, bool) else None
-        except (TypeError, ValueError):
-            return None
-
+    gpus = meta.get("gpus")
     return pl.DataFrame(
         {
-            "cluster": [meta.get("cluster") or cluster], "job_id_raw": [job], "host": [str(host)],
-            "started_at": [started_ts], "interval_s": [num("interval_s", float)],
+            "cluster": [meta.get("cluster") or cluster], "job_id_raw": [job], "host": [host],
+            "started_at": [started_ts], "interval_s": [None if meta.get("interval_s") is None else float(meta["interval_s"])],
             "scheduler": [meta.get("scheduler")], "cpu_method": [meta.get("cpu_method")],
-            "alloc_cores": [num("alloc_cores", int)],
-            "gpus": [json.dumps(meta.get("gpus")) if meta.get("gpus") is not None else None],
+            "alloc_cores": [meta.get("alloc_cores")],
+            "gpus": [json.dumps(gpus) if gpus is not None else None],
             "driver_version": [meta.get("driver_version")], "nvml_version": [meta.get("nvml_version")],
             "metadata": [meta["_text"]], "source_file": [str(path)],
         },
@@ -253,7 +300,8 @@ def iter_parse(path: pathlib.Path, opts: ParseOptions, chunk_bytes: int = 256 <<
                 result.notes[:0] = notes
                 if d.meta is not None:
                     row0 = result.samples.row(0, named=True) if len(result.samples) else {}
-                    result.sidecar_runs = _meta_frame(d.meta, path, d.cluster, row0.get("job_id_raw"), row0.get("host"))
+                    result.sidecar_runs = _meta_frame(d.meta, path, row0.get("cluster") or d.cluster,
+                                                      row0.get("job_id_raw"), row0.get("host"))
             first_line += data.count(b"\n")
             start, first = end, False
             yield result
