@@ -16,6 +16,7 @@ the GPU case with SIGKILL too, and the 10,000-process tree.
 """
 from __future__ import annotations
 
+import csv
 import json
 import os
 import random
@@ -29,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from conftest import require_service
-from relhelp import LONG, ROOT, run_ingest
+from relhelp import LONG, ROOT, open_ro, run_ingest
 from test_sidecar_run import clean_env, csv_files, tiny_fs  # noqa: F401  (tiny_fs is a fixture)
 
 from collector import writer
@@ -405,7 +406,6 @@ def run_tree(tmp_path: Path, groups: int, per: int, interval: float, samples: in
             p.kill()
             p.communicate()
     (csv_path,) = csv_files(out)
-    import csv
     with csv_path.open() as f:
         rows = list(csv.DictReader(f))
     hold = rows[rows0 + 1:rows1]  # samples begun after the tree was complete (the one at rows0 may straddle)
@@ -437,7 +437,6 @@ def test_job_tree_of_thousands_of_processes(tmp_path, groups, per, interval):
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM] + ([signal.SIGKILL] if LONG else []))
 def test_gpu_lost_mid_run_then_stopped(tmp_path, sig):
-    sys.path.insert(0, str(ROOT / "tests"))
     from fake_nvml import fake_nvml_env, gcc_available
     require_service(gcc_available(), "gcc is needed to build the fake libnvidia-ml.so.1")
     flag = tmp_path / "gpu1-fell-off-the-bus"
@@ -462,7 +461,6 @@ def test_gpu_lost_mid_run_then_stopped(tmp_path, sig):
     complete, _partial = lines_of(csv_path)
     totals = assert_everything_ingests(tmp_path, out)
     assert totals["stored"] == complete
-    from relhelp import open_ro
     con = open_ro(tmp_path / "db" / "jobs.duckdb")
     try:
         per_gpu = con.execute("SELECT gpu_index, count(*), count(util_pct), min(util_pct), max(util_pct) FROM samples "
