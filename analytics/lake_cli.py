@@ -64,8 +64,9 @@ def run_export(args: argparse.Namespace) -> int:
         span = f"{months[0]}..{months[-1]}" if months else "none"
         print(f"{table}: {s['rows']} rows in {len(s['partitions'])} partitions (months {span})")
     if not any(s["partitions"] for s in summary.values()):
-        print("nothing to export: the database holds no rows in that range; the lake is unchanged")
-    print(f"lake: {args.out} written in {time.monotonic() - t0:.1f} s")
+        print(f"lake: {args.out} unchanged: the database holds no rows in that range")
+    else:
+        print(f"lake: {args.out} written in {time.monotonic() - t0:.1f} s")
     return 0
 
 
