@@ -91,6 +91,7 @@ def _register_instance(app, prefix: str, fixed: str | None) -> None:
     @app.callback(Output(f"{prefix}-content", "children"), *inputs, State(f"{prefix}-name", "data"))
     @common.safe()
     def content(since, until, grain, stack, user, account, partition, name):
+        name = name if isinstance(name, str) else None     # a crafted request may send any JSON
         p = params_of(since, until, grain, stack, user, account, partition, name)
         if fixed and not name:
             return html.P("No name given.", className="empty")

@@ -183,7 +183,9 @@ class Env:
     file_markers: dict[str, str]     # marker -> file it comes from (must never be served)
     planted: Path
 
-    def as_user(self, user: str, **extra) -> list[tuple[str, str]]:
+    logs: list[Path]
+
+    def as_user(self, user: str) -> list[tuple[str, str]]:
         """Headers of a request the trusted proxy forwards for ``user``."""
         return [("X-Forwarded-User", user), ("X-Jobsight-Proxy-Secret", self.secret)]
 
@@ -208,33 +210,34 @@ def env(tmp_path_factory):
     header_port, basic_port = _free_port(), _free_port()
     common = [*jobsight_cmd(), "dashboard", "--db", str(db), "--config", str(config), "--host", "127.0.0.1",
               "--threads", "4"]
-    procs = [subprocess.Popen(common + ["--port", str(header_port), "--auth", "header", "--trusted-proxy", PROXY,
-                                        "--proxy-secret-file", str(d / "proxy-secret")],
-                              cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True),
-             subprocess.Popen(common + ["--port", str(basic_port), "--auth", "basic", "--users-file", str(users)],
-                              cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)]
+    logs = [d / "header-server.log", d / "basic-server.log"]
+    outs = [log.open("w") for log in logs]
+    procs = [subprocess.Popen(common + opts, cwd=d, stdout=subprocess.DEVNULL, stderr=out)
+             for opts, out in zip([["--port", str(header_port), "--auth", "header", "--trusted-proxy", PROXY,
+                                    "--proxy-secret-file", str(d / "proxy-secret")],
+                                   ["--port", str(basic_port), "--auth", "basic", "--users-file", str(users)]], outs)]
     try:
-        for port, proc in zip((header_port, basic_port), procs):
+        for port, proc, log in zip((header_port, basic_port), procs, logs):
             deadline = time.monotonic() + 60
             while True:
                 try:
                     http(port, "/_alive", source=NOT_PROXY)
                     break
                 except OSError:
-                    assert proc.poll() is None, proc.stderr.read()
+                    assert proc.poll() is None, log.read_text()
                     assert time.monotonic() < deadline, "dashboard did not start"
                     time.sleep(0.2)
         markers = {f"PLANTED-SECRET-{tag}": str(planted), f"CONFIG-MARKER-{tag}": str(config),
                    secret: "proxy secret file", "scrypt$": str(users), "root:x:0:0": "/etc/passwd",
                    "def verify_password": "dashboard/auth.py", "[tool.pytest.ini_options]": "pyproject.toml",
                    "class Dash(": "dash/dash.py"}
-        yield Env(d, db, config, secret, header_port, basic_port, markers, planted)
+        yield Env(d, db, config, secret, header_port, basic_port, markers, planted, logs)
     finally:
         for proc in procs:
             proc.terminate()
-        for proc in procs:
+        for proc, out in zip(procs, outs):
             proc.wait(timeout=30)
-            proc.stderr.close()
+            out.close()
         print(f"\nauthorization: {Checks.n} checks, {Checks.failed} failed")
 
 
@@ -735,3 +738,12 @@ def test_admin_wide_views_are_scoped(env, deps, who):
     cards = {c["props"]["id"]: c["props"]["children"] for c in walk(callback_data(env, deps, who, "ov-content"))
              if str(c["props"].get("id", "")).startswith("total-")}
     Checks.expect(cards.get("total-jobs") == str(len(jobs)), f"{who}: overview counts {cards.get('total-jobs')} jobs")
+
+
+def test_no_crafted_request_made_a_callback_fail(env):
+    """Every crafted value above (wrong types included) was answered without an error on the server:
+    a callback that fails on a crafted input is a bug even when the page shows a plain message.
+    (Runs last: it reads the servers' logs of everything above.)"""
+    for log in env.logs:
+        text = log.read_text(encoding="utf-8")
+        Checks.expect("Traceback" not in text and " ERROR " not in text, f"{log.name}:\n{text[-3000:]}")
