@@ -528,6 +528,20 @@ def test_symlinks_in_the_assets_folder_are_not_followed_out_of_it(env):
             r = http(env.header_port, target, headers=env.as_user(ALICE.user))
             served = [m for m in env.file_markers if m in r.body]
             Checks.expect(not served and r.status == 404, f"{target}: HTTP {r.status}, served {served}")
+        # the same under a URL prefix (Dash names the assets route after it)
+        from analytics.snapshot import SnapshotReader
+        from dashboard.app import create_app
+        from dashboard.auth import Auth, Roles
+        reader = SnapshotReader(env.db)
+        try:
+            client = create_app(reader, Auth("none", Roles()), url_prefix="/jobsight/").server.test_client()
+            ok = client.get("/jobsight/assets/style.css")
+            Checks.expect(ok.status_code == 200, f"/jobsight/assets/style.css: HTTP {ok.status_code}")
+            for link in links:
+                r = client.get(f"/jobsight/assets/{link.name}")
+                Checks.expect(r.status_code == 404 and b"PLANTED" not in r.data, f"/jobsight/assets/{link.name}")
+        finally:
+            reader.close()
     finally:
         for link in links:
             link.unlink(missing_ok=True)
