@@ -10,10 +10,10 @@ does not change while a job runs: re-exporting a month then replaces its jobs wi
 state and never leaves a stale copy in another month, as an end-time key would for a job that was
 still running at the previous export.
 
-Export replaces whole partitions: the (cluster, month) pairs for which the database holds rows are
-written to a staging folder, then each one's directory is swapped in (rename the old one away,
-rename the new one in, delete the old). Re-running an export never duplicates rows; partitions the
-database holds nothing for (months pruned from the database) are left as they are.
+Export replaces whole partitions: every (cluster, month) for which the database holds samples or
+jobs is written to a staging folder, then its directory in each table is swapped in (rename the old
+one away, rename the new one in, delete the old). Re-running an export never duplicates rows;
+cluster-months the database holds nothing for (pruned from it) are left as they are.
 
 sql/lake/NN_<view>.sql are single SELECTs in the subset of SQL that DuckDB and Spark SQL share:
 no `::`, no macros, no QUALIFY, no DuckDB-only functions, double literals written `1e0` (Spark reads
@@ -146,11 +146,15 @@ def export(con: duckdb.DuckDBPyConnection, out: str | Path, since: str | None = 
             # the partitions the database holds rows for are the ones COPY wrote
             written = sorted((c.name.split("=", 1)[1], m.name.split("=", 1)[1])
                              for c in dest.glob("cluster=*") for m in c.glob("month=*"))
-            for cluster, month in written:
-                rel = Path(table) / f"cluster={cluster}" / f"month={month}"
-                _swap(staging / rel, out / rel, trash)
             summary[table] = {"rows": n, "partitions": written}
-        clusters = {c for s in summary.values() for c, _ in s["partitions"]}
+        # A cluster-month the database holds any sample or job of is replaced in both tables: a job
+        # that left the month (its submit time changed) must not stay behind in the old copy.
+        covered = {p for t in PARTITIONED for p in summary[t]["partitions"]}
+        for table in PARTITIONED:
+            for cluster, month in sorted(covered):
+                rel = Path(table) / f"cluster={cluster}" / f"month={month}"
+                _swap(staging / rel if (staging / rel).is_dir() else None, out / rel, trash)
+        clusters = {c for c, _ in covered}
         for table in PER_CLUSTER:
             for cluster in sorted(clusters):
                 folder = staging / table / f"cluster={cluster}"
@@ -161,7 +165,23 @@ def export(con: duckdb.DuckDBPyConnection, out: str | Path, since: str | None = 
                 _swap(folder, out / table / f"cluster={cluster}", trash)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    summary["moved_jobs"] = moved_jobs(out, clusters) if summary["jobs"]["partitions"] else []
     return summary
+
+
+def moved_jobs(lake: str | Path, clusters: set[str]) -> list[tuple[str, str, list[str]]]:
+    """Jobs of these clusters found in more than one month: their submit time changed since an
+    earlier export (a requeue may reset it) and an older month still holds the old copy.
+    (cluster, job_id_raw, months); re-exporting the older months removes the copies."""
+    if not clusters:
+        return []
+    with duckdb.connect() as con:
+        return [(c, j, sorted(ms)) for c, j, ms in con.execute(
+            f"SELECT cluster, job_id_raw, list(month) FROM read_parquet("
+            f"{_quote(_under(lake, 'jobs', '**', '*.parquet'))}, hive_partitioning = true, "
+            f"hive_types = {{'cluster': VARCHAR, 'month': VARCHAR}}) "
+            f"WHERE list_contains(?, cluster) GROUP BY ALL HAVING count(*) > 1 ORDER BY 1, 2",
+            [sorted(clusters)]).fetchall()]
 
 
 def _under(lake: str | Path, *parts: str) -> str:

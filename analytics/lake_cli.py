@@ -59,11 +59,15 @@ def run_export(args: argparse.Namespace) -> int:
         summary = lake.export(con, args.out, since, until)
     finally:
         con.close()
-    for table, s in summary.items():
+    for table in lake.PARTITIONED:
+        s = summary[table]
         months = sorted({m for _, m in s["partitions"]})
         span = f"{months[0]}..{months[-1]}" if months else "none"
         print(f"{table}: {s['rows']} rows in {len(s['partitions'])} partitions (months {span})")
-    if not any(s["partitions"] for s in summary.values()):
+    for cluster, job, months in summary["moved_jobs"]:
+        print(f"warning: job {job} of {cluster} is in months {', '.join(months)}: its submit time changed "
+              f"since an earlier export; re-export --since {months[0]} --until {months[-1]} to keep one copy")
+    if not any(summary[t]["partitions"] for t in lake.PARTITIONED):
         print(f"lake: {args.out} unchanged: the database holds no rows in that range")
     else:
         print(f"lake: {args.out} written in {time.monotonic() - t0:.1f} s")

@@ -72,7 +72,7 @@ def main() -> int:
         size_db, size_samples, size_jobs = du(db), du(out / "samples"), du(out / "jobs")
         print(f"\ndata: {n_jobs:,} jobs, {n_samples:,} sample rows")
         print(f"export: {t_export:.1f} s ({n_samples / t_export / 1e6:.2f} M sample rows/s), "
-              f"{sum(len(s['partitions']) for s in summary.values())} partitions")
+              f"{sum(len(summary[t]['partitions']) for t in lake.PARTITIONED)} partitions")
         print(f"{'':<24}{'bytes':>14}{'bytes/sample row':>18}")
         print(f"{'DuckDB file (all)':<24}{size_db:>14,}{size_db / n_samples:>18.2f}")
         print(f"{'lake samples/':<24}{size_samples:>14,}{size_samples / n_samples:>18.2f}")

@@ -248,6 +248,17 @@ def test_reexport_replaces_partitions_and_never_duplicates(db, tmp_path):
     state = _rows(f"SELECT state FROM '{out}/jobs/**/*.parquet' WHERE job_id_raw = 'H1'")
     assert state == [("FAILED",)]
 
+    # A job whose submit time moved to another month (a requeue may do that) is reported, and
+    # re-exporting both months leaves one copy
+    con = duckdb.connect(str(copy))
+    con.execute("UPDATE job SET submit_time = TIMESTAMP '2026-11-01 00:10:00' WHERE job_id_raw = 'H1'")
+    con.close()
+    assert _export(copy, out, "slurm-billing", "2026-11", "2026-11")["moved_jobs"] == [
+        ("hand", "H1", ["2026-10", "2026-11"])]
+    assert _export(copy, out, "slurm-billing", "2026-10", "2026-11")["moved_jobs"] == []
+    assert _rows(f"SELECT month FROM read_parquet('{out}/jobs/**/*.parquet', hive_partitioning = true) "
+                 "WHERE job_id_raw = 'H1'") == [("2026-11",)]
+
 
 def test_month_filter_reads_only_that_months_files(db, tmp_path):
     out = tmp_path / "lake"
