@@ -405,125 +405,165 @@ class _Stages:
         self.reasons: list[pl.Expr] = []   # evaluated after s2
 
 
+_src = lambda name: pl.col("__s_" + name)  # the text of a field; output columns may share its name
+_DEDUP_KINDS = ("tres", "state", "dur", "mem", "nodes")   # per-value conversions worth doing once per distinct value
+DEDUP_MIN_ROWS, DEDUP_MAX_SHARE = 4096, 0.25   # ... in blocks this big, for fields with at most this share distinct
+
+
+def _nullable(st: "_Stages", col: str, target: str, value: pl.Expr, nonneg: bool = False) -> None:
+    """value (over stage-1 columns) -> target; a non-null-word text giving no value is bad."""
+    isnull = "__n_" + col
+    st.s1[isnull] = _is_null_word(_src(col))
+    st.s2[target] = pl.when(pl.col(isnull)).then(None).otherwise(value)
+    cond = ~pl.col(isnull) & pl.col(target).is_null()
+    if nonneg:
+        cond = cond | (pl.col(target) < 0).fill_null(False)
+    st.bad.append(cond)
+    if not target.startswith("_"):
+        st.reasons.append((pl.col(isnull) & (_src(col) != ""), pl.format('"{}": "{}"', pl.lit(target), _src(col))))
+
+
+def _convert_column(st: "_Stages", col: str, kind: str, target: str, ctx: _Ctx) -> None:
+    """The stage expressions turning field `col` (its text in _src(col)) into its output columns."""
+    src, tmp = _src, "__"
+    nullable = lambda *a, **k: _nullable(st, *a, **k)
+    c = src(col)
+    g = tmp + "g_" + col
+    if kind == "str":
+        st.s2[target] = pl.when(c != "").then(c)
+    elif kind == "state":
+        st.s1[g + "ok"] = c.str.contains(_STATE_OK)
+        st.s1[g] = c.str.split_exact(" by ", 1)
+        st.s2["state"] = pl.when(pl.col(g + "ok")).then(
+            pl.col(g).struct.field("field_0").str.strip_chars_end("+").str.to_uppercase())
+        st.s2["cancelled_by_uid"] = pl.when(pl.col(g + "ok")).then(
+            pl.col(g).struct.field("field_1").cast(pl.Int64, strict=False))
+        st.bad.append((c != "") & ~pl.col(g + "ok"))
+    elif kind == "nodes":
+        n = tmp + "n_" + col
+        st.s1[n] = (c == "") | c.str.to_lowercase().is_in(_NULL_WORDS + ["none assigned"])
+        st.s2[target] = pl.when(~pl.col(n)).then(c)
+        st.reasons.append((pl.col(n) & (c != ""), pl.format('"{}": "{}"', pl.lit(target), c)))
+    elif kind in ("int", "minutes"):
+        st.s1[g] = c.cast(pl.Int64, strict=False)
+        nullable(col, target, pl.col(g) * 60 if kind == "minutes" else pl.col(g), nonneg=True)
+    elif kind == "dur":
+        # [D-]a[:b[:c]] -> fields after turning the day dash into ':'; which is which depends
+        # on the dash and the count, exactly as units.parse_duration reads them
+        st.s1[g + "ok"] = c.str.contains(_DUR_OK)
+        st.s1[g + "d"] = c.str.contains("-", literal=True)
+        st.s1[g] = c.str.replace("-", ":", literal=True).str.split_exact(":", 3)
+        for k in range(4):
+            st.s1b[f"{g}f{k}"] = pl.col(g).struct.field(f"field_{k}").cast(pl.Float64, strict=False)
+        st.s1b[g + "n"] = pl.sum_horizontal([pl.col(g).struct.field(f"field_{k}").is_not_null().cast(pl.Int8)
+                                              for k in range(4)])
+        f = [pl.col(f"{g}f{k}") for k in range(4)]
+        dash = pl.col(g + "d")
+        n = pl.col(g + "n")
+        zero = pl.lit(0.0)
+        d = pl.when(dash).then(f[0]).otherwise(zero)
+        h = (pl.when(dash & (n == 4)).then(f[1]).when(dash & (n == 3)).then(f[1])
+             .when(~dash & (n == 3)).then(f[0]).otherwise(zero))
+        m = (pl.when(dash & (n == 4)).then(f[2]).when(dash & (n == 3)).then(f[2])
+             .when(~dash & (n == 3)).then(f[1]).when(~dash & (n == 2)).then(f[0]).otherwise(zero))
+        s = (pl.when(dash & (n == 4)).then(f[3]).when(~dash & (n == 3)).then(f[2])
+             .when(~dash & (n == 2)).then(f[1]).when(~dash & (n == 1)).then(f[0]).otherwise(zero))
+        fits = pl.col(g + "ok") & pl.when(dash).then(n >= 3).otherwise(n >= 1)
+        v = pl.when(fits & (m < 60) & (s < 60) & (~dash | (h < 24)) | (fits & ~dash & (n == 1))).then(
+            d * 86400 + h * 3600 + m * 60 + s)
+        nullable(col, target, v.round(0).cast(pl.Int64, strict=False) if target in ("elapsed_s", "timelimit_s") else v)
+    elif kind == "time":
+        local = c.str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False)
+        if ctx.tz != "UTC":
+            local = (local.dt.replace_time_zone(ctx.tz, ambiguous="earliest", non_existent="null")
+                     .dt.convert_time_zone("UTC").dt.replace_time_zone(None))
+        st.s1[g] = local
+        st.s1[g + "e"] = c.cast(pl.Int64, strict=False)
+        epoch = pl.from_epoch(pl.col(g + "e"), time_unit="s").cast(pl.Datetime("us"))
+        nullable(col, target, pl.coalesce(epoch, pl.col(g)))
+    elif kind == "mem":
+        st.s1[g] = c.str.contains(_MEM_OK)
+        nullable(col, target, pl.when(pl.col(g)).then(_mem_value(c)))
+    elif kind == "tres":
+        st.s2[target] = pl.when(c != "").then(c)
+        raw_tres = c
+        c = pl.concat_str([pl.lit(","), c])  # anchor: every item starts with ','
+        # anything not a plain 'k=v,k=v' list goes to the per-line path for its reason
+        if target in TRES_PARSED:
+            st.s1[g + "v"] = (raw_tres != "") & ~raw_tres.str.contains(r"^[^=,]+=[^=,]*(?:,[^=,]+=[^=,]*)*$")
+            st.bad.append(pl.col(g + "v"))
+        if target == "alloc_tres":
+            st.s1[g + "b"] = _tres_item(c, "billing")
+            st.s1[g + "mt"] = _tres_item(c, "mem")
+            st.s2["billing"] = pl.col(g + "b").cast(pl.Float64, strict=False)
+            st.s2["mem_alloc_bytes"] = pl.when(pl.col(g + "mt").str.contains(_MEM_OK)).then(_mem_value(pl.col(g + "mt")))
+            st.bad.append(pl.col(g + "b").is_not_null() & pl.col("billing").is_null())
+            st.bad.append(pl.col(g + "mt").is_not_null() & pl.col("mem_alloc_bytes").is_null())
+        if target in ("alloc_tres", "req_tres"):
+            st.s1[g + "p"] = _tres_item(c, "gres/gpu")
+            # one typed entry ('gres/gpu:a100=2') is cut out here; several go to the per-line path
+            st.s1[g + "tn"] = c.str.count_matches(",gres/gpu:", literal=True)
+            pos = c.str.find(",gres/gpu:", literal=True)
+            st.s1[g + "ts"] = pl.when(pos.is_not_null()).then(
+                c.str.slice(pos + len(",gres/gpu:")).str.split_exact(",", 1).struct.field("field_0"))
+            st.s1b[g + "ty"] = pl.col(g + "ts").str.split_exact("=", 1)
+            plain = pl.col(g + "p").cast(pl.Int64, strict=False)
+            typed = pl.col(g + "ty").struct.field("field_1").cast(pl.Int64, strict=False)
+            st.s2["_gpus_" + target] = pl.coalesce(plain, pl.when(typed > 0).then(typed))
+            st.s2["_gtype_" + target] = pl.col(g + "ty").struct.field("field_0")
+            st.bad.append((pl.col(g + "tn") > 1) | (pl.col(g + "ts").is_not_null() & typed.is_null()))
+            st.bad.append(pl.col(g + "p").is_not_null() & pl.col(g + "p").cast(pl.Int64, strict=False).is_null())
+        if target == "tres_usage_in_tot":
+            for key, out in (("mem", "mem_usage_tot_bytes"), ("gres/gpumem", "gpu_mem_tres_bytes")):
+                st.s1[g + out] = _tres_item(c, key)
+                st.s2[out] = pl.when(pl.col(g + out).str.contains(_MEM_OK)).then(_mem_value(pl.col(g + out)))
+                st.bad.append(pl.col(g + out).is_not_null() & pl.col(out).is_null())
+            st.s1[g + "u"] = _tres_item(c, "gres/gpuutil")
+            st.s2["gpu_util_tres"] = pl.col(g + "u").cast(pl.Float64, strict=False)
+            st.bad.append(pl.col(g + "u").is_not_null() & pl.col("gpu_util_tres").is_null())
+
+
+def _convert_distinct(df: pl.DataFrame, col: str, kind: str, target: str, ctx: _Ctx,
+                      st: "_Stages") -> Optional[pl.DataFrame]:
+    """Convert field `col` once per distinct text and join the outputs back (TRES strings, states,
+    time limits, ReqMem-free memory sizes repeat a lot in a dump): df with the output columns, and
+    st given its bad / reason conditions as columns. None where the values hardly repeat."""
+    name = "__s_" + col
+    if df.height < DEDUP_MIN_ROWS or df.head(2048)[name].n_unique() > 2048 * DEDUP_MAX_SHARE:
+        return None
+    distinct = df.select(pl.col(name).unique())
+    if distinct.height > df.height * DEDUP_MAX_SHARE:
+        return None
+    sub = _Stages()
+    _convert_column(sub, col, kind, target, ctx)
+    conv = distinct.with_columns(**sub.s1).with_columns(**sub.s1b).with_columns(**sub.s2)
+    bad, why = f"__bad_{col}", [f"__why_{col}_{k}" for k in range(len(sub.reasons))]
+    conv = conv.select(pl.col(name), *[pl.col(o) for o in sub.s2],
+                       (pl.any_horizontal(sub.bad) if sub.bad else pl.lit(False)).alias(bad),
+                       *[pl.when(cond).then(text).alias(w) for (cond, text), w in zip(sub.reasons, why)])
+    st.bad.append(pl.col(bad))
+    st.reasons.extend((pl.col(w).is_not_null(), pl.col(w)) for w in why)
+    return df.join(conv, on=name, how="left", nulls_equal=True, maintain_order="left")
+
+
 def _fast_frame(df: pl.DataFrame, cols: list[str], ctx: _Ctx) -> pl.DataFrame:
     """Stripped string columns named after sacct fields (+ _line) -> OUT_SCHEMA columns + _bad."""
     st = _Stages()
     present = set(cols)
-    src = lambda name: pl.col("__s_" + name)  # the text; output columns may share its name
+    src = _src
     df = df.rename({c: "__s_" + c for c in df.columns if c != "_line"})
-    tmp = "__"
-
-    def nullable(col: str, target: str, value: pl.Expr, nonneg: bool = False) -> None:
-        """value (over stage-1 columns) -> target; a non-null-word text giving no value is bad."""
-        isnull = tmp + "n_" + col
-        st.s1[isnull] = _is_null_word(src(col))
-        st.s2[target] = pl.when(pl.col(isnull)).then(None).otherwise(value)
-        cond = ~pl.col(isnull) & pl.col(target).is_null()
-        if nonneg:
-            cond = cond | (pl.col(target) < 0).fill_null(False)
-        st.bad.append(cond)
-        if not target.startswith("_"):
-            st.reasons.append((pl.col(isnull) & (src(col) != ""), pl.format('"{}": "{}"', pl.lit(target), src(col))))
-
+    targets = [COLUMNS[c][1] for c in dict.fromkeys(cols) if c in COLUMNS]
     for col in dict.fromkeys(cols):
         spec = COLUMNS.get(col)
         if spec is None:
             continue
         kind, target = spec
-        c = src(col)
-        g = tmp + "g_" + col
-        if kind == "str":
-            st.s2[target] = pl.when(c != "").then(c)
-        elif kind == "state":
-            st.s1[g + "ok"] = c.str.contains(_STATE_OK)
-            st.s1[g] = c.str.split_exact(" by ", 1)
-            st.s2["state"] = pl.when(pl.col(g + "ok")).then(
-                pl.col(g).struct.field("field_0").str.strip_chars_end("+").str.to_uppercase())
-            st.s2["cancelled_by_uid"] = pl.when(pl.col(g + "ok")).then(
-                pl.col(g).struct.field("field_1").cast(pl.Int64, strict=False))
-            st.bad.append((c != "") & ~pl.col(g + "ok"))
-        elif kind == "nodes":
-            n = tmp + "n_" + col
-            st.s1[n] = (c == "") | c.str.to_lowercase().is_in(_NULL_WORDS + ["none assigned"])
-            st.s2[target] = pl.when(~pl.col(n)).then(c)
-            st.reasons.append((pl.col(n) & (c != ""), pl.format('"{}": "{}"', pl.lit(target), c)))
-        elif kind in ("int", "minutes"):
-            st.s1[g] = c.cast(pl.Int64, strict=False)
-            nullable(col, target, pl.col(g) * 60 if kind == "minutes" else pl.col(g), nonneg=True)
-        elif kind == "dur":
-            # [D-]a[:b[:c]] -> fields after turning the day dash into ':'; which is which depends
-            # on the dash and the count, exactly as units.parse_duration reads them
-            st.s1[g + "ok"] = c.str.contains(_DUR_OK)
-            st.s1[g + "d"] = c.str.contains("-", literal=True)
-            st.s1[g] = c.str.replace("-", ":", literal=True).str.split_exact(":", 3)
-            for k in range(4):
-                st.s1b[f"{g}f{k}"] = pl.col(g).struct.field(f"field_{k}").cast(pl.Float64, strict=False)
-            st.s1b[g + "n"] = pl.sum_horizontal([pl.col(g).struct.field(f"field_{k}").is_not_null().cast(pl.Int8)
-                                                  for k in range(4)])
-            f = [pl.col(f"{g}f{k}") for k in range(4)]
-            dash = pl.col(g + "d")
-            n = pl.col(g + "n")
-            zero = pl.lit(0.0)
-            d = pl.when(dash).then(f[0]).otherwise(zero)
-            h = (pl.when(dash & (n == 4)).then(f[1]).when(dash & (n == 3)).then(f[1])
-                 .when(~dash & (n == 3)).then(f[0]).otherwise(zero))
-            m = (pl.when(dash & (n == 4)).then(f[2]).when(dash & (n == 3)).then(f[2])
-                 .when(~dash & (n == 3)).then(f[1]).when(~dash & (n == 2)).then(f[0]).otherwise(zero))
-            s = (pl.when(dash & (n == 4)).then(f[3]).when(~dash & (n == 3)).then(f[2])
-                 .when(~dash & (n == 2)).then(f[1]).when(~dash & (n == 1)).then(f[0]).otherwise(zero))
-            fits = pl.col(g + "ok") & pl.when(dash).then(n >= 3).otherwise(n >= 1)
-            v = pl.when(fits & (m < 60) & (s < 60) & (~dash | (h < 24)) | (fits & ~dash & (n == 1))).then(
-                d * 86400 + h * 3600 + m * 60 + s)
-            nullable(col, target, v.round(0).cast(pl.Int64, strict=False) if target in ("elapsed_s", "timelimit_s") else v)
-        elif kind == "time":
-            local = c.str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False)
-            if ctx.tz != "UTC":
-                local = (local.dt.replace_time_zone(ctx.tz, ambiguous="earliest", non_existent="null")
-                         .dt.convert_time_zone("UTC").dt.replace_time_zone(None))
-            st.s1[g] = local
-            st.s1[g + "e"] = c.cast(pl.Int64, strict=False)
-            epoch = pl.from_epoch(pl.col(g + "e"), time_unit="s").cast(pl.Datetime("us"))
-            nullable(col, target, pl.coalesce(epoch, pl.col(g)))
-        elif kind == "mem":
-            st.s1[g] = c.str.contains(_MEM_OK)
-            nullable(col, target, pl.when(pl.col(g)).then(_mem_value(c)))
-        elif kind == "tres":
-            st.s2[target] = pl.when(c != "").then(c)
-            raw_tres = c
-            c = pl.concat_str([pl.lit(","), c])  # anchor: every item starts with ','
-            # anything not a plain 'k=v,k=v' list goes to the per-line path for its reason
-            if target in TRES_PARSED:
-                st.s1[g + "v"] = (raw_tres != "") & ~raw_tres.str.contains(r"^[^=,]+=[^=,]*(?:,[^=,]+=[^=,]*)*$")
-                st.bad.append(pl.col(g + "v"))
-            if target == "alloc_tres":
-                st.s1[g + "b"] = _tres_item(c, "billing")
-                st.s1[g + "mt"] = _tres_item(c, "mem")
-                st.s2["billing"] = pl.col(g + "b").cast(pl.Float64, strict=False)
-                st.s2["mem_alloc_bytes"] = pl.when(pl.col(g + "mt").str.contains(_MEM_OK)).then(_mem_value(pl.col(g + "mt")))
-                st.bad.append(pl.col(g + "b").is_not_null() & pl.col("billing").is_null())
-                st.bad.append(pl.col(g + "mt").is_not_null() & pl.col("mem_alloc_bytes").is_null())
-            if target in ("alloc_tres", "req_tres"):
-                st.s1[g + "p"] = _tres_item(c, "gres/gpu")
-                # one typed entry ('gres/gpu:a100=2') is cut out here; several go to the per-line path
-                st.s1[g + "tn"] = c.str.count_matches(",gres/gpu:", literal=True)
-                pos = c.str.find(",gres/gpu:", literal=True)
-                st.s1[g + "ts"] = pl.when(pos.is_not_null()).then(
-                    c.str.slice(pos + len(",gres/gpu:")).str.split_exact(",", 1).struct.field("field_0"))
-                st.s1b[g + "ty"] = pl.col(g + "ts").str.split_exact("=", 1)
-                plain = pl.col(g + "p").cast(pl.Int64, strict=False)
-                typed = pl.col(g + "ty").struct.field("field_1").cast(pl.Int64, strict=False)
-                st.s2["_gpus_" + target] = pl.coalesce(plain, pl.when(typed > 0).then(typed))
-                st.s2["_gtype_" + target] = pl.col(g + "ty").struct.field("field_0")
-                st.bad.append((pl.col(g + "tn") > 1) | (pl.col(g + "ts").is_not_null() & typed.is_null()))
-                st.bad.append(pl.col(g + "p").is_not_null() & pl.col(g + "p").cast(pl.Int64, strict=False).is_null())
-            if target == "tres_usage_in_tot":
-                for key, out in (("mem", "mem_usage_tot_bytes"), ("gres/gpumem", "gpu_mem_tres_bytes")):
-                    st.s1[g + out] = _tres_item(c, key)
-                    st.s2[out] = pl.when(pl.col(g + out).str.contains(_MEM_OK)).then(_mem_value(pl.col(g + out)))
-                    st.bad.append(pl.col(g + out).is_not_null() & pl.col(out).is_null())
-                st.s1[g + "u"] = _tres_item(c, "gres/gpuutil")
-                st.s2["gpu_util_tres"] = pl.col(g + "u").cast(pl.Float64, strict=False)
-                st.bad.append(pl.col(g + "u").is_not_null() & pl.col("gpu_util_tres").is_null())
+        if kind in _DEDUP_KINDS and targets.count(target) == 1:
+            done = _convert_distinct(df, col, kind, target, ctx, st)
+            if done is not None:
+                df = done
+                continue
+        _convert_column(st, col, kind, target, ctx)
     # ids
     id_col = "jobid" if "jobid" in present else "jobidraw"
     st.s1["__idok"] = src(id_col).str.contains(_JOBID_OK)
@@ -656,19 +696,22 @@ def parse(path: Path, opts: ParseOptions,
     guessed_cols: dict[str, list[str]] = {}
     for first, text in _iter_blocks(path):
         lines = pl.DataFrame({"text": pl.Series([text]).str.split("\n").explode()}).with_row_index("_line", offset=first)
-        lines = lines.with_columns(pl.col("_line").cast(pl.Int64), pl.col("text").str.strip_suffix("\r"))
-        lines = lines.filter(pl.col("text").str.strip_chars() != "")
-        is_comment = pl.col("text").str.starts_with("#")
-        is_header = pl.col("text").str.contains(_HEADER_RE.pattern) & pl.col("text").str.to_lowercase().str.contains(
-            r"(?:^|\||☃|\^)jobid(?:raw)?(?:$|\||☃|\^)")
-        lines = lines.with_columns(_c=is_comment, _h=is_header & ~is_comment)
-        comments += int(lines["_c"].sum())
-        lines = lines.filter(~pl.col("_c"))
-        headers = lines.filter(pl.col("_h"))
+        lines = lines.with_columns(pl.col("_line").cast(pl.Int64),
+                                   *([pl.col("text").str.strip_suffix("\r")] if "\r" in text else []))
+        lines = lines.filter(pl.col("text").str.strip_chars() != "")   # blank lines are not rows
+        if "#" in text:
+            is_comment = pl.col("text").str.starts_with("#")
+            ncom = int(lines.select(is_comment.sum()).item())
+            if ncom:
+                comments += ncom
+                lines = lines.filter(~is_comment)
+        # header lines: the anchored pattern fails at once on data lines; only its few hits are lowercased
+        headers = lines.filter(pl.col("text").str.contains(_HEADER_RE.pattern))
+        headers = headers.filter(pl.col("text").str.to_lowercase().str.contains(r"(?:^|\||☃|\^)jobid(?:raw)?(?:$|\||☃|\^)"))
         # sections between header lines, each with its own column set
         bounds = headers["_line"].to_list()
         htexts = headers["text"].to_list()
-        data = lines.filter(~pl.col("_h")).select("_line", "text")
+        data = lines.filter(~pl.col("_line").is_in(headers["_line"].implode())) if headers.height else lines
         starts = [None] + bounds
         for i, start in enumerate(starts):
             if start is not None:
@@ -744,6 +787,18 @@ class _Frames:
         return out[0], out[1]
 
 
+def _split_fields(fit: pl.DataFrame, cols: list[str], delim: str) -> pl.DataFrame:
+    """Lines of exactly len(cols) fields -> _line, text and one string column per field we read.
+    (polars' CSV reader is no faster here on one block, and would drop a leading BOM.)"""
+    n = len(cols)
+    want = [i for i, c in enumerate(cols) if c in COLUMNS or c in ("jobid", "jobidraw")]
+    names = [f"__{i}" for i in range(n)]
+    return (fit.select(pl.col("_line"), pl.col("text"),
+                       pl.col("text").str.split_exact(delim, n - 1).struct.rename_fields(names).alias("_s"))
+            .unnest("_s")
+            .select(["_line", "text"] + [pl.col(f"__{i}").alias(cols[i]) for i in want]))
+
+
 def _guess_columns(fields: list[str]) -> list[str]:
     n = len(fields)
     if n and fields[-1] == "":
@@ -791,9 +846,10 @@ def _section(sec: pl.DataFrame, layout: _Layout, ctx: _Ctx, frames: list, slow: 
         # --parsable trailing delimiter (no header to say so): one field too many, and it is empty
         if cols[-1] != TRAILING:
             strip = (pl.col("_n") == n + 1) & pl.col("text").str.ends_with(ctx.delim)
-            g = g.with_columns(text=pl.when(strip).then(pl.col("text").str.strip_suffix(ctx.delim))
-                               .otherwise(pl.col("text")),
-                               _n=pl.when(strip).then(pl.col("_n") - 1).otherwise(pl.col("_n")))
+            if g.select(strip.any()).item():
+                g = g.with_columns(text=pl.when(strip).then(pl.col("text").str.strip_suffix(ctx.delim))
+                                   .otherwise(pl.col("text")),
+                                   _n=pl.when(strip).then(pl.col("_n") - 1).otherwise(pl.col("_n")))
         fit = g.filter(pl.col("_n") == n)
         odd = g.filter(pl.col("_n") != n)
         for row in odd.select("_line", "text").iter_rows():
@@ -804,12 +860,7 @@ def _section(sec: pl.DataFrame, layout: _Layout, ctx: _Ctx, frames: list, slow: 
             for row in fit.select("_line", "text").iter_rows():
                 slow.append((row[0], row[1], cols))
             continue
-        names = [f"__{i}" for i in range(n)]
-        strs = (fit.select(pl.col("_line"), pl.col("text"),
-                           pl.col("text").str.split_exact(ctx.delim, n - 1).struct.rename_fields(names).alias("_s"))
-                .unnest("_s")
-                .select(["_line", "text"] + [pl.col(f"__{i}").alias(c) for i, c in enumerate(cols)
-                                             if c in COLUMNS or c in ("jobid", "jobidraw")]))
+        strs = _split_fields(fit, cols, ctx.delim)
         typed = _fast_frame(strs, cols, ctx)
         badlines = typed.filter(pl.col("_bad"))["_line"]
         if badlines.len():
