@@ -40,7 +40,7 @@ INPUT_VIEWS = {t: f"lake_{t}" for t in PARTITIONED + PER_CLUSTER}
 UNDATED = "undated"
 # Sizes for distributed readers: a row group of 1M samples is ~4 MB compressed (one Spark/Trino split
 # reads many), a file is cut at 512 MB (~130M samples), so a busy cluster-month is ~10 files, not
-# thousands. Parquet v2 pages bring DELTA_BINARY_PACKED for the sorted time columns: 4.0 instead of
+# thousands. Parquet v2 pages bring DELTA_BINARY_PACKED for the sorted time columns: 3.6-4.0 instead of
 # 6.8 bytes per sample row (bench/lake_bench.py). Spark >= 3.3, Trino and Athena read them.
 ROW_GROUP_SIZE = 1_048_576
 FILE_SIZE = "512MB"
