@@ -14,7 +14,7 @@ import dash
 from dash import Input, Output, State, dcc, html
 
 from analytics.snapshot import SnapshotReader
-from dashboard import common, served_files
+from dashboard import callback_requests, common, served_files
 from dashboard.auth import Auth, current_scope, install
 from dashboard.pages import entities, flagged, job, overview
 
@@ -48,6 +48,7 @@ def create_app(reader: SnapshotReader, auth: Auth, url_prefix: str = "/", debug:
     app.server.config[common.READER_KEY] = reader
     install(app.server, auth)             # first: nothing, not even a 404, before the user is known
     served_files.install(app.server, assets)
+    callback_requests.install(app.server, lambda: app.callback_map, prefix + "_dash-update-component")
 
     def shell():
         scope = current_scope()

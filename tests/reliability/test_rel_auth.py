@@ -403,6 +403,26 @@ def test_every_callback_with_widening_values(env, deps):
                     Checks.expect(not leaks(viewer.user, body, r), f"{where}: leaked {leaks(viewer.user, body, r)}")
 
 
+def test_malformed_callback_requests_are_refused(env, deps):
+    """Bodies that match no registered callback are a 400 (Dash alone answers them with a 500 and a
+    traceback in the log), and carry nothing of anyone's data."""
+    job = next(d for d in deps if d["output"] == "job-content.children")
+    good = json.loads(body_for(job, {"job-key.data": {"cluster": "c1", "id": BOB.jobs[0][1]}}))
+    multi = next(d for d in deps if d["output"].startswith(".."))
+    bad = [b"{", b"", b"[]", b"null", b'"x"', json.dumps({**good, "output": "nope.children"}).encode(),
+           json.dumps({**good, "output": ["job-content.children"]}).encode(),
+           json.dumps({k: v for k, v in good.items() if k != "inputs"}).encode(),
+           json.dumps({**good, "inputs": good["inputs"] * 3}).encode(), json.dumps({**good, "inputs": "x"}).encode(),
+           json.dumps({**good, "inputs": [1]}).encode(), json.dumps({**good, "state": [{"id": "x"}]}).encode(),
+           json.dumps({**good, "outputs": "x"}).encode(), json.dumps({**good, "changedPropIds": "x"}).encode(),
+           json.dumps({**json.loads(body_for(multi, {})), "outputs": []}).encode(),
+           json.dumps({**good, "output": multi["output"]}).encode()]
+    for body in bad:
+        r = http(env.header_port, "/_dash-update-component", "POST", env.as_user(ALICE.user), body)
+        shown = [m for m in forbidden(ALICE.user) if m in r.body]
+        Checks.expect(r.status == 400 and not shown, f"{body[:120]!r}: HTTP {r.status} {shown}")
+
+
 def test_the_sweep_can_see_a_leak(env, deps):
     """The same crafted requests sent by the admin get answers that differ from the ghost's (bob's
     data is there) for every callback that returns data (not only a URL): a plain user's answer
