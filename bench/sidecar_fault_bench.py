@@ -3,8 +3,9 @@
     .venv/bin/python bench/sidecar_fault_bench.py [--trials 20] [--procs 2000 10000]
 
 1. The wrapped job, bare vs under `jobsight sidecar run --interval 0.2`, alternating, seeded:
-   exit codes equal?, the wall time seen by the caller, and the job's own runtime (it times a fixed
-   piece of CPU work itself, so a sidecar stealing CPU would show there).
+   exit codes equal?, the wall time seen by the caller, the job's own runtime (it times a fixed
+   piece of CPU work itself, so a sidecar stealing CPU would show there), and the sidecar's own CPU
+   time (children's rusage of the wrapped run minus the bare run's: not disturbed by machine load).
 2. A job tree of N processes (tests/reliability/test_rel_sidecar.py TREE_JOB: N sleeps under N/100
    shells): one read of the tree by each process-tree reader in this process (psutil, the default
    where psutil is installed, vs the standard-library /proc reader), wall and CPU; then the real
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import signal
 import statistics
 import subprocess
@@ -38,6 +40,7 @@ JOB = ("import sys, time\nt = time.perf_counter()\nx = 0\nfor i in range(3_000_0
 def overhead(trials: int, tmp: Path) -> None:
     rng = random.Random(8101)
     walls, own, codes_equal = {"bare": [], "sidecar": []}, {"bare": [], "sidecar": []}, 0
+    cpu = {"bare": [], "sidecar": []}  # CPU of the whole run (job + sidecar), from the children's rusage
     for trial in range(trials):
         code, secs = rng.choice((0, 1, 7, 42)), rng.uniform(0.2, 0.8)
         job = [sys.executable, "-c", JOB, f"{secs:.3f}", str(code)]
@@ -45,14 +48,18 @@ def overhead(trials: int, tmp: Path) -> None:
         for kind in (("bare", "sidecar") if trial % 2 == 0 else ("sidecar", "bare")):
             cmd = job if kind == "bare" else [*SIDECAR, "run", "--interval", "0.2", "--gpus", "none", "--out",
                                               str(tmp / f"o{trial}"), "--", *job]
+            ru = resource.getrusage(resource.RUSAGE_CHILDREN)
             t = time.perf_counter()
             res = subprocess.run(cmd, cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=120)
             walls[kind].append(time.perf_counter() - t)
+            ru2 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[kind].append(ru2.ru_utime + ru2.ru_stime - ru.ru_utime - ru.ru_stime)
             own[kind].append(float(res.stdout.split()[0]))
             got[kind] = res.returncode
         codes_equal += got["bare"] == got["sidecar"] == code
     extra = [s - b for s, b in zip(walls["sidecar"], walls["bare"])]
     slow = [s - b for s, b in zip(own["sidecar"], own["bare"])]
+    side_cpu = [s - b for s, b in zip(cpu["sidecar"], cpu["bare"])]
 
     def ms(v):
         return f"{statistics.median(v) * 1000:+.0f} ms median, {max(v) * 1000:+.0f} ms max"
@@ -61,6 +68,7 @@ def overhead(trials: int, tmp: Path) -> None:
           f"(bare median {statistics.median(walls['bare']):.2f} s)")
     print(f"  job's own runtime of its CPU work, sidecar minus bare: {ms(slow)} "
           f"(bare median {statistics.median(own['bare']) * 1000:.0f} ms)")
+    print(f"  the sidecar's own CPU per run (start-up, samples every 0.2 s, exit), sidecar minus bare: {ms(side_cpu)}")
 
 
 def reader_costs(groups: int, per: int, tmp: Path) -> None:
