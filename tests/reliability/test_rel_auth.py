@@ -30,6 +30,7 @@ import re
 import secrets
 import socket
 import subprocess
+import threading
 import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
@@ -122,6 +123,19 @@ def seed(db: Path) -> None:
 
 # --- raw HTTP ---------------------------------------------------------------------------------
 
+class Checks:
+    """Counts expectations (each about one request's answer) and requests; ``expect`` asserts with
+    the request in the message."""
+    n = failed = requests = 0
+    lock = threading.Lock()
+
+    @classmethod
+    def expect(cls, ok: bool, what: str) -> None:
+        cls.n += 1
+        cls.failed += not ok
+        assert ok, what
+
+
 @dataclass
 class Reply:
     status: int
@@ -132,6 +146,8 @@ class Reply:
 def http(port: int, target: str | bytes, method: str = "GET", headers=(), body: bytes = b"",
          source: str = PROXY) -> Reply:
     """One HTTP/1.0 request from ``source``, sent exactly as given (headers as (name, value) pairs)."""
+    with Checks.lock:
+        Checks.requests += 1
     tgt = target if isinstance(target, bytes) else target.encode("utf-8")
     lines = [method.encode() + b" " + tgt + b" HTTP/1.0", b"Host: 127.0.0.1"]
     for k, v in headers:
@@ -148,17 +164,6 @@ def http(port: int, target: str | bytes, method: str = "GET", headers=(), body: 
     status_line, *hdr_lines = head.decode("latin-1").split("\r\n")
     hdrs = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in hdr_lines)}
     return Reply(int(status_line.split(" ", 2)[1]), hdrs, payload.decode("utf-8", "replace"))
-
-
-class Checks:
-    """Counts request/expectation pairs; ``expect`` asserts with the request in the message."""
-    n = failed = 0
-
-    @classmethod
-    def expect(cls, ok: bool, what: str) -> None:
-        cls.n += 1
-        cls.failed += not ok
-        assert ok, what
 
 
 # --- the servers --------------------------------------------------------------------------------
@@ -238,7 +243,7 @@ def env(tmp_path_factory):
         for proc, out in zip(procs, outs):
             proc.wait(timeout=30)
             out.close()
-        print(f"\nauthorization: {Checks.n} checks, {Checks.failed} failed")
+        print(f"\nauthorization: {Checks.n} checks over {Checks.requests} HTTP requests, {Checks.failed} failed")
 
 
 # --- 1. every callback ----------------------------------------------------------------------------
@@ -325,8 +330,8 @@ def requests_for(dep: dict, victim: Person):
     base = {p: NEUTRAL.get(k) for p, k in kinds.items()}
     ident = [p for p, k in kinds.items() if k not in (None, "cell", "path")]
     if not ident:
-        assert dep["output"] in NO_IDENTIFYING_INPUT, \
-            f"callback {dep['output']} has no identifying input: list it in NO_IDENTIFYING_INPUT or classify its inputs"
+        Checks.expect(dep["output"] in NO_IDENTIFYING_INPUT, f"callback {dep['output']} has no identifying input: "
+                      "list it in NO_IDENTIFYING_INPUT or classify its inputs")
     paths = [p for p, k in kinds.items() if k == "path"]
     for page in (PAGES if paths else [None]):
         page_vals = {paths[0]: page} if paths else {}
@@ -428,7 +433,8 @@ def test_the_sweep_can_see_a_leak(env, deps):
     data is there) for every callback that returns data (not only a URL): a plain user's answer
     carrying bob's data would have failed the comparison above."""
     for dep in deps:
-        if all(o["id"] == "url" for o in (lambda o: o if isinstance(o, list) else [o])(outputs_of(dep["output"]))):
+        outs = outputs_of(dep["output"])
+        if all(o["id"] == "url" for o in (outs if isinstance(outs, list) else [outs])):
             continue
         shown = 0
         for _label, v, g in requests_for(dep, BOB):
