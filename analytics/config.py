@@ -115,6 +115,8 @@ def load_config(explicit: str | os.PathLike | None = None) -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except (ValueError, RecursionError) as exc:   # an integer over 4300 digits; arrays nested too deep
+        raise ConfigError(f"{path}: not usable TOML: {str(exc)[:120]}") from None
     return parse_config(data, path, text)
 
 
@@ -150,6 +152,11 @@ def key_line(text: str | None, key: str) -> int | None:
             if (f"{table}.{full}" if table else full) == key:
                 return no
     return None
+
+
+def _name(key: str) -> str:
+    """A key in an error message: as written when it is a plain name, else quoted and cut short."""
+    return key if re.fullmatch(r"[A-Za-z0-9_-]{1,60}", key) else _show(key)
 
 
 def _show(value: Any) -> str:
@@ -198,7 +205,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None, text: str | Non
     known = {"charging", "flags", "samples", "budgets", "roles", "cluster", "dashboard", "report", "email"}
     for key in data:
         if key not in known:
-            check.fail(key, f"unknown section or key [{key}] (known: {', '.join(sorted(known))})")
+            check.fail(key, f"unknown section or key [{_name(key)}] (known: {', '.join(sorted(known))})")
     for key in known - {"cluster"}:
         if key in data:
             check.table(key, data[key])
@@ -207,7 +214,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None, text: str | Non
     charging = data.get("charging", {})
     for key in charging:
         if key not in ("policy", "factor", "preset", "rates"):
-            check.fail(f"charging.{key}", f"unknown key charging.{key}")
+            check.fail(f"charging.{key}", f"unknown key charging.{_name(key)}")
     cfg.policy = charging.get("policy", cfg.policy)
     if not isinstance(cfg.policy, str) or cfg.policy not in POLICIES:
         check.fail("charging.policy", f"charging.policy must be one of {', '.join(POLICIES)}, got {_show(cfg.policy)}")
@@ -228,7 +235,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None, text: str | Non
             check.fail(where, f"{where} needs a partition ('*' for any)")
         for key, value in rate.items():
             if key not in RATE_KEYS + ("partition", "gpu_type"):
-                check.fail(f"{where}.{key}", f"unknown key {where}.{key}")
+                check.fail(f"{where}.{key}", f"unknown key {where}.{_name(key)}")
             if key in RATE_KEYS:
                 check.number(f"{where}.{key}", value)
             else:
@@ -240,10 +247,10 @@ def parse_config(data: dict[str, Any], path: Path | None = None, text: str | Non
     for section, target in (("flags", cfg.flags), ("samples", cfg.samples)):
         for key, value in data.get(section, {}).items():
             if key not in target:
-                check.fail(f"{section}.{key}", f"unknown key {section}.{key} (known: {', '.join(sorted(target))})")
+                check.fail(f"{section}.{key}", f"unknown key {section}.{_name(key)} (known: {', '.join(sorted(target))})")
             target[key] = check.number(f"{section}.{key}", value)
     for account, value in data.get("budgets", {}).items():
-        cfg.budgets[account] = check.number(f"budgets.{account}", value)
+        cfg.budgets[account] = check.number(f"budgets.{_name(account)}", value)
     cfg.roles = dict(data.get("roles", {}))
     cfg.report = dict(data.get("report", {}))
     cfg.email = dict(data.get("email", {}))

@@ -37,3 +37,8 @@ def jobsight_cmd() -> list[str]:
     """The `jobsight` command as users run it: the venv's console script, else the module."""
     exe = ROOT / ".venv" / "bin" / "jobsight"
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "analytics.cli"]
+
+
+def accounted(result) -> bool:
+    """A parser's row accounting: every input row is a frame row, a reject or a drop, exactly once."""
+    return result.rows_in == result.frame_rows() + len(result.rejects) + result.dropped

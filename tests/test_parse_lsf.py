@@ -12,15 +12,11 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from analytics.parsers import lsf
 from analytics.records import ParseOptions
-from conftest import FIXTURES, jobsight_cmd
+from conftest import FIXTURES, accounted, jobsight_cmd
 
 ACCT = FIXTURES / "lsf" / "lsb.acct"
 KIB, MIB, GIB = 1024, 1024 ** 2, 1024 ** 3
 AWS = "aws-samples__hpc-cost-simulator__test_files__LSFLogParser__"
-
-
-def accounted(r):
-    return r.rows_in == r.frame_rows() + len(r.rejects) + r.dropped
 
 
 def rows(r, raw):

@@ -11,17 +11,13 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from analytics.parsers import nvidia_smi
 from analytics.records import ParseOptions
-from conftest import FIXTURES, jobsight_cmd
+from conftest import FIXTURES, accounted, jobsight_cmd
 
 DIR = FIXTURES / "nvidia_smi"
 MIB = 1024 ** 2
 A = "GPU-aaaaaaaa-1111-2222-3333-444444444444"
 B = "GPU-bbbbbbbb-1111-2222-3333-444444444444"
 NOHEADER_COLS = ["timestamp", "index", "utilization.gpu", "memory.used", "memory.total", "power.draw", "total_energy_consumption"]
-
-
-def accounted(r):
-    return r.rows_in == r.frame_rows() + len(r.rejects) + r.dropped
 
 
 def test_units_tokens_dst_and_restarted_header():

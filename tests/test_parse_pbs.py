@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from analytics.parsers import pbs
 from analytics.records import ParseOptions
-from conftest import FIXTURES, jobsight_cmd
+from conftest import FIXTURES, accounted, jobsight_cmd
 
 LOG = FIXTURES / "pbs" / "20240301"
 KIB, MIB, GIB = 1024, 1024 ** 2, 1024 ** 3
@@ -20,10 +20,6 @@ PBS_DIR = "pbs"
 APEL = "apel__apel__test__test_pbs.py.extracted.txt"
 PBSTOOLS = "tabaer__pbstools__src__python__pbsacct____init__.py.extracted.txt"
 XDMOD = "ubccr__xdmod__tests__artifacts__xdmod__unit__shredder__pbs__input__accounting-logs.log"
-
-
-def accounted(r):
-    return r.rows_in == r.frame_rows() + len(r.rejects) + r.dropped
 
 
 def rows(r, raw, cluster=None):

@@ -11,16 +11,12 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from analytics.parsers import sacct_json
 from analytics.records import ParseOptions
-from conftest import FIXTURES, jobsight_cmd
+from conftest import FIXTURES, accounted, jobsight_cmd
 
 DIR = FIXTURES / "sacct_json"
 MIB, GIB = 1024 ** 2, 1024 ** 3
 START = dt.datetime(2023, 11, 14, 22, 14, 20)    # epoch 1700000060
 SUBMIT = dt.datetime(2023, 11, 14, 22, 13, 20)   # epoch 1700000000
-
-
-def accounted(r):
-    return r.rows_in == r.frame_rows() + len(r.rejects) + r.dropped
 
 
 def job(r, job_id_raw):

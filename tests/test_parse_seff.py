@@ -11,14 +11,10 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from analytics.parsers import seff
 from analytics.records import ParseOptions
-from conftest import FIXTURES, jobsight_cmd
+from conftest import FIXTURES, accounted, jobsight_cmd
 
 MIXED = FIXTURES / "seff" / "seff-mixed.txt"
 KIB, MIB, GIB, TIB = 1024, 1024 ** 2, 1024 ** 3, 1024 ** 4
-
-
-def accounted(r):
-    return r.rows_in == r.frame_rows() + len(r.rejects) + r.dropped
 
 
 def job(r, raw):

@@ -15,17 +15,13 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from analytics.parsers import sidecar_csv
 from analytics.records import ParseOptions
 from collector.csv_schema import HEADER
-from conftest import FIXTURES, jobsight_cmd
+from conftest import FIXTURES, accounted, jobsight_cmd
 
 DIR = FIXTURES / "sidecar"
 GOOD = DIR / "jobsight-testclu-4242-gpu01-20261121T100000Z-999.csv"
 TRUNC = DIR / "jobsight-testclu-4243-gpu01-20261121T110000Z-1000.csv"
 BAD = DIR / "jobsight-testclu-4244-gpu01-20261121T120000Z-1001.csv"
 UUID = "GPU-1a2b3c4d-0000-1111-2222-333344445555"
-
-
-def accounted(r):
-    return r.rows_in == r.frame_rows() + len(r.rejects) + r.dropped
 
 
 def test_sniff_by_header():
