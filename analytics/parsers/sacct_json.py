@@ -366,6 +366,10 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
         result.rows_in = 1
         result.rejects.append(Reject(exc.lineno, f"not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})", text[:1000]))
         return result
+    except (ValueError, RecursionError) as exc:   # a number over 4300 digits, nesting too deep
+        result.rows_in = 1
+        result.rejects.append(Reject(1, f"not usable JSON: {str(exc)[:200]}", text[:1000]))
+        return result
     jobs = doc.get("jobs") if isinstance(doc, dict) else None
     if not isinstance(jobs, list):
         result.rows_in = 1
