@@ -3,11 +3,14 @@
     .venv/bin/python bench/ingest_bench.py                 # small: 20k jobs (60k lines), 1M samples
     .venv/bin/python bench/ingest_bench.py --jobs 1000000 --samples 50000000   # the issue's full size
     .venv/bin/python bench/ingest_bench.py --full          # same as the line above
+    .venv/bin/python bench/ingest_bench.py --jobs 1000000 --skip sidecar --repeat 3   # sacct only, 3 pairs
 
 For each input it times, each in a fresh process (so peak RSS is that run's own):
   duckdb   CREATE TABLE t AS SELECT * FROM read_csv('<file>')   (types auto-detected)
   jobsight ingest of the same file into a new database (parse + merge + indexes + bookkeeping)
 Targets from the issue: sacct <= 2.5x DuckDB, sidecar <= 1.5x DuckDB, peak RSS <= 3 GB.
+On a shared machine compare the ratio, not the seconds: --repeat N times each pair (DuckDB then
+jobsight, back to back on the same generated file) and prints the 1-minute load average beside it.
 This prints figures; it asserts nothing.
 """
 from __future__ import annotations
@@ -146,6 +149,7 @@ def main() -> int:
     ap.add_argument("--full", action="store_true", help="1M jobs (~3M lines) and 50M sample rows")
     ap.add_argument("--workdir", default=None, help="where to write the generated inputs (default: a temp dir)")
     ap.add_argument("--skip", choices=("sacct", "sidecar"), action="append", default=[])
+    ap.add_argument("--repeat", type=int, default=1, help="measure each input's pair this many times")
     ap.add_argument("--child", nargs=3, metavar=("KIND", "SRC", "DB"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -162,7 +166,9 @@ def main() -> int:
             n = gen_sacct(src, args.jobs)
             print(f"generated {src.name}: {args.jobs} jobs, {n} lines, {src.stat().st_size / 1e6:.0f} MB "
                   f"in {time.perf_counter() - t:.1f} s", file=sys.stderr)
-            rows.append(("sacct", n, src.stat().st_size, measure("duckdb", src, work), measure("jobsight", src, work), 2.5))
+            for _ in range(args.repeat):
+                rows.append(("sacct", n, src.stat().st_size, measure("duckdb", src, work), measure("jobsight", src, work),
+                             2.5, os.getloadavg()[0]))
             src.unlink()
         if "sidecar" not in args.skip:
             src = work / "jobsight-bench-4242-gpu01-20261101T000000Z-1.csv"
@@ -170,14 +176,16 @@ def main() -> int:
             n = gen_sidecar(src, args.samples)
             print(f"generated {src.name}: {n} rows, {src.stat().st_size / 1e6:.0f} MB in {time.perf_counter() - t:.1f} s",
                   file=sys.stderr)
-            rows.append(("sidecar", n, src.stat().st_size, measure("duckdb", src, work), measure("jobsight", src, work), 1.5))
+            for _ in range(args.repeat):
+                rows.append(("sidecar", n, src.stat().st_size, measure("duckdb", src, work), measure("jobsight", src, work),
+                             1.5, os.getloadavg()[0]))
             src.unlink()
     print(f"{'input':8} {'rows':>11} {'MB':>7} | {'duckdb s':>9} {'RSS MB':>7} | {'jobsight s':>10} {'RSS MB':>7} | "
-          f"{'ratio':>6} {'target':>6}")
-    for name, n, size, d, j, target in rows:
+          f"{'ratio':>6} {'target':>6} {'load':>5}")
+    for name, n, size, d, j, target, load in rows:
         ratio = j["seconds"] / d["seconds"]
         print(f"{name:8} {n:>11,} {size / 1e6:>7.0f} | {d['seconds']:>9.2f} {d['maxrss_mb']:>7.0f} | "
-              f"{j['seconds']:>10.2f} {j['maxrss_mb']:>7.0f} | {ratio:>5.2f}x {target:>5.1f}x"
+              f"{j['seconds']:>10.2f} {j['maxrss_mb']:>7.0f} | {ratio:>5.2f}x {target:>5.1f}x {load:>5.1f}"
               + ("" if ratio <= target and j["maxrss_mb"] <= 3072 else "  (over target)"))
     return 0
 
