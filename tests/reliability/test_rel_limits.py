@@ -6,7 +6,7 @@ space, not just memory in use: Python, polars and DuckDB map ~1.4 GB before read
 the limit cannot be made small. What proves streaming is the control: the same file, through the
 whole-file path (STREAM_BYTES raised past its size), fails under the same limit.
 
-CI: one 800 MB file (6M rows, 4 jobs) under 3 GiB. JOBSIGHT_LONG=1: 10 GB (4 files of 2.5 GB,
+CI: one 600 MB file (4.5M rows, 3 jobs) under 3 GiB. JOBSIGHT_LONG=1: 10 GB (4 files of 2.5 GB,
 75M rows) under 4 GiB, the issue's figure.
 """
 from __future__ import annotations
@@ -100,8 +100,7 @@ def check_stored(db: Path, jobs: dict[str, int]) -> None:
         sums = con.execute("SELECT job_id_raw, sum(util_pct), count(DISTINCT (device, time)) FROM samples "
                            "GROUP BY 1").fetchall()
         assert {j: (s, n) for j, s, n in sums} == {j: (util_sum(rows), rows) for j in jobs}
-        snap = con.execute("SELECT count(*) FROM rejects").fetchone()[0]
-        assert snap == 0
+        assert con.execute("SELECT count(*) FROM rejects").fetchone()[0] == 0
     finally:
         con.close()
 
@@ -150,10 +149,34 @@ def run_case(tmp_path: Path, files: int, copies: int, chunk_rows: int, limit: in
 
 
 @pytest.mark.skipif(LONG, reason="JOBSIGHT_LONG=1 runs the 10 GB case instead")
-def test_ingest_800mb_under_3gib(tmp_path):
-    run_case(tmp_path, files=1, copies=4, chunk_rows=1_500_000, limit=3 * GiB, control=True)
+def test_ingest_600mb_under_3gib(tmp_path):
+    run_case(tmp_path, files=1, copies=3, chunk_rows=1_500_000, limit=3 * GiB, control=True)
 
 
 @pytest.mark.skipif(not LONG, reason="10 GB of samples: set JOBSIGHT_LONG=1")
 def test_ingest_10gb_under_4gib(tmp_path):
     run_case(tmp_path, files=4, copies=10, chunk_rows=1_875_000, limit=4 * GiB, control=False)
+
+
+def test_memory_limit_follows_rlimit_as_and_the_setting(monkeypatch):
+    from analytics import db
+    from analytics.cli import UserError
+    monkeypatch.delenv("JOBSIGHT_MEMORY_LIMIT", raising=False)
+    monkeypatch.setattr(db.resource, "getrlimit", lambda _: (4 * GiB, resource.RLIM_INFINITY))
+    assert db.memory_limit() == "1152MiB"             # (4096 - 2560) MiB x 0.75
+    monkeypatch.setattr(db.resource, "getrlimit", lambda _: (2 * GiB, resource.RLIM_INFINITY))
+    assert db.memory_limit() == "256MiB"              # the floor
+    con = db.connect(":memory:")
+    try:
+        assert con.execute("SELECT current_setting('memory_limit'), current_setting('enable_progress_bar')"
+                           ).fetchone() == ("256.0 MiB", False)
+    finally:
+        con.close()
+    monkeypatch.setenv("JOBSIGHT_MEMORY_LIMIT", "2GB")
+    assert db.memory_limit() == "2GB"
+    monkeypatch.setenv("JOBSIGHT_MEMORY_LIMIT", "lots")
+    with pytest.raises(UserError, match="JOBSIGHT_MEMORY_LIMIT='lots': expected a size"):
+        db.connect(":memory:")
+    monkeypatch.setattr(db.resource, "getrlimit", lambda _: (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    monkeypatch.delenv("JOBSIGHT_MEMORY_LIMIT")
+    assert db.memory_limit() is None                  # DuckDB's own default
