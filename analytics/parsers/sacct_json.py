@@ -72,7 +72,10 @@ def _epoch(value: Any) -> Optional[dt.datetime]:
     v = _plain(value)
     if not v or v <= 0:
         return None
-    return dt.datetime.fromtimestamp(v, dt.timezone.utc).replace(tzinfo=None)
+    try:
+        return dt.datetime.fromtimestamp(v, dt.timezone.utc).replace(tzinfo=None)
+    except (OverflowError, OSError, ValueError):   # 1e17 is OSError EOVERFLOW, not ValueError
+        raise ValueError(f"time out of range: {value!r}") from None
 
 
 def _first_state(value: Any) -> Optional[str]:
