@@ -4,12 +4,15 @@
     PYTHONPATH=/tmp/atheris-lib:. .venv/bin/python bench/fuzz_parsers.py -atheris_runs=20000
     PYTHONPATH=/tmp/atheris-lib:. .venv/bin/python bench/fuzz_parsers.py -max_total_time=600 CORPUS_DIR
 
-The first input byte picks the parser (sacct text, sacct JSON, seff, sidecar CSV, nvidia-smi, PBS, LSF),
-the rest is the file. Seeds: fixtures/ (and ../shared/realdata when present), written to a corpus
+The first input byte picks the target (sacct text, sacct JSON, seff, sidecar CSV, nvidia-smi, PBS, LSF,
+jobsight.toml, sidecar metadata JSON), the rest is the file; JOBSIGHT_FUZZ_ONLY=FORMAT (e.g. `config`,
+`sidecar-meta`, `sacct`) fuzzes one target only, whatever the first byte says. Seeds: fixtures/ (and ../shared/realdata when present), written to a corpus
 folder on first use. Invariants, each a crash when broken: no exception escapes parse(); every
 input row is accounted for (rows_in == rows in the frames + rejected + dropped, where the parser
 keeps one frame row per input row); every reject carries a line number >= 1 and a reason.
-Prints the executions run at exit. JOBSIGHT_FUZZ_SKIP_KNOWN=1 skips inputs that hit a crash
+jobsight.toml: load_config returns or raises ConfigError with one line naming the file, nothing else.
+Metadata JSON: beside a fixed good sidecar CSV, any bytes leave the CSV's 4 rows parsed and accounted.
+Prints the executions run per target at exit. JOBSIGHT_FUZZ_SKIP_KNOWN=1 skips inputs that hit a crash
 already reported by a strict-xfail test, so the campaign can find the next one.
 """
 from __future__ import annotations
@@ -24,18 +27,27 @@ import atheris
 import polars  # noqa: F401  imported first so only jobsight's own code is instrumented
 
 with atheris.instrument_imports(include=["analytics"]):
+    from analytics.config import ConfigError, load_config
     from analytics.parsers import lsf, nvidia_smi, pbs, sacct_json, sacct_text, seff, sidecar_csv
     from analytics.records import ParseOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 PARSERS = [(sacct_text, ".txt"), (sacct_json, ".json"), (seff, ".txt"), (sidecar_csv, ".csv"), (nvidia_smi, ".csv"),
            (pbs, ""), (lsf, ".acct")]
+CONFIG, META = len(PARSERS), len(PARSERS) + 1          # the two targets that are not parsers
+NAMES = [m.FORMAT for m, _ in PARSERS] + ["config", "sidecar-meta"]
 SEEDS = {0: ["fixtures/sacct/*.txt"], 1: ["fixtures/sacct_json/*.json"], 2: ["fixtures/seff/*.txt"],
          3: ["fixtures/sidecar/*.csv"], 4: ["fixtures/nvidia_smi/*.csv", "fixtures/nvidia_smi/*.log"],
-         5: ["fixtures/pbs/*"], 6: ["fixtures/lsf/*"]}
+         5: ["fixtures/pbs/*"], 6: ["fixtures/lsf/*"], CONFIG: ["README.md"], META: ["fixtures/sidecar/*.meta.json"]}
+META_CSV = ROOT / "fixtures" / "sidecar" / "jobsight-testclu-4242-gpu01-20261121T100000Z-999.csv"
+META_ROWS = 4
 OPTS = ParseOptions(timezone="Europe/Amsterdam", cluster="fuzz", job_id="4242")
 TMP = Path(tempfile.mkdtemp(prefix="jobsight-fuzz-"))
 runs = 0
+per_target = [0] * len(NAMES)
+ONLY = os.environ.get("JOBSIGHT_FUZZ_ONLY")
+if ONLY and ONLY not in NAMES:
+    sys.exit(f"JOBSIGHT_FUZZ_ONLY={ONLY!r}: one of {', '.join(NAMES)}")
 # JOBSIGHT_FUZZ_SKIP_KNOWN=1: skip inputs that hit a crash already reported (xfail test), to find others
 KNOWN = os.environ.get("JOBSIGHT_FUZZ_SKIP_KNOWN") == "1"
 
@@ -48,6 +60,9 @@ def seed_corpus(corpus: Path) -> None:
         for g in globs:
             for p in sorted(ROOT.glob(g)):
                 data = p.read_bytes()[:200_000]
+                if k == CONFIG:      # the README's jobsight.toml example
+                    text = data.decode("utf-8")
+                    data = text.split("```toml\n", 1)[1].split("```", 1)[0].encode()
                 (corpus / f"{k}-{p.name}").write_bytes(bytes([k]) + data)
 
 
@@ -56,7 +71,13 @@ def one_input(data: bytes) -> None:
     runs += 1
     if not data:
         return
-    mod, ext = PARSERS[data[0] % len(PARSERS)]
+    target = NAMES.index(ONLY) if ONLY else data[0] % len(NAMES)
+    per_target[target] += 1
+    if target == CONFIG:
+        return fuzz_config(data[1:])
+    if target == META:
+        return fuzz_meta(data[1:])
+    mod, ext = PARSERS[target]
     if KNOWN and mod is sidecar_csv:
         try:
             text = data[1:].decode("utf-8")
@@ -84,6 +105,32 @@ def one_input(data: bytes) -> None:
                                  f"rejected + {res.dropped} dropped")
 
 
+def fuzz_config(body: bytes) -> None:
+    path = TMP / "jobsight.toml"
+    path.write_bytes(body)
+    try:
+        load_config(path)
+    except ConfigError as exc:
+        msg = str(exc)
+        if not msg.startswith(str(path)) or "\n" in msg or len(msg) > 1000:
+            raise AssertionError(f"config: error not one line naming the file: {msg[:300]!r}") from None
+
+
+def fuzz_meta(body: bytes) -> None:
+    folder = TMP / "meta"
+    folder.mkdir(exist_ok=True)
+    csv = folder / META_CSV.name
+    if not csv.exists():
+        csv.write_bytes(META_CSV.read_bytes())
+    (folder / (META_CSV.stem + ".meta.json")).write_bytes(body)
+    res = sidecar_csv.parse(csv, OPTS)
+    if (res.rows_in, len(res.samples), len(res.rejects), res.dropped) != (META_ROWS, META_ROWS, 0, 0):
+        raise AssertionError(f"sidecar-meta: the CSV's {META_ROWS} rows became {res.rows_in} in, "
+                             f"{len(res.samples)} stored, {len(res.rejects)} rejected")
+    if res.sidecar_runs is not None and len(res.sidecar_runs) != 1:
+        raise AssertionError("sidecar-meta: more than one sidecar_run row")
+
+
 def main() -> None:
     args = list(sys.argv)
     dirs = [a for a in args[1:] if not a.startswith("-")]
@@ -92,8 +139,11 @@ def main() -> None:
         args.append(str(corpus))
     else:
         corpus = Path(dirs[0])
-    seed_corpus(corpus)
-    atexit.register(lambda: print(f"fuzz_parsers: {runs} executions", file=sys.stderr))
+    if not corpus.is_file():        # a file given is an input to replay (a crash), not a corpus
+        seed_corpus(corpus)
+    atexit.register(lambda: print(f"fuzz_parsers: {runs} executions ("
+                                  + ", ".join(f"{n} {c}" for n, c in zip(NAMES, per_target) if c) + ")",
+                                  file=sys.stderr))
     atheris.Setup(args, one_input)
     atheris.Fuzz()
 

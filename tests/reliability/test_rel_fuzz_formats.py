@@ -406,3 +406,14 @@ def test_regression_sacct_json_with_a_5000_digit_number(tmp_path):
     res = sacct_json.parse(p, OPTS)                   # was: ValueError out of json.loads
     assert res.rows_in == 1 and len(res.rejects) == 1 and res.rejects[0].line_no == 1
     assert res.rejects[0].reason.startswith("not usable JSON: Exceeds the limit (4300 digits)")
+
+
+@pytest.mark.parametrize("epoch", [10**17, 10**15, 10**20])
+def test_regression_sacct_json_time_out_of_range_rejects_the_job(tmp_path, epoch):
+    # found by bench/fuzz_parsers.py: an eligible time of 1e17 raised OSError (EOVERFLOW) out of parse()
+    p = tmp_path / "far.json"
+    p.write_text(json.dumps({"jobs": [{"job_id": 7, "time": {"eligible": epoch}},
+                                      {"job_id": 8, "time": {"eligible": 1700000000}}]}))
+    res = sacct_json.parse(p, OPTS)
+    assert res.rows_in == 2 and res.jobs["job_id_raw"].to_list() == ["8"]
+    assert [(r.line_no, r.reason) for r in res.rejects] == [(1, f"job 1: time out of range: {epoch}")]
