@@ -42,7 +42,9 @@ def _ingest(tmp_path, name, text, early: bool, monkeypatch, *, block=None, befor
         prior = tmp_path / f"{name}-before.txt"
         prior.write_text(before, encoding="utf-8")
         ingest.ingest_paths(con, [prior], OPTS)
+    threads = con.execute("SELECT current_setting('threads')").fetchall()
     (rep,) = ingest.ingest_paths(con, [src], OPTS)
+    assert con.execute("SELECT current_setting('threads')").fetchall() == threads   # set back after the parse
     return con, rep
 
 
