@@ -41,6 +41,7 @@ DEFAULT_SAMPLES: dict[str, float] = {"max_gap_s": 600}
 POLICIES = ("slurm-billing", "table")
 RATE_KEYS = ("per_core_h", "per_gpu_h", "per_gb_h", "min_cores", "min_gpus",
              "mem_per_core_gb", "cores_per_gpu", "mem_per_gpu_gb")
+RATE_DIVISORS = ("mem_per_core_gb", "cores_per_gpu", "mem_per_gpu_gb")
 
 # SURF Snellius, from SURF's published partition weights (../shared/docs/charging.md).
 SNELLIUS_RATES: list[dict[str, Any]] = [
@@ -237,7 +238,12 @@ def parse_config(data: dict[str, Any], path: Path | None = None, text: str | Non
             if key not in RATE_KEYS + ("partition", "gpu_type"):
                 check.fail(f"{where}.{key}", f"unknown key {where}.{_name(key)}")
             if key in RATE_KEYS:
-                check.number(f"{where}.{key}", value)
+                number = check.number(f"{where}.{key}", value)
+                # the sizes divide requests (x / 0 would charge infinite SBU); nothing is charged below 0
+                if key in RATE_DIVISORS and number <= 0:
+                    check.fail(f"{where}.{key}", f"{where}.{key} must be greater than 0, got {_show(value)}")
+                if number < 0:
+                    check.fail(f"{where}.{key}", f"{where}.{key} must not be negative, got {_show(value)}")
             else:
                 check.string(f"{where}.{key}", value)
         # a rate given for a partition replaces the preset's for that partition and GPU type

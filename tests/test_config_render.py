@@ -32,6 +32,9 @@ def test_file_found_in_working_directory_and_env(tmp_path, monkeypatch):
     ('[[charging.rates]]\nper_core_h = 1\n', "needs a partition"),
     ('[colours]\nx = 1\n', "unknown section"),
     ('[flags\n', "not valid TOML"),
+    ('[[charging.rates]]\npartition = "gpu"\ncores_per_gpu = 0\n', r"charging.rates\[0\].cores_per_gpu must be greater than 0"),
+    ('[[charging.rates]]\npartition = "rome"\nmem_per_core_gb = -1.75\n', "mem_per_core_gb must be greater than 0"),
+    ('[[charging.rates]]\npartition = "rome"\nper_core_h = -1\n', "per_core_h must not be negative"),
 ])
 def test_bad_config_names_file_and_key(tmp_path, text, message):
     p = tmp_path / "bad.toml"

@@ -26,6 +26,10 @@ def test_defaults_and_addresses():
     ({"report": {"budget_period": "fortnight"}}, "report.budget_period must be one of"),
     ({"email": {"user_address": "alice@example.org"}}, "must contain {user}"),
     ({"email": {"user_address": "{user}@{domain}"}}, "may use only {user}"),
+    ({"email": {"user_address": "{user:>999999999}@x.org"}}, "email.user_address"),   # never formatted: no 1 GB string
+    ({"email": {"user_address": "{user!r}@x.org"}}, "email.user_address"),
+    ({"email": {"user_address": "{user}@x.org{"}}, "may use only {user}"),
+    ({"email": {"user_address": "{user}@{user:>999999999}"}}, "may use only {user}"),
     ({"email": {"admins": "ops@example.org"}}, "email.admins must be a list"),
     ({"email": {"form": "x@example.org"}}, "unknown key email.form"),
 ])

@@ -18,6 +18,8 @@ Project (account) reports go to the account's leads: [roles] leads = {proj-astro
 """
 from __future__ import annotations
 
+import string
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,10 +88,12 @@ def from_config(cfg: Config) -> ReportSettings:
             s.user_address = _str(cfg, "email.user_address", value)
             if "{user}" not in value:
                 raise UserError(f"{_where(cfg)}: email.user_address must contain {{user}}, got {value!r}")
-            try:
-                value.format(user="x")
-            except (KeyError, IndexError, ValueError):
-                raise UserError(f"{_where(cfg)}: email.user_address may use only {{user}}, got {value!r}") from None
+            try:    # only a bare {user}: a format spec like {user:>999999999} would build a huge string
+                fields = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(value) if f is not None]
+            except ValueError:
+                fields = [None]
+            if any(field != ("user", "", None) for field in fields):
+                raise UserError(f"{_where(cfg)}: email.user_address may use only {{user}}, got {value!r}")
         elif key == "addresses":
             if not isinstance(value, dict):
                 raise UserError(f"{_where(cfg)}: email.addresses must be a table user = \"address\"")
