@@ -10,7 +10,8 @@ For each input it times, each in a fresh process (so peak RSS is that run's own)
   jobsight ingest of the same file into a new database (parse + merge + indexes + bookkeeping)
 Targets from the issue: sacct <= 2.5x DuckDB, sidecar <= 1.5x DuckDB, peak RSS <= 3 GB.
 On a shared machine compare the ratio, not the seconds: --repeat N times each pair (DuckDB then
-jobsight, back to back on the same generated file) and prints the 1-minute load average beside it.
+jobsight, back to back on the same generated file) and prints the 1-minute load average beside it,
+and each run's CPU seconds (user + system, all threads) with their ratio, which load skews less.
 This prints figures; it asserts nothing.
 """
 from __future__ import annotations
@@ -118,7 +119,8 @@ def child(kind: str, src: str, dbpath: str) -> None:
         con.close()
         assert rep.status == "ingested" and rep.rejected == 0, rep
     secs = time.perf_counter() - t0
-    print(json.dumps({"seconds": secs, "maxrss_mb": _peak_rss_mb()}))
+    ru = resource.getrusage(resource.RUSAGE_SELF)   # all threads: the figure that load does not skew
+    print(json.dumps({"seconds": secs, "cpu_seconds": ru.ru_utime + ru.ru_stime, "maxrss_mb": _peak_rss_mb()}))
 
 
 def _peak_rss_mb() -> float:
@@ -181,11 +183,12 @@ def main() -> int:
                              1.5, os.getloadavg()[0]))
             src.unlink()
     print(f"{'input':8} {'rows':>11} {'MB':>7} | {'duckdb s':>9} {'RSS MB':>7} | {'jobsight s':>10} {'RSS MB':>7} | "
-          f"{'ratio':>6} {'target':>6} {'load':>5}")
+          f"{'ratio':>6} {'target':>6} {'load':>5} | {'cpu s':>11} {'cpu ratio':>9}")
     for name, n, size, d, j, target, load in rows:
         ratio = j["seconds"] / d["seconds"]
+        cpu = f"{d['cpu_seconds']:5.0f}/{j['cpu_seconds']:<5.0f} {j['cpu_seconds'] / d['cpu_seconds']:>8.2f}x"
         print(f"{name:8} {n:>11,} {size / 1e6:>7.0f} | {d['seconds']:>9.2f} {d['maxrss_mb']:>7.0f} | "
-              f"{j['seconds']:>10.2f} {j['maxrss_mb']:>7.0f} | {ratio:>5.2f}x {target:>5.1f}x {load:>5.1f}"
+              f"{j['seconds']:>10.2f} {j['maxrss_mb']:>7.0f} | {ratio:>5.2f}x {target:>5.1f}x {load:>5.1f} | {cpu}"
               + ("" if ratio <= target and j["maxrss_mb"] <= 3072 else "  (over target)"))
     return 0
 
