@@ -77,8 +77,9 @@ def _load(la) -> str:
 # ---------------------------------------------------------------- the steps
 
 # ingest_bench's table row: input rows MB | duckdb s RSS | jobsight s RSS | ratio target
+# (then, in newer versions, load average | duckdb/jobsight CPU seconds, CPU ratio)
 _INGEST_ROW = re.compile(r"^(sacct|sidecar)\s+([\d,]+)\s+(\d+)\s+\|\s+([\d.]+)\s+(\d+)\s+\|\s+([\d.]+)\s+(\d+)\s+\|"
-                         r"\s+[\d.]+x\s+([\d.]+)x")
+                         r"\s+[\d.]+x\s+([\d.]+)x(?:\s+[\d.]+)?(?:\s+\|\s+(\d+)/(\d+)\s+([\d.]+)x)?")
 
 
 def parse_ingest(lines: list[str]) -> list[dict]:
@@ -90,6 +91,8 @@ def parse_ingest(lines: list[str]) -> list[dict]:
             rows.append({"input": m[1], "rows": int(m[2].replace(",", "")), "mb": int(m[3]),
                          "duckdb": {"seconds": float(m[4]), "maxrss_mb": float(m[5])},
                          "jobsight": {"seconds": float(m[6]), "maxrss_mb": float(m[7])}, "target_ratio": float(m[8])})
+            if m[11]:
+                rows[-1]["cpu_ratio"] = float(m[11])
     if not rows:
         raise SystemExit("bench/ingest_bench.py printed no table rows")
     return rows
@@ -130,7 +133,8 @@ def rows_for(figs: dict) -> list[tuple[str, ...]]:
         what = (f"sacct ingest, {r['rows'] // 3:,} jobs ({r['rows']:,} lines, {r['mb']:,} MB)" if r["input"] == "sacct"
                 else f"sidecar CSV ingest, {r['rows']:,} rows ({r['mb']:,} MB)")
         miss = [m for m, bad in (("ratio", ratio > r["target_ratio"]), ("RSS", j["maxrss_mb"] > RSS_TARGET_MB)) if bad]
-        rows.append((what, _s(j["seconds"]), f"read_csv {_s(d['seconds'])} ({_gb(d['maxrss_mb'])})", f"{ratio:.2f}x",
+        cpu = f" (CPU {r['cpu_ratio']:.2f}x)" if r.get("cpu_ratio") else ""
+        rows.append((what, _s(j["seconds"]), f"read_csv {_s(d['seconds'])} ({_gb(d['maxrss_mb'])})", f"{ratio:.2f}x{cpu}",
                      _gb(j["maxrss_mb"]), f"<= {r['target_ratio']}x, <= 3 GB",
                      "met" if not miss else "MISSED (" + ", ".join(miss) + ")"))
     gen = figs.get("dash_generate", {}).get("generate")
