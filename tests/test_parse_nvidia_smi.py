@@ -205,3 +205,19 @@ def test_docs_example_index_first_and_hostname_column(tmp_path):
     p2 = tmp_path / "h-7.csv"
     p2.write_text("timestamp, hostname, uuid, utilization.gpu [%]\n2026/01/01 00:00:00.000, node17, GPU-x, 3 %\n")
     assert nvidia_smi.parse(p2, ParseOptions(timezone="UTC")).samples.row(0, named=True)["host"] == "node17"
+
+
+def test_huge_and_infinite_numbers_rejected_not_raised(tmp_path):
+    # found by tests/reliability/test_rel_fuzz_formats.py: a 400-digit memory value became inf and the
+    # cast to bytes raised out of the parser
+    p = tmp_path / "gpu-log-88.csv"
+    p.write_text("timestamp, index, utilization.gpu [%], memory.used [MiB]\n"
+                 "2026/11/01 10:00:00.000, 0, 50 %, " + "9" * 400 + " MiB\n"
+                 "2026/11/01 10:00:01.000, 0, inf %, 10 MiB\n"
+                 "2026/11/01 10:00:02.000, 0, 40 %, 99999999999999 MiB\n"
+                 "2026/11/01 10:00:03.000, 0, 30 %, 10 MiB\n")
+    r = nvidia_smi.parse(p, ParseOptions(timezone="UTC"))
+    assert accounted(r) and len(r.samples) == 1 and r.samples["mem_used_bytes"].to_list() == [10 * MIB]
+    reasons = {x.line_no: x.reason.split(":")[0:2] for x in r.rejects}
+    assert reasons == {2: ["memory.used", " not a number"], 3: ["utilization.gpu", " not a number"],
+                       4: ["memory.used", " out of range"]}

@@ -244,10 +244,15 @@ def _segment_frame(header: list[str], df: pl.DataFrame, rejects: list[Reject], n
         # a known unit, if any, must follow it
         word = cleaned.str.split_exact(" ", 1)
         unit_ok = word.struct.field("field_1").is_null() | word.struct.field("field_1").is_in(_UNITS)
-        number = pl.when(unit_ok).then(word.struct.field("field_0").cast(pl.Float64, strict=False))
+        parsed = pl.when(unit_ok).then(word.struct.field("field_0").cast(pl.Float64, strict=False))
+        number = pl.when(parsed.is_finite()).then(parsed)        # 'inf', 'nan' or 400 digits are no reading
         checks.append((cleaned.is_not_null() & number.is_null(), pl.lit(f"{name}: not a number: ") + pl.col(cols[i])))
         value = number * mult
-        out[col] = value.round(0).cast(pl.Int64) if col in _INT_COLUMNS else value
+        if col in _INT_COLUMNS:
+            fits = value.abs() < 2.0 ** 63
+            checks.append((number.is_not_null() & ~fits, pl.lit(f"{name}: out of range: ") + pl.col(cols[i])))
+            value = pl.when(fits).then(value).round(0).cast(pl.Int64)
+        out[col] = value
     if "uuid" in names:
         out["device"] = clean(cols[names.index("uuid")])
     if "hostname" in names:
