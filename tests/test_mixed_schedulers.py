@@ -10,9 +10,8 @@ import duckdb
 import pytest
 
 from collector import jobenv
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, jobsight_cmd
 
-EXE = ROOT / ".venv" / "bin" / "jobsight"
 SLURM = FIXTURES / "sacct" / "mixed-jobs.txt"
 PBS = FIXTURES / "pbs" / "20240301"
 LSF = FIXTURES / "lsf" / "lsb.acct"
@@ -24,7 +23,7 @@ CONFIG = ('[charging]\npolicy = "table"\n\n'
 
 
 def _run(*args):
-    run = subprocess.run([str(EXE), *map(str, args)], capture_output=True, text=True, timeout=300)
+    run = subprocess.run([*jobsight_cmd(), *map(str, args)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     return run.stdout
 
@@ -45,8 +44,6 @@ def _usage(db, cfg, by):
 
 @pytest.fixture(scope="module")
 def dbs(tmp_path_factory):
-    if not EXE.exists():
-        pytest.skip("jobsight not installed in .venv")
     d = tmp_path_factory.mktemp("mixed")
     cfg = d / "jobsight.toml"
     cfg.write_text(CONFIG)
