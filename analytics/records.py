@@ -7,7 +7,7 @@ accounted for exactly once: as a row of one of the frames, as a Reject, or in ``
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import polars as pl
 
@@ -41,3 +41,15 @@ class ParseResult:
 
     def frame_rows(self) -> int:
         return sum(len(f) for f in (self.jobs, self.steps, self.samples) if f is not None)
+
+
+def field_value(fields: dict[str, str], key: str, convert: Callable[[str], Any], what: str) -> Any:
+    """A record field through `convert`, None when absent or empty; a value `convert` refuses raises
+    ValueError naming the key, the value and `what` it should be (the parsers' reject reason)."""
+    v = fields.get(key)
+    if v is None or v == "":
+        return None
+    try:
+        return convert(v)
+    except ValueError:
+        raise ValueError(f"{key}={v!r} is not {what}") from None

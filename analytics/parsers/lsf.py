@@ -34,7 +34,7 @@ from typing import Optional
 
 import polars as pl
 
-from analytics.records import ParseOptions, ParseResult, Reject
+from analytics.records import ParseOptions, ParseResult, Reject, field_value
 
 FORMAT = "lsf"
 SOURCE = "lsf"
@@ -131,13 +131,7 @@ class _Walk:
 
 
 def _num(f: dict, key: str) -> Optional[float]:
-    v = f.get(key)
-    if v is None or v == "":
-        return None
-    try:
-        return float(v)
-    except ValueError:
-        raise ValueError(f"{key}={v!r} is not a number") from None
+    return field_value(f, key, float, "a number")
 
 
 def _hostrusage_width(toks, start: int, n: int) -> int:

@@ -37,7 +37,7 @@ from typing import Optional
 
 import polars as pl
 
-from analytics.records import ParseOptions, ParseResult, Reject
+from analytics.records import ParseOptions, ParseResult, Reject, field_value
 from analytics.timezones import local_zone_name
 from analytics.units import parse_duration
 
@@ -161,23 +161,11 @@ def _epoch(fields: dict[str, str], key: str) -> Optional[dt.datetime]:
 
 
 def _duration(fields: dict[str, str], key: str) -> Optional[float]:
-    v = fields.get(key)
-    if v is None or v == "":
-        return None
-    try:
-        return parse_duration(v)
-    except ValueError:
-        raise ValueError(f"{key}={v!r} is not a duration") from None
+    return field_value(fields, key, parse_duration, "a duration")
 
 
 def _int(fields: dict[str, str], key: str) -> Optional[int]:
-    v = fields.get(key)
-    if v is None or v == "":
-        return None
-    try:
-        return int(v)
-    except ValueError:
-        raise ValueError(f"{key}={v!r} is not an integer") from None
+    return field_value(fields, key, int, "an integer")
 
 
 def _exit(status: int, elapsed: Optional[float], limit: Optional[float]) -> tuple[str, str]:
