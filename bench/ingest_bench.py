@@ -104,6 +104,7 @@ def gen_sidecar(path: Path, nrows: int) -> int:
 
 
 def child(kind: str, src: str, dbpath: str) -> None:
+    from measure import peak_rss_mb  # the child runs as a script, bench/ first on sys.path
     t0 = time.perf_counter()
     if kind == "duckdb":
         import duckdb
@@ -120,16 +121,7 @@ def child(kind: str, src: str, dbpath: str) -> None:
         assert rep.status == "ingested" and rep.rejected == 0, rep
     secs = time.perf_counter() - t0
     ru = resource.getrusage(resource.RUSAGE_SELF)   # all threads: the figure that load does not skew
-    print(json.dumps({"seconds": secs, "cpu_seconds": ru.ru_utime + ru.ru_stime, "maxrss_mb": _peak_rss_mb()}))
-
-
-def _peak_rss_mb() -> float:
-    """This process's own peak RSS. (ru_maxrss would include the parent's peak from before exec.)"""
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"seconds": secs, "cpu_seconds": ru.ru_utime + ru.ru_stime, "maxrss_mb": peak_rss_mb()}))
 
 
 def measure(kind: str, src: Path, workdir: Path) -> dict:
