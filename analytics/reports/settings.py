@@ -89,10 +89,11 @@ def from_config(cfg: Config) -> ReportSettings:
             if "{user}" not in value:
                 raise UserError(f"{_where(cfg)}: email.user_address must contain {{user}}, got {value!r}")
             try:    # only a bare {user}: a format spec like {user:>999999999} would build a huge string
-                fields = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(value) if f is not None]
-            except ValueError:
-                fields = [None]
-            if any(field != ("user", "", None) for field in fields):
+                bare = all((f, spec, conv) == ("user", "", None)
+                           for _, f, spec, conv in string.Formatter().parse(value) if f is not None)
+            except ValueError:     # an unmatched brace
+                bare = False
+            if not bare:
                 raise UserError(f"{_where(cfg)}: email.user_address may use only {{user}}, got {value!r}")
         elif key == "addresses":
             if not isinstance(value, dict):
