@@ -49,10 +49,11 @@ def run(args: argparse.Namespace) -> int:
 def run_export(args: argparse.Namespace) -> int:
     if args.month and (args.since or args.until):
         raise UserError("give either --month or --since/--until, not both")
-    since = lake.parse_month(args.month or args.since, "--month" if args.month else "--since") \
-        if (args.month or args.since) else None
-    until = lake.parse_month(args.month or args.until, "--month" if args.month else "--until") \
-        if (args.month or args.until) else None
+    if args.month:
+        since = until = lake.parse_month(args.month, "--month")
+    else:
+        since = lake.parse_month(args.since, "--since") if args.since else None
+        until = lake.parse_month(args.until, "--until") if args.until else None
     con, _cfg = open_db(args.db, args.config)
     t0 = time.monotonic()
     try:
@@ -85,7 +86,6 @@ def _lake_con(path: str) -> duckdb.DuckDBPyConnection:
 
 
 def run_metrics(args: argparse.Namespace) -> int:
-    con = _lake_con(args.lake)
     clauses, params = [], []
     if args.cluster:
         clauses.append("m.cluster = ?")
@@ -96,8 +96,11 @@ def run_metrics(args: argparse.Namespace) -> int:
                        "AND j.job_id_raw = m.job_id_raw AND j.month = ?)")
         params.append(lake.parse_month(args.month, "--month"))
     where = " WHERE " + " AND ".join(clauses) if clauses else ""
-    rows = render.rows_of(con, f"SELECT * FROM lake_job_metrics m{where} ORDER BY cluster, job_id_raw", params)
-    con.close()
+    con = _lake_con(args.lake)
+    try:
+        rows = render.rows_of(con, f"SELECT * FROM lake_job_metrics m{where} ORDER BY cluster, job_id_raw", params)
+    finally:
+        con.close()
     render.emit(rows, args.format, list(rows[0]) if rows else METRIC_COLUMNS, METRIC_COLUMNS, empty="no jobs")
     return 0
 
