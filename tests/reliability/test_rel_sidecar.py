@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,18 @@ def wait_for(cond, what: str, limit: float = HANG, proc: subprocess.Popen | None
 def row_count(out: Path) -> int:
     files = csv_files(out)
     return files[0].read_bytes().count(b"\n") - 1 if files else 0
+
+
+@contextmanager
+def running_sidecar(*args: str, env: dict | None = None):
+    """`python -m collector <args>` (stderr captured as text), killed on the way out if still running."""
+    p = subprocess.Popen([*SIDECAR, *args], cwd=ROOT, env=env or clean_env(), stderr=subprocess.PIPE, text=True)
+    try:
+        yield p
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
 
 
 def cpu_seconds(pid: int) -> float:
@@ -236,9 +249,7 @@ def test_output_directory_removed_mid_run_wrapper(tmp_path):
     recreated) and still returns the job's code when the job ends."""
     out, go = tmp_path / "out", tmp_path / "go"
     job = f"while [ ! -e {shlex.quote(str(go))} ]; do sleep 0.05; done; exit 5"
-    p = subprocess.Popen([*SIDECAR, "run", "--interval", "0.05", "--gpus", "none", "--out", str(out), "--",
-                          "sh", "-c", job], cwd=ROOT, env=clean_env(), stderr=subprocess.PIPE, text=True)
-    try:
+    with running_sidecar("run", "--interval", "0.05", "--gpus", "none", "--out", str(out), "--", "sh", "-c", job) as p:
         wait_for(lambda: row_count(out) >= 3, "3 rows", proc=p)
         subprocess.run(["rm", "-rf", str(out)], check=True)
         # A spinning loop would burn CPU from here on; an idle one sleeps until the job exits.
@@ -249,10 +260,6 @@ def test_output_directory_removed_mid_run_wrapper(tmp_path):
         assert p.poll() is None  # still waiting for the job
         go.touch()
         _, err = p.communicate(timeout=HANG)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate()
     assert p.returncode == 5
     csv_name = err.split(" was removed")[0].split()[-1]
     assert err == (f"jobsight sidecar: {csv_name} was removed (or its directory was); sampling stopped, "
@@ -266,17 +273,11 @@ def test_output_directory_removed_mid_run_background(tmp_path):
     """Background mode: one line, exit 0 (like a full disk). A directory recreated empty by the same
     cleanup does not receive a new file."""
     out = tmp_path / "out"
-    p = subprocess.Popen([*SIDECAR, "--interval", "0.05", "--gpus", "none", "--out", str(out)], cwd=ROOT,
-                         env=clean_env(), stderr=subprocess.PIPE, text=True)
-    try:
+    with running_sidecar("--interval", "0.05", "--gpus", "none", "--out", str(out)) as p:
         wait_for(lambda: row_count(out) >= 3, "3 rows", proc=p)
         subprocess.run(["rm", "-rf", str(out)], check=True)
         out.mkdir()
         _, err = p.communicate(timeout=HANG)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate()
     assert p.returncode == 0
     assert err.count("\n") == 1 and " was removed (or its directory was); sampling stopped" in err
     assert list(out.iterdir()) == []
@@ -284,16 +285,10 @@ def test_output_directory_removed_mid_run_background(tmp_path):
 
 def test_only_the_csv_removed_leaves_metadata_that_ingest_ignores(tmp_path):
     out = tmp_path / "out"
-    p = subprocess.Popen([*SIDECAR, "--interval", "0.05", "--gpus", "none", "--out", str(out)], cwd=ROOT,
-                         env=clean_env(), stderr=subprocess.PIPE, text=True)
-    try:
+    with running_sidecar("--interval", "0.05", "--gpus", "none", "--out", str(out)) as p:
         wait_for(lambda: row_count(out) >= 2, "2 rows", proc=p)
         csv_files(out)[0].unlink()
         _, err = p.communicate(timeout=HANG)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate()
     assert p.returncode == 0 and err.count("\n") == 1 and "was removed" in err
     assert [f.name.endswith(".meta.json") for f in out.iterdir()] == [True]
     totals = assert_everything_ingests(tmp_path, out)
@@ -442,19 +437,13 @@ def test_gpu_lost_mid_run_then_stopped(tmp_path, sig):
     flag = tmp_path / "gpu1-fell-off-the-bus"
     config = "gpus=3\ngpu.0.util=11\ngpu.1.util=22\ngpu.2.util=33\n" + f"gpu.1.lost_when_exists={flag}\n"
     out = tmp_path / "out"
-    p = subprocess.Popen([*SIDECAR, "--interval", "0.05", "--out", str(out)], cwd=ROOT,
-                         env=clean_env(**fake_nvml_env(tmp_path, config)), stderr=subprocess.PIPE, text=True)
-    try:
+    with running_sidecar("--interval", "0.05", "--out", str(out), env=clean_env(**fake_nvml_env(tmp_path, config))) as p:
         wait_for(lambda: row_count(out) >= 4 * 2, "2 samples", proc=p)
         flag.touch()
         lost_from = row_count(out) // 4 + 1  # samples after this one may see the loss
         wait_for(lambda: row_count(out) >= 4 * (lost_from + 3), "3 samples after the loss", proc=p)
         p.send_signal(sig)
         _, err = p.communicate(timeout=HANG)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate()
     assert p.returncode == (0 if sig == signal.SIGTERM else -signal.SIGKILL)
     assert len(err.splitlines()) == 1 and "lost" in err, err
     (csv_path,) = csv_files(out)
