@@ -177,9 +177,7 @@ def moved_jobs(lake: str | Path, clusters: set[str]) -> list[tuple[str, str, lis
         return []
     with duckdb.connect() as con:
         return [(c, j, sorted(ms)) for c, j, ms in con.execute(
-            f"SELECT cluster, job_id_raw, list(month) FROM read_parquet("
-            f"{_quote(_under(lake, 'jobs', '**', '*.parquet'))}, hive_partitioning = true, "
-            f"hive_types = {{'cluster': VARCHAR, 'month': VARCHAR}}) "
+            f"SELECT cluster, job_id_raw, list(month) FROM {_read_parquet(lake, 'jobs')} "
             f"WHERE list_contains(?, cluster) GROUP BY ALL HAVING count(*) > 1 ORDER BY 1, 2",
             [sorted(clusters)]).fetchall()]
 
@@ -189,6 +187,13 @@ def _under(lake: str | Path, *parts: str) -> str:
     return "/".join([str(lake).rstrip("/"), *parts])
 
 
+def _read_parquet(lake: str | Path, table: str) -> str:
+    """DuckDB's read_parquet() of one lake table, partition columns read as strings."""
+    hive_types = "{'cluster': VARCHAR, 'month': VARCHAR}" if table in PARTITIONED else "{'cluster': VARCHAR}"
+    return (f"read_parquet({_quote(_under(lake, table, '**', '*.parquet'))}, hive_partitioning = true, "
+            f"hive_types = {hive_types})")
+
+
 def attach(con: duckdb.DuckDBPyConnection, lake: str | Path) -> None:
     """Create the lake_* input views over the Parquet files in place, then the metric views.
     A remote root (s3://...) needs DuckDB's httpfs extension and credentials set up on `con`."""
@@ -196,11 +201,8 @@ def attach(con: duckdb.DuckDBPyConnection, lake: str | Path) -> None:
         if "://" not in str(lake) and not any(Path(lake, table).glob("**/*.parquet")):
             raise UserError(f"{lake}: no {table}/ Parquet files: is this a jobsight lake? "
                             f"(write one with `jobsight lake export --db DB --out {lake}`)")
-        hive_types = ("{'cluster': VARCHAR, 'month': VARCHAR}" if table in PARTITIONED
-                      else "{'cluster': VARCHAR}")
-        con.execute(f"CREATE OR REPLACE TEMPORARY VIEW {INPUT_VIEWS[table]} AS SELECT * FROM read_parquet("
-                    f"{_quote(_under(lake, table, '**', '*.parquet'))}, hive_partitioning = true, "
-                    f"hive_types = {hive_types})")
+        con.execute(f"CREATE OR REPLACE TEMPORARY VIEW {INPUT_VIEWS[table]} AS SELECT * FROM "
+                    f"{_read_parquet(lake, table)}")
     for name, select in lake_views():
         con.execute(f"CREATE OR REPLACE TEMPORARY VIEW {name} AS {select}")
 
