@@ -101,10 +101,6 @@ def parse_ingest(lines: list[str]) -> list[dict]:
 def step_ingest(size: dict, work: Path) -> list[dict]:
     script = str(BENCH / "ingest_bench.py")
     args = [script, "--jobs", str(size["jobs"]), "--samples", str(size["samples"]), "--workdir", str(work)]
-    # Prefer its figures as JSON when it can print them; its table otherwise.
-    helptext = subprocess.run([sys.executable, script, "--help"], cwd=ROOT, capture_output=True, text=True).stdout
-    if "--json" in helptext:
-        return run_json(args + ["--json"], prefix="  [ingest] ")["rows"]
     return parse_ingest(run_script(args, prefix="  [ingest] "))
 
 
