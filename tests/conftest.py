@@ -6,6 +6,7 @@ so a broken harness can never turn into a silent pass.
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -42,3 +43,18 @@ def jobsight_cmd() -> list[str]:
 def accounted(result) -> bool:
     """A parser's row accounting: every input row is a frame row, a reject or a drop, exactly once."""
     return result.rows_in == result.frame_rows() + len(result.rejects) + result.dropped
+
+
+def post_callback(client, key: str, spec: dict, value_of, user: str):
+    """POST one Dash callback request, as the browser would, to a Flask test ``client`` as ``user``
+    (header auth). ``key``: the callback's output key in ``app.callback_map``; ``spec``: its entry;
+    ``value_of(prop)``: the value sent for each input and state ``"id.property"``."""
+    def item(d):
+        return {"id": d["id"], "property": d["property"], "value": value_of(f"{d['id']}.{d['property']}")}
+    outs = key.strip(".").split("...") if key.startswith("..") else [key]
+    outputs = [{"id": o.split(".", 1)[0], "property": o.split(".", 1)[1]} for o in outs]
+    body = {"output": key, "outputs": outputs if len(outputs) > 1 else outputs[0],
+            "inputs": [item(i) for i in spec["inputs"]], "state": [item(s) for s in spec.get("state", [])],
+            "changedPropIds": [f"{i['id']}.{i['property']}" for i in spec["inputs"]]}
+    return client.post("/_dash-update-component", data=json.dumps(body), content_type="application/json",
+                       headers={"X-Forwarded-User": user})

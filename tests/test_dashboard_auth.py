@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from conftest import require_service
+from conftest import post_callback, require_service
 from analytics.snapshot import SnapshotReader, publish
 from dashboard import common
 from dashboard.app import create_app
@@ -77,17 +77,9 @@ def values_for(prop: str, v: dict, partition_too: bool = True):
 
 
 def call(client, key: str, spec: dict, v: dict, user: str, pathname: str | None = None, partition_too=True):
-    def item(d):
-        prop = f"{d['id']}.{d['property']}"
-        value = pathname if prop == "url.pathname" else values_for(prop, v, partition_too)
-        return {"id": d["id"], "property": d["property"], "value": value}
-    outs = key.strip(".").split("...") if key.startswith("..") else [key]
-    outputs = [{"id": o.split(".", 1)[0], "property": o.split(".", 1)[1]} for o in outs]
-    body = {"output": key, "outputs": outputs if len(outputs) > 1 else outputs[0],
-            "inputs": [item(i) for i in spec["inputs"]], "state": [item(s) for s in spec.get("state", [])],
-            "changedPropIds": [f"{i['id']}.{i['property']}" for i in spec["inputs"]]}
-    r = client.post("/_dash-update-component", data=json.dumps(body), content_type="application/json",
-                    headers={"X-Forwarded-User": user})
+    def value_of(prop):
+        return pathname if prop == "url.pathname" else values_for(prop, v, partition_too)
+    r = post_callback(client, key, spec, value_of, user)
     assert r.status_code in (200, 204), (key, r.status_code, r.data[:300])
     return r.data.decode()
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import post_callback
 from relhelp import generated_cluster, open_ro
 
 
@@ -150,17 +151,7 @@ def dash_client(hostile):
 
 
 def _post(app, client, key: str, values: dict) -> dict:
-    spec = app.callback_map[key]
-
-    def item(d):
-        return {"id": d["id"], "property": d["property"], "value": values.get(f"{d['id']}.{d['property']}")}
-    outs = key.strip(".").split("...") if key.startswith("..") else [key]
-    outputs = [{"id": o.split(".", 1)[0], "property": o.split(".", 1)[1]} for o in outs]
-    body = {"output": key, "outputs": outputs if len(outputs) > 1 else outputs[0],
-            "inputs": [item(i) for i in spec["inputs"]], "state": [item(s) for s in spec.get("state", [])],
-            "changedPropIds": [f"{i['id']}.{i['property']}" for i in spec["inputs"]]}
-    r = client.post("/_dash-update-component", data=json.dumps(body), content_type="application/json",
-                    headers={"X-Forwarded-User": "root"})
+    r = post_callback(client, key, app.callback_map[key], values.get, "root")
     assert r.status_code == 200, (key, r.status_code, r.data[:300])
     return json.loads(r.data)
 
