@@ -59,7 +59,7 @@ def filters_from(params: dict[str, str], **fixed: str | None) -> Filters:
                   user=params.get("user") or None, account=params.get("account") or None,
                   partition=params.get("partition") or None,
                   codes=split_list(params.get("code")), severities=split_list(params.get("severity")))
-    values.update({k: v for k, v in fixed.items() if v and isinstance(v, str)})
+    values.update({k: v for k, v in fixed.items() if v})
     return Filters(**values)
 
 
