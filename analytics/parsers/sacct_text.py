@@ -20,7 +20,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Optional
@@ -102,6 +104,7 @@ _HEADER_RE = re.compile(r"^[A-Za-z][A-Za-z_]*(?:(?:\||☃|\^\|\^)[A-Za-z_]*)+$")
 _MEM_FAST = r"^(\d+(?:\.\d+)?)([KMGTP]?)$"
 _REQMEM_FAST = r"^(\d+(?:\.\d+)?)([KMGTP]?)([cn]?)$"
 _BLOCK_BYTES = 16 << 20
+PIPELINE = 2   # blocks converted at once (threads); more only holds more blocks in memory on 2 cores
 FAST_PATH = True
 TRAILING = "#trailing"  # pseudo-column for the empty field after a --parsable trailing delimiter  # tests switch it off to check both paths give the same rows
 _NULL_WORDS = sorted(units.NULL_WORDS - {""})
@@ -677,6 +680,57 @@ class _Layout:
     origin: str                 # 'header line N' | '--columns' | 'guess'
 
 
+def _sections(first: int, text: str, layout: _Layout, ctx: _Ctx) -> tuple[list, int, _Layout]:
+    """One block's lines -> ([(data lines, layout)], '#' comment count, the layout after the block)."""
+    lines = pl.DataFrame({"text": pl.Series([text]).str.split("\n").explode()}).with_row_index("_line", offset=first)
+    lines = lines.with_columns(pl.col("_line").cast(pl.Int64),
+                               *([pl.col("text").str.strip_suffix("\r")] if "\r" in text else []))
+    lines = lines.filter(pl.col("text").str.strip_chars() != "")   # blank lines are not rows
+    ncom = 0
+    if "#" in text:
+        is_comment = pl.col("text").str.starts_with("#")
+        ncom = int(lines.select(is_comment.sum()).item())
+        if ncom:
+            lines = lines.filter(~is_comment)
+    # header lines: the anchored pattern fails at once on data lines; only its few hits are lowercased
+    headers = lines.filter(pl.col("text").str.contains(_HEADER_RE.pattern))
+    headers = headers.filter(pl.col("text").str.to_lowercase().str.contains(r"(?:^|\||☃|\^)jobid(?:raw)?(?:$|\||☃|\^)"))
+    # sections between header lines, each with its own column set
+    bounds = headers["_line"].to_list()
+    htexts = headers["text"].to_list()
+    data = lines.filter(~pl.col("_line").is_in(headers["_line"].implode())) if headers.height else lines
+    out = []
+    for i, start in enumerate([None] + bounds):
+        if start is not None:
+            layout = _Layout(_header_columns(htexts[i - 1], ctx.delim), f"header line {start}")
+        end = bounds[i] if i < len(bounds) else None
+        sec = data
+        if start is not None:
+            sec = sec.filter(pl.col("_line") > start)
+        if end is not None:
+            sec = sec.filter(pl.col("_line") < end)
+        if sec.height:
+            out.append((sec, layout))
+    return out, ncom, layout
+
+
+@dataclass
+class _Converted:
+    pieces: list = field(default_factory=list)    # [(job rows, step rows)]
+    slow: list = field(default_factory=list)      # lines for the per-line path, as in parse()
+    guessed: dict = field(default_factory=dict)   # layout name -> (lines, columns)
+
+
+def _convert_block(sections: list, ctx: _Ctx) -> _Converted:
+    """A block's sections -> their rows split into jobs and steps (run in a pipeline thread)."""
+    out, typed, guessed, guessed_cols = _Converted(), [], {}, {}
+    for sec, layout in sections:
+        _section(sec, layout, ctx, typed, out.slow, guessed, guessed_cols)
+    out.pieces = [_split_kinds(rows) for rows in typed]
+    out.guessed = {name: (n, guessed_cols[name]) for name, n in guessed.items()}
+    return out
+
+
 def parse(path: Path, opts: ParseOptions,
           on_piece: Optional[Callable[[pl.DataFrame, pl.DataFrame], None]] = None) -> ParseResult:
     """The whole file's rows. on_piece(jobs, steps), if given, is also handed each block's rows as
@@ -694,38 +748,35 @@ def parse(path: Path, opts: ParseOptions,
     comments = 0
     guessed: dict[str, int] = {}
     guessed_cols: dict[str, list[str]] = {}
-    for first, text in _iter_blocks(path):
-        lines = pl.DataFrame({"text": pl.Series([text]).str.split("\n").explode()}).with_row_index("_line", offset=first)
-        lines = lines.with_columns(pl.col("_line").cast(pl.Int64),
-                                   *([pl.col("text").str.strip_suffix("\r")] if "\r" in text else []))
-        lines = lines.filter(pl.col("text").str.strip_chars() != "")   # blank lines are not rows
-        if "#" in text:
-            is_comment = pl.col("text").str.starts_with("#")
-            ncom = int(lines.select(is_comment.sum()).item())
-            if ncom:
+    # Blocks are split into sections (lines + column layout) here, in order, as a header line may
+    # change the layout for the blocks after it; the sections' conversion, the costly part, runs in
+    # PIPELINE threads (polars releases the GIL) and is collected in block order, so the results and
+    # the on_piece calls (one at a time, from this thread) are as if the blocks were done in turn.
+    pending: deque = deque()
+
+    def collect() -> None:
+        out = pending.popleft().result()
+        for job_rows, step_rows in out.pieces:
+            frames.add(job_rows, step_rows)
+        slow.extend(out.slow)
+        for name, (n, cols) in out.guessed.items():
+            guessed[name] = guessed.get(name, 0) + n
+            guessed_cols[name] = cols
+
+    with ThreadPoolExecutor(max_workers=PIPELINE, thread_name_prefix="jobsight-sacct") as pool:
+        try:
+            for first, text in _iter_blocks(path):
+                sections, ncom, layout = _sections(first, text, layout, ctx)
                 comments += ncom
-                lines = lines.filter(~is_comment)
-        # header lines: the anchored pattern fails at once on data lines; only its few hits are lowercased
-        headers = lines.filter(pl.col("text").str.contains(_HEADER_RE.pattern))
-        headers = headers.filter(pl.col("text").str.to_lowercase().str.contains(r"(?:^|\||☃|\^)jobid(?:raw)?(?:$|\||☃|\^)"))
-        # sections between header lines, each with its own column set
-        bounds = headers["_line"].to_list()
-        htexts = headers["text"].to_list()
-        data = lines.filter(~pl.col("_line").is_in(headers["_line"].implode())) if headers.height else lines
-        starts = [None] + bounds
-        for i, start in enumerate(starts):
-            if start is not None:
-                layout = _Layout(_header_columns(htexts[i - 1], ctx.delim), f"header line {start}")
-            end = bounds[i] if i < len(bounds) else None
-            sec = data
-            if start is not None:
-                sec = sec.filter(pl.col("_line") > start)
-            if end is not None:
-                sec = sec.filter(pl.col("_line") < end)
-            if sec.height == 0:
-                continue
-            result.rows_in += sec.height
-            _section(sec, layout, ctx, frames, slow, guessed, guessed_cols)
+                result.rows_in += sum(sec.height for sec, _ in sections)
+                pending.append(pool.submit(_convert_block, sections, ctx))
+                while len(pending) > PIPELINE:
+                    collect()
+            while pending:
+                collect()
+        finally:
+            for f in pending:
+                f.cancel()
     # the odd lines, one by one
     recs = []
     for line_no, text, cols in slow:
@@ -760,9 +811,15 @@ def parse(path: Path, opts: ParseOptions,
     return result
 
 
+def _split_kinds(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Parsed rows -> (job rows, step rows), each with only its own columns (+ _line): a 3M-line
+    dump would otherwise carry every column for every row until the end."""
+    return (rows.filter(pl.col("_kind") == "job").rename({"name": "job_name"}).select(["_line"] + JOB_COLS),
+            rows.filter(pl.col("_kind") == "step").rename({"name": "step_name"}).select(["_line"] + STEP_COLS))
+
+
 class _Frames:
-    """Parsed rows, split at once into job and step frames holding only their own columns
-    (a 3M-line dump would otherwise carry every column for every row until the end)."""
+    """Parsed job and step rows, handed to on_piece as they come."""
 
     def __init__(self, on_piece=None):
         self.jobs: list[pl.DataFrame] = []
@@ -770,10 +827,13 @@ class _Frames:
         self.on_piece = on_piece
 
     def append(self, rows: pl.DataFrame) -> None:
-        self.jobs.append(rows.filter(pl.col("_kind") == "job").rename({"name": "job_name"}).select(["_line"] + JOB_COLS))
-        self.steps.append(rows.filter(pl.col("_kind") == "step").rename({"name": "step_name"}).select(["_line"] + STEP_COLS))
+        self.add(*_split_kinds(rows))
+
+    def add(self, jobs: pl.DataFrame, steps: pl.DataFrame) -> None:
+        self.jobs.append(jobs)
+        self.steps.append(steps)
         if self.on_piece is not None:
-            self.on_piece(self.jobs[-1].drop("_line"), self.steps[-1].drop("_line"))
+            self.on_piece(jobs.drop("_line"), steps.drop("_line"))
 
     def finish(self) -> tuple[pl.DataFrame, pl.DataFrame]:
         out = []
