@@ -847,16 +847,27 @@ class _Frames:
         return out[0], out[1]
 
 
-def _split_fields(fit: pl.DataFrame, cols: list[str], delim: str) -> pl.DataFrame:
-    """Lines of exactly len(cols) fields -> _line, text and one string column per field we read.
-    (polars' CSV reader is no faster here on one block, and would drop a leading BOM.)"""
+def _split_fields(g: pl.DataFrame, cols: list[str], delim: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Lines -> (those of exactly len(cols) fields as _line, text and one string column per field we
+    read; the others as _line, text). One split gives both the fields and the count: a line has n
+    fields when field n-1 is there and field n is not. Without a header that says so, a --parsable
+    trailing delimiter (n+1 fields, the last empty) is cut off. (polars' CSV reader is no faster here
+    on one block, and would drop a leading BOM.)"""
     n = len(cols)
+    trailing = cols[-1] != TRAILING   # may a line carry an extra empty field?
+    names = [f"__{i}" for i in range(n + 1 + trailing)]
+    s = g.select("_line", "text", pl.col("text").str.split_exact(delim, len(names) - 1)
+                 .struct.rename_fields(names).alias("_s")).unnest("_s")
+    fits = pl.col(f"__{n - 1}").is_not_null() & pl.col(f"__{n}").is_null()
+    if trailing:
+        cut = (pl.col(f"__{n}") == "").fill_null(False) & pl.col(f"__{n + 1}").is_null()
+        if s.select(cut.any()).item():
+            s = s.with_columns(text=pl.when(cut).then(pl.col("text").str.strip_suffix(delim)).otherwise(pl.col("text")))
+        fits = fits | cut
+    s = s.with_columns(_fit=fits)
     want = [i for i, c in enumerate(cols) if c in COLUMNS or c in ("jobid", "jobidraw")]
-    names = [f"__{i}" for i in range(n)]
-    return (fit.select(pl.col("_line"), pl.col("text"),
-                       pl.col("text").str.split_exact(delim, n - 1).struct.rename_fields(names).alias("_s"))
-            .unnest("_s")
-            .select(["_line", "text"] + [pl.col(f"__{i}").alias(cols[i]) for i in want]))
+    fit = s.filter(pl.col("_fit")).select(["_line", "text"] + [pl.col(f"__{i}").alias(cols[i]) for i in want])
+    return fit, s.filter(~pl.col("_fit")).select("_line", "text")
 
 
 def _guess_columns(fields: list[str]) -> list[str]:
@@ -875,11 +886,11 @@ def _guess_columns(fields: list[str]) -> list[str]:
 
 def _section(sec: pl.DataFrame, layout: _Layout, ctx: _Ctx, frames: list, slow: list, guessed: dict,
              guessed_cols: dict) -> None:
-    fields = sec.with_columns(_n=pl.col("text").str.count_matches(ctx.delim, literal=True) + 1)
     if layout.cols is not None:
-        groups = [(layout.cols, layout.origin, fields)]
+        groups = [(layout.cols, layout.origin, sec)]
     else:
-        fields = fields.with_columns(_f=pl.col("text").str.split(ctx.delim))
+        fields = sec.with_columns(_n=pl.col("text").str.count_matches(ctx.delim, literal=True) + 1,
+                                  _f=pl.col("text").str.split(ctx.delim))
         first = pl.col("_f").list.first().str.strip_chars()
         second = pl.col("_f").list.get(1, null_on_oob=True).str.strip_chars()
         trail = (pl.col("_f").list.last() == "").cast(pl.Int32)
@@ -902,26 +913,16 @@ def _section(sec: pl.DataFrame, layout: _Layout, ctx: _Ctx, frames: list, slow: 
     for cols, origin, g in groups:
         if g.height == 0:
             continue
-        n = len(cols)
-        # --parsable trailing delimiter (no header to say so): one field too many, and it is empty
-        if cols[-1] != TRAILING:
-            strip = (pl.col("_n") == n + 1) & pl.col("text").str.ends_with(ctx.delim)
-            if g.select(strip.any()).item():
-                g = g.with_columns(text=pl.when(strip).then(pl.col("text").str.strip_suffix(ctx.delim))
-                                   .otherwise(pl.col("text")),
-                                   _n=pl.when(strip).then(pl.col("_n") - 1).otherwise(pl.col("_n")))
-        fit = g.filter(pl.col("_n") == n)
-        odd = g.filter(pl.col("_n") != n)
-        for row in odd.select("_line", "text").iter_rows():
+        strs, odd = _split_fields(g, cols, ctx.delim)
+        for row in odd.iter_rows():
             slow.append((row[0], row[1], cols))
-        if fit.height == 0:
+        if strs.height == 0:
             continue
         if not FAST_PATH or not set(cols) & {"jobid", "jobidraw"}:
-            for row in fit.select("_line", "text").iter_rows():
+            for row in strs.select("_line", "text").iter_rows():
                 slow.append((row[0], row[1], cols))
             continue
-        strs = _split_fields(fit, cols, ctx.delim)
-        typed = _fast_frame(strs, cols, ctx)
+        typed = _fast_frame(strs.drop("text"), cols, ctx)
         badlines = typed.filter(pl.col("_bad"))["_line"]
         if badlines.len():
             for row in strs.filter(pl.col("_line").is_in(badlines.implode())).select("_line", "text").iter_rows():
