@@ -406,6 +406,7 @@ class _Stages:
         self.s2: dict[str, pl.Expr] = {}   # values from primitives
         self.bad: list[pl.Expr] = []       # evaluated after s2
         self.reasons: list[pl.Expr] = []   # evaluated after s2
+        self.no_gpu: set[str] = set()      # TRES fields no value of which names a gres/gpu* item
 
 
 _src = lambda name: pl.col("__s_" + name)  # the text of a field; output columns may share its name
@@ -491,23 +492,25 @@ def _convert_column(st: "_Stages", col: str, kind: str, target: str, ctx: _Ctx) 
         st.s2[target] = pl.when(c != "").then(c)
         raw_tres = c
         c = pl.concat_str([pl.lit(","), c])  # anchor: every item starts with ','
+        no_gpu = col in st.no_gpu   # then every gres/gpu* item is null: not looked for row by row
+        item = lambda key: pl.lit(None, pl.String) if no_gpu and key.startswith("gres/gpu") else _tres_item(c, key)
         # anything not a plain 'k=v,k=v' list goes to the per-line path for its reason
         if target in TRES_PARSED:
             st.s1[g + "v"] = (raw_tres != "") & ~raw_tres.str.contains(r"^[^=,]+=[^=,]*(?:,[^=,]+=[^=,]*)*$")
             st.bad.append(pl.col(g + "v"))
         if target == "alloc_tres":
-            st.s1[g + "b"] = _tres_item(c, "billing")
-            st.s1[g + "mt"] = _tres_item(c, "mem")
+            st.s1[g + "b"] = item("billing")
+            st.s1[g + "mt"] = item("mem")
             st.s2["billing"] = pl.col(g + "b").cast(pl.Float64, strict=False)
             st.s2["mem_alloc_bytes"] = pl.when(pl.col(g + "mt").str.contains(_MEM_OK)).then(_mem_value(pl.col(g + "mt")))
             st.bad.append(pl.col(g + "b").is_not_null() & pl.col("billing").is_null())
             st.bad.append(pl.col(g + "mt").is_not_null() & pl.col("mem_alloc_bytes").is_null())
         if target in ("alloc_tres", "req_tres"):
-            st.s1[g + "p"] = _tres_item(c, "gres/gpu")
+            st.s1[g + "p"] = item("gres/gpu")
             # one typed entry ('gres/gpu:a100=2') is cut out here; several go to the per-line path
-            st.s1[g + "tn"] = c.str.count_matches(",gres/gpu:", literal=True)
             pos = c.str.find(",gres/gpu:", literal=True)
-            st.s1[g + "ts"] = pl.when(pos.is_not_null()).then(
+            st.s1[g + "tn"] = pl.lit(0) if no_gpu else c.str.count_matches(",gres/gpu:", literal=True)
+            st.s1[g + "ts"] = pl.lit(None, pl.String) if no_gpu else pl.when(pos.is_not_null()).then(
                 c.str.slice(pos + len(",gres/gpu:")).str.split_exact(",", 1).struct.field("field_0"))
             st.s1b[g + "ty"] = pl.col(g + "ts").str.split_exact("=", 1)
             plain = pl.col(g + "p").cast(pl.Int64, strict=False)
@@ -518,10 +521,10 @@ def _convert_column(st: "_Stages", col: str, kind: str, target: str, ctx: _Ctx) 
             st.bad.append(pl.col(g + "p").is_not_null() & pl.col(g + "p").cast(pl.Int64, strict=False).is_null())
         if target == "tres_usage_in_tot":
             for key, out in (("mem", "mem_usage_tot_bytes"), ("gres/gpumem", "gpu_mem_tres_bytes")):
-                st.s1[g + out] = _tres_item(c, key)
+                st.s1[g + out] = item(key)
                 st.s2[out] = pl.when(pl.col(g + out).str.contains(_MEM_OK)).then(_mem_value(pl.col(g + out)))
                 st.bad.append(pl.col(g + out).is_not_null() & pl.col(out).is_null())
-            st.s1[g + "u"] = _tres_item(c, "gres/gpuutil")
+            st.s1[g + "u"] = item("gres/gpuutil")
             st.s2["gpu_util_tres"] = pl.col(g + "u").cast(pl.Float64, strict=False)
             st.bad.append(pl.col(g + "u").is_not_null() & pl.col("gpu_util_tres").is_null())
 
@@ -566,6 +569,8 @@ def _fast_frame(df: pl.DataFrame, cols: list[str], ctx: _Ctx) -> pl.DataFrame:
             if done is not None:
                 df = done
                 continue
+        if kind == "tres" and target in TRES_PARSED and not df["__s_" + col].str.contains("gres/gpu", literal=True).any():
+            st.no_gpu.add(col)
         _convert_column(st, col, kind, target, ctx)
     # ids
     id_col = "jobid" if "jobid" in present else "jobidraw"
