@@ -590,7 +590,8 @@ def _fast_frame(df: pl.DataFrame, cols: list[str], ctx: _Ctx) -> pl.DataFrame:
     st.s2["het_job_id"] = pl.when(het.is_not_null()).then(base)
     st.s2["het_offset"] = pl.when(pl.col("__idok")).then(het.cast(pl.Int32, strict=False))
     st.bad.append(base.is_null() | (het.is_not_null() & pl.col("het_offset").is_null()))
-    if "jobidraw" in present and id_col == "jobid":
+    # a JobIDRaw equal to JobID on every row (no arrays, no het jobs) says nothing more: not read again
+    if "jobidraw" in present and id_col == "jobid" and not (df["__s_jobidraw"] == df["__s_jobid"]).all():
         raw = src("jobidraw")
         st.s1["__rawok"] = raw.str.contains(_JOBID_OK)
         st.s1["__raw"] = raw.str.split_exact(".", 1)
