@@ -35,7 +35,7 @@ import duckdb
 import polars as pl
 
 from analytics.parsers import PARSER_MODULES
-from analytics.records import ParseOptions, ParseResult
+from analytics.records import BulkRead, ParseOptions, ParseResult
 
 FINAL_STATES = ("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY",
                 "PREEMPTED", "TIMEOUT", "REVOKED")
@@ -108,28 +108,45 @@ def detect(path: Path, parsers: dict[str, ModuleType]) -> Optional[ModuleType]:
     return None
 
 
-def sha256_file(path: Path) -> str:
+@dataclass
+class FileScan:
+    digest: str                # sha256 of the bytes
+    newlines: int = 0          # counted only when a delimiter is given (a BulkRead's checks)
+    delimiters: int = 0
+
+
+def scan_file(path: Path, delimiter: Optional[bytes] = None) -> FileScan:
+    """sha256 of the file; with a delimiter, also its newline and delimiter counts (one more pass
+    over bytes already in memory: ~1 s per GB, against ~3 s for the hash)."""
     h = hashlib.sha256()
+    newlines = delimiters = 0
     with open(path, "rb") as fh:
         while chunk := fh.read(8 << 20):
             h.update(chunk)
-    return h.hexdigest()
+            if delimiter is not None:
+                newlines += chunk.count(b"\n")
+                delimiters += chunk.count(delimiter)
+    return FileScan(h.hexdigest(), newlines, delimiters)
 
 
-class _HashThread(threading.Thread):
-    def __init__(self, path: Path):
+def sha256_file(path: Path) -> str:
+    return scan_file(path).digest
+
+
+class _ScanThread(threading.Thread):
+    def __init__(self, path: Path, delimiter: Optional[bytes]):
         super().__init__(daemon=True, name="jobsight-sha256")
-        self.path, self.digest, self.error = path, None, None
+        self.path, self.delimiter, self.scan, self.error = path, delimiter, None, None
 
     def run(self) -> None:
         try:
-            self.digest = sha256_file(self.path)   # hashlib releases the GIL on big buffers
+            self.scan = scan_file(self.path, self.delimiter)   # hashlib releases the GIL on big buffers
         except OSError as exc:
             self.error = exc
 
 
-def _start_hash(path: Path) -> _HashThread:
-    t = _HashThread(path)
+def _start_scan(path: Path, delimiter: Optional[bytes] = None) -> _ScanThread:
+    t = _ScanThread(path, delimiter)
     t.start()
     return t
 
@@ -348,10 +365,7 @@ class _SampleLoader:
         new = [r for r in rows if r not in self.prior]
         if new:
             # only owners this file has not loaded yet: the table then holds earlier ingests' rows only
-            hit = {tuple(r) for r in _run(
-                self.con, "SELECT DISTINCT o.cluster, o.job_id_raw, o.host FROM _owners o JOIN sample s "
-                "ON s.cluster = o.cluster AND s.job_id_raw = o.job_id_raw AND s.host = o.host",
-                _owners=pl.DataFrame(new, schema=owners.schema, orient="row"))}
+            hit = _owners_with_samples(self.con, pl.DataFrame(new, schema=owners.schema, orient="row"))
             for r in new:
                 self.prior[r] = r in hit
         return any(self.prior[r] for r in rows)
@@ -393,6 +407,79 @@ class _SampleLoader:
         return stored, total - stored
 
 
+def _owners_with_samples(con, owners: pl.DataFrame) -> set[tuple]:
+    """The (cluster, job_id_raw, host) of `owners` that already have rows in table sample."""
+    return {tuple(r) for r in _run(
+        con, "SELECT DISTINCT o.cluster, o.job_id_raw, o.host FROM _owners o JOIN sample s "
+        "ON s.cluster = o.cluster AND s.job_id_raw = o.job_id_raw AND s.host = o.host", _owners=owners)}
+
+
+class _BulkInsert:
+    """The samples of a BulkRead, inserted by DuckDB itself in the file's transaction before
+    load_pieces records the file (the protocol of _EarlyInsert: ingest_id, inserted, finish(),
+    rollback()). They stand only as a plain insert: DuckDB read every line, the rows are one owner
+    with no samples stored before (else each row needs the duplicate check), and each device's times
+    rise in file order (no duplicates within the file). `ok` is False, and nothing is kept, otherwise;
+    the caller then reads the file the ordinary way, which finds bad lines and duplicates one by one."""
+
+    MAX_DEVICES = 64   # one ordered pass per device; more is not a sidecar file
+
+    def __init__(self, con, bulk: BulkRead):
+        self.con, self.open, self.ok = con, False, False
+        self.inserted = {"job": 0, "step": 0, "sample": 0}
+        self.ingest_id: Optional[int] = None
+        owner = pl.DataFrame([bulk.owner], schema=["cluster", "job_id_raw", "host"], orient="row")
+        if _owners_with_samples(con, owner):
+            return
+        con.execute("BEGIN TRANSACTION")
+        self.open = True
+        self.ingest_id = con.execute("SELECT nextval('ingest_id_seq')").fetchall()[0][0]
+        cols = [c for c, _ in _table_columns(con, "sample")]
+        values = ", ".join(str(int(self.ingest_id)) if c == "ingest_id" else _q(c) for c in cols)
+        try:
+            self.inserted["sample"] = con.execute(f"INSERT INTO sample ({', '.join(_q(c) for c in cols)}) "
+                                                  f"SELECT {values} FROM ({bulk.select})").fetchall()[0][0]
+            self.ok = self._one_owner(bulk.owner) and self._rising()
+        except duckdb.Error:   # a line DuckDB cannot read, an empty key (NOT NULL), out of memory
+            self.ok = False
+        if not self.ok:
+            self.rollback()
+
+    def _one_owner(self, owner: tuple) -> bool:
+        return not self.con.execute(
+            "SELECT count(*) FROM sample WHERE ingest_id = ? AND NOT (cluster = ? AND job_id_raw = ? AND host = ?)",
+            [self.ingest_id, *owner]).fetchall()[0][0]
+
+    def _rising(self) -> bool:
+        devices = [r[0] for r in self.con.execute(
+            "SELECT DISTINCT device FROM sample WHERE ingest_id = ?", [self.ingest_id]).fetchall()]
+        if len(devices) > self.MAX_DEVICES:
+            return False
+        # lag() OVER () with no ORDER BY runs as DuckDB's streaming window, in table (= file) order:
+        # no sort of the whole file, as ORDER BY or PARTITION BY would need
+        passes = " UNION ALL ".join(
+            "SELECT count(*) FILTER (WHERE time <= prev) FROM (SELECT time, lag(time) OVER () AS prev "
+            "FROM sample WHERE ingest_id = ? AND device = ?)" for _ in devices)
+        args = [a for d in devices for a in (self.ingest_id, d)]
+        return not devices or not any(r[0] for r in self.con.execute(passes, args).fetchall())
+
+    def matches(self, scan: FileScan, bulk: BulkRead) -> bool:
+        """DuckDB's rows are the file's lines, each of bulk.fields fields: it skips blank lines and
+        takes a trailing delimiter, which the line rules reject."""
+        lines = scan.newlines   # bulk_read takes only files ending with a newline
+        return (self.inserted["sample"] == lines - bulk.header_lines
+                and scan.delimiters == lines * (bulk.fields - 1))
+
+    def finish(self) -> bool:
+        return self.ok
+
+    def rollback(self) -> None:
+        if self.open:
+            self.con.execute("ROLLBACK")
+            self.open = False
+        self.ok = False
+
+
 def _load_sidecar_runs(con, frame: Optional[pl.DataFrame], ingest_id: int, source_file: str) -> None:
     if frame is None or frame.height == 0:
         return
@@ -412,13 +499,14 @@ class _EarlyInsert:
     parser hands over each block's rows (its on_piece) and a worker thread inserts them, in the
     file's transaction, while the next block is parsed (polars and DuckDB both release the GIL, so
     the two overlap on two cores). Only used when the job and step tables are empty, where the merge
-    rule has nothing to decide: every row is a plain insert. A key repeated within the file fails
-    on the primary key; the transaction is then rolled back and the file loaded the ordinary way."""
+    rule has nothing to decide: every row is a plain insert. A key repeated within the file is found
+    once the inserts are done; the transaction is then rolled back and the file loaded the ordinary way."""
 
     def __init__(self, con):
         self.con = con
         self.error: Optional[BaseException] = None
         self.inserted = {"job": 0, "step": 0}
+        self.checked = False   # for a repeated key: finish() is called after the parse and again by load_pieces
         self.queue: queue.Queue = queue.Queue()   # unbounded: the parser keeps every frame anyway
         con.execute("BEGIN TRANSACTION")
         self.ingest_id = con.execute("SELECT nextval('ingest_id_seq')").fetchall()[0][0]
@@ -464,12 +552,23 @@ class _EarlyInsert:
             self.threads = None
 
     def finish(self) -> bool:
-        """Wait for the inserts; True if they all went in (the transaction stays open), else roll back."""
+        """Wait for the inserts; True if they all went in and no key repeats (the transaction stays
+        open), else roll back."""
         self._join()
+        if self.error is None and self.open and not self.checked:
+            self.error, self.checked = self._repeated_key(), True
         if self.error is not None:
             self.rollback()
         self._restore_threads()
         return self.error is None
+
+    def _repeated_key(self) -> Optional[Exception]:
+        """The tables held nothing before, so a key twice in them is a key the file repeats (no index
+        refuses it: the keys are the loader's to keep, see sql/schema/0003)."""
+        twice = self.con.execute(
+            "SELECT EXISTS (SELECT 1 FROM job GROUP BY cluster, job_id_raw HAVING count(*) > 1) "
+            "OR EXISTS (SELECT 1 FROM step GROUP BY cluster, job_id_raw, step_id HAVING count(*) > 1)").fetchall()[0][0]
+        return KeyError("a key repeats in the file") if twice else None
 
     def rollback(self) -> None:
         self._join()
@@ -484,14 +583,14 @@ class AccountingError(RuntimeError):
 
 
 def load_result(con: duckdb.DuckDBPyConnection, result: ParseResult, source_file: str,
-                checksum: Optional[str], options: dict, early: Optional[_EarlyInsert] = None) -> FileReport:
+                checksum: Optional[str], options: dict, early: "Optional[_EarlyInsert | _BulkInsert]" = None) -> FileReport:
     """Load one parsed file in one transaction and record it in ingest_log. With `early`, its job
     and step rows were inserted while it was parsed (in the transaction early holds open)."""
     return load_pieces(con, [result], result.format, source_file, checksum, options, early)
 
 
 def load_pieces(con: duckdb.DuckDBPyConnection, pieces: Iterable[ParseResult], fmt: str, source_file: str,
-                checksum: Optional[str], options: dict, early: Optional[_EarlyInsert] = None) -> FileReport:
+                checksum: Optional[str], options: dict, early: "Optional[_EarlyInsert | _BulkInsert]" = None) -> FileReport:
     """Load one file, given as one or more parsed pieces (a big sidecar CSV is parsed and loaded a
     piece at a time, so memory stays bounded), in ONE transaction, and record it in ingest_log.
     The counts are summed over the pieces and checked once, for the whole file."""
@@ -533,7 +632,7 @@ def load_pieces(con: duckdb.DuckDBPyConnection, pieces: Iterable[ParseResult], f
 
 
 def _load_piece(con, result: ParseResult, rep: FileReport, samples: _SampleLoader, ingest_id: int,
-                source_file: str, early: Optional[_EarlyInsert] = None) -> None:
+                source_file: str, early: "Optional[_EarlyInsert | _BulkInsert]" = None) -> None:
     rep.rows_in += result.rows_in
     rep.rejected += len(result.rejects)
     rep.dropped += result.dropped
@@ -554,6 +653,8 @@ def _load_piece(con, result: ParseResult, rep: FileReport, samples: _SampleLoade
     if touched:
         _refresh_job_usage(con, pl.concat(touched).unique())
     s, dup = samples.add(result.samples)
+    if early is not None:   # a BulkRead's samples, inserted by DuckDB before
+        s += early.inserted.get("sample", 0)
     rep.stored += s
     rep.unchanged += dup
     _load_sidecar_runs(con, result.sidecar_runs, ingest_id, source_file)
@@ -600,20 +701,23 @@ def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleTy
                 return rep
         rep.format = mod.FORMAT
         size = path.stat().st_size
+        bulk = _bulk_read(mod, path, opts)
         streamed = hasattr(mod, "iter_parse") and size > STREAM_BYTES
         # A big file never ingested under this name is most likely new: hash it in a thread while it
-        # is parsed (sha256 of a 1 GB dump takes seconds). A name seen before (the same folder
-        # ingested again) is hashed first, so that unchanged files are not parsed for nothing.
-        overlap = not streamed and size > BIG_FILE and not _seen_name(con, path)
-        hashing = _start_hash(path) if overlap else None
-        checksum = None if overlap else sha256_file(path)
+        # is read (sha256 of a 1 GB dump takes seconds). A name seen before (the same folder
+        # ingested again) is hashed first, so that unchanged files are not read for nothing.
+        overlap = (bulk is not None or not streamed) and size > BIG_FILE and not _seen_name(con, path)
+        delimiter = bulk.delimiter if bulk is not None else None
+        scanning = _start_scan(path, delimiter) if overlap else None
+        scan = None if overlap else scan_file(path, delimiter)
     except OSError as exc:
         rep.status, rep.error = "unreadable", f"cannot read: {exc.strerror or exc}"
         return rep
     options = {k: v for k, v in (("timezone", opts.timezone), ("cluster", opts.cluster),
                                  ("columns", opts.columns), ("job_id", opts.job_id), ("format", fmt)) if v}
+    source = str(Path(path).resolve())
 
-    def known() -> bool:
+    def known(checksum: str) -> bool:
         prior = already_ingested(con, checksum, options)
         if prior is not None:
             rep.status = "already ingested"
@@ -621,8 +725,31 @@ def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleTy
             rep.notes.append(f"same content (sha256) and options as ingest {prior}: nothing changed")
         return prior is not None
 
-    if checksum is not None and known():
+    def scanned(pending) -> bool:
+        """Wait for the hash thread; False (rep says why) when the file is unreadable or known."""
+        nonlocal scan
+        if pending is None:
+            return True
+        pending.join()
+        if pending.error is not None:
+            rep.status, rep.error = "unreadable", f"cannot read: {pending.error.strerror or pending.error}"
+            return False
+        scan = pending.scan
+        return not known(scan.digest)
+
+    if scan is not None and known(scan.digest):
         return rep
+    if bulk is not None:
+        inserted = _BulkInsert(con, bulk)
+        if not scanned(scanning):
+            inserted.rollback()
+            return rep
+        scanning = None
+        if inserted.ok and inserted.matches(scan, bulk):
+            bulk.result.rows_in = inserted.inserted["sample"]
+            return _loaded(rep, path, t0, lambda: load_result(con, bulk.result, source, scan.digest, options, inserted))
+        inserted.rollback()   # refused: read the ordinary way below, which says what is wrong with which line
+    checksum = scan.digest if scan is not None else None
     if streamed:
         return _ingest_streamed(con, path, opts, mod, checksum, options, rep, t0)
     early = _EarlyInsert(con) if _EarlyInsert.applies(con, mod, size) else None
@@ -633,6 +760,8 @@ def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleTy
     except BaseException as exc:
         if early:
             early.rollback()
+        if scanning is not None:
+            scanning.join()
         if isinstance(exc, OSError):
             rep.status, rep.error = "unreadable", f"cannot read: {exc.strerror or exc}"
             return rep
@@ -640,20 +769,28 @@ def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleTy
             rep.status, rep.error = "failed", f"{mod.FORMAT} parser failed: {exc!r}"
             return rep
         raise
-    finally:
-        if hashing is not None:
-            hashing.join()
-    if hashing is not None:
-        checksum = hashing.digest
-        if hashing.error is not None or known():
-            if early:
-                early.rollback()
-            if hashing.error is not None:
-                rep.status, rep.error = "unreadable", f"cannot read: {hashing.error.strerror or hashing.error}"
-            return rep
+    if not scanned(scanning):
+        if early:
+            early.rollback()
+        return rep
+    checksum = scan.digest
     if progress and path.stat().st_size > BIG_FILE:
         progress(f"{path}: read {result.rows_in:,} rows in {time.monotonic() - t0:.1f} s; loading")
-    return _loaded(rep, path, t0, lambda: load_result(con, result, str(Path(path).resolve()), checksum, options, early))
+    return _loaded(rep, path, t0, lambda: load_result(con, result, source, checksum, options, early))
+
+
+def _bulk_read(mod: ModuleType, path: Path, opts: ParseOptions) -> Optional[BulkRead]:
+    """The parser's BulkRead of this file, if it offers one; a file it trips on is read the ordinary
+    way, which says what is wrong with it."""
+    reader = getattr(mod, "bulk_read", None)
+    if reader is None:
+        return None
+    try:
+        return reader(path, opts)
+    except OSError:
+        raise
+    except Exception:   # noqa: BLE001
+        return None
 
 
 class _ParserFailed(Exception):

@@ -43,6 +43,22 @@ class ParseResult:
         return sum(len(f) for f in (self.jobs, self.steps, self.samples) if f is not None)
 
 
+@dataclass
+class BulkRead:
+    """A file that DuckDB reads itself, in one statement (both cores, no rows through Python): `select`
+    gives its sample rows with the columns of table sample; `result` carries the rest of the file
+    (sidecar_run rows, notes; its rows_in is set by the loader); `owner` is the first row's (cluster,
+    job_id_raw, host). DuckDB's reader is more lenient than the line rules (it skips blank lines and
+    takes one trailing delimiter), so the loader keeps the rows only if they are exactly the file's
+    lines, each of `fields` fields, and otherwise reads the file the ordinary way."""
+    select: str
+    owner: tuple[str, str, str]
+    result: ParseResult
+    fields: int
+    delimiter: bytes = b","
+    header_lines: int = 1
+
+
 def field_value(fields: dict[str, str], key: str, convert: Callable[[str], Any], what: str) -> Any:
     """A record field through `convert`, None when absent or empty; a value `convert` refuses raises
     ValueError naming the key, the value and `what` it should be (the parsers' reject reason)."""

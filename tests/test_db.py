@@ -70,3 +70,36 @@ def test_newer_file_is_refused_untouched(tmp_path):
     con = duckdb.connect(str(path))
     assert db.current_version(con) == future
     con.close()
+
+
+def test_version_2_file_keeps_its_jobs_and_steps_without_key_indexes(tmp_path):
+    """0003 rebuilds job and step without PRIMARY KEY: same rows, columns, types and NOT NULLs."""
+    from pathlib import Path
+    from analytics import ingest
+    from analytics.records import ParseOptions
+    schema = tmp_path / "schema"
+    schema.mkdir()
+    for name in ("0001_init.sql", "0002_config.sql"):
+        shutil.copy(db.SCHEMA_DIR / name, schema / name)
+    path = tmp_path / "v2.duckdb"
+    con = duckdb.connect(str(path))
+    assert db.migrate(con, schema_dir=schema) == 2
+    sacct = Path(__file__).resolve().parents[1] / "fixtures" / "sacct" / "mixed-jobs.txt"
+    (rep,) = ingest.ingest_paths(con, [sacct], ParseOptions(timezone="Europe/Amsterdam"))
+    assert rep.status == "ingested" and rep.stored == 14          # 8 jobs + 6 steps, as the v3 loader stores them
+    before = {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in ("job", "step")}
+    shape = {t: con.execute(f"SELECT column_name, data_type, is_nullable FROM information_schema.columns "
+                            f"WHERE table_name = '{t}' ORDER BY ordinal_position").fetchall() for t in ("job", "step")}
+    keys = "SELECT count(*) FROM duckdb_constraints() WHERE table_name IN ('job', 'step') AND constraint_type = 'PRIMARY KEY'"
+    assert con.execute(keys).fetchone()[0] == 2
+    con.close()
+    con = db.connect(path)
+    assert db.current_version(con) == 3
+    assert {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in ("job", "step")} == before
+    assert {t: con.execute(f"SELECT column_name, data_type, is_nullable FROM information_schema.columns "
+                           f"WHERE table_name = '{t}' ORDER BY ordinal_position").fetchall() for t in ("job", "step")} == shape
+    assert con.execute(keys).fetchone()[0] == 0
+    assert con.execute("SELECT count(*) FROM jobs").fetchone()[0] == len(before["job"])   # the views still read them
+    with pytest.raises(duckdb.ConstraintException):
+        con.execute("INSERT INTO job (cluster, job_id, job_id_raw, source) VALUES (NULL, '1', '1', 'x')")
+    con.close()

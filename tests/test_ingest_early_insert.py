@@ -69,7 +69,7 @@ def test_unique_keys_inserted_while_parsing(tmp_path, monkeypatch, spy):
 def test_repeated_key_rolls_back_and_merges(tmp_path, monkeypatch, spy):
     plain, rp = _ingest(tmp_path, "plain", MIXED, False, monkeypatch)
     early, re_ = _ingest(tmp_path, "early", MIXED, True, monkeypatch, block=400)
-    assert len(spy) == 1 and spy[0].error is not None           # job 3000 twice: the primary key refused it
+    assert len(spy) == 1 and spy[0].error is not None           # job 3000 twice: found after the inserts
     # the ordinary merge: the requeued earlier run of 3000 counts as unchanged
     assert _counts(re_) == _counts(rp) == ("ingested", 15, 14, 0, 1, 0, 0)
     assert _tables(early) == _tables(plain)

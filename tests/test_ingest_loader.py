@@ -269,6 +269,7 @@ def test_streamed_file_failing_midway_stores_nothing(con, tmp_path, monkeypatch)
                 raise RuntimeError("boom")
             yield p
     monkeypatch.setattr(sidecar_csv, "iter_parse", failing)
+    monkeypatch.delattr(sidecar_csv, "bulk_read")   # a clean file: DuckDB would read it whole
     monkeypatch.setattr(ingest, "STREAM_BYTES", 300)
     a = tmp_path / "jobsight-testclu-78-gpu01-20261121T100000Z-1.csv"
     a.write_text(HEADER + "\n" + "\n".join(_sidecar_lines("78", range(0, 100, 5))) + "\n", encoding="utf-8")
@@ -281,8 +282,8 @@ def test_big_new_file_hashed_while_parsed(con, tmp_path, monkeypatch):
     import hashlib
     monkeypatch.setattr(ingest, "BIG_FILE", 0)       # every file counts as big here
     calls = []
-    real = ingest._start_hash
-    monkeypatch.setattr(ingest, "_start_hash", lambda p: calls.append(p) or real(p))
+    real = ingest._start_scan
+    monkeypatch.setattr(ingest, "_start_scan", lambda p, *a: calls.append(p) or real(p, *a))
     (a,) = run(con, FIX / "mixed-jobs.txt")
     assert a.status == "ingested" and len(calls) == 1
     want = hashlib.sha256((FIX / "mixed-jobs.txt").read_bytes()).hexdigest()

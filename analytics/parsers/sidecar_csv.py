@@ -7,6 +7,11 @@ Recognised by its exact header line. This is the 50M-row path, so it is read in 
   with their line numbers.
 A last line without a trailing newline is a write cut short by a kill: it is dropped and counted
 in ``dropped``, never an error. Times are ISO-8601 UTC with 'Z' and are stored naive UTC.
+
+A clean file is not read here at all: :func:`bulk_read` hands the loader a DuckDB ``read_csv`` of it
+(the 50M-row case), and the loader falls back to the readers above when DuckDB refuses a line or the
+rows do not match the file's lines. Numbers are read as DuckDB reads them (``1e3``, ``1.0``, ``1_000``
+are numbers; an integer column rounds a fraction), whichever reader takes the file.
 """
 from __future__ import annotations
 
@@ -15,9 +20,10 @@ import math
 import pathlib
 from typing import Iterator, Optional
 
+import duckdb
 import polars as pl
 
-from analytics.records import ParseOptions, ParseResult, Reject
+from analytics.records import BulkRead, ParseOptions, ParseResult, Reject
 from collector.csv_schema import COLUMNS, HEADER, META_SUFFIX
 
 FORMAT = "sidecar"
@@ -30,6 +36,7 @@ FLOAT_COLUMNS = ("util_pct", "power_w", "energy_j", "sm_clock_mhz", "temperature
 KEY_TEXT = ("job_id", "cluster", "host", "device")
 _TYPES = {**{c: pl.Int64 for c in INT_COLUMNS}, **{c: pl.Float64 for c in FLOAT_COLUMNS}}
 _TYPES["gpu_index"] = pl.Int32
+_SQL_TYPES = {pl.Int64: "BIGINT", pl.Int32: "INTEGER", pl.Float64: "DOUBLE"}
 
 
 def sniff(head: str, path: pathlib.Path) -> bool:
@@ -60,7 +67,22 @@ def _typed(frame: pl.DataFrame, strict: bool) -> pl.DataFrame:
         exprs.append(pl.col(c).str.strip_chars().replace("", None).alias(c))
     for c, t in _TYPES.items():
         exprs.append(pl.col(c).str.strip_chars().replace("", None).cast(t, strict=strict).alias(c))
-    return frame.select(exprs)
+    return _like_duckdb(frame, frame.select(exprs))
+
+
+def _like_duckdb(raw: pl.DataFrame, typed: pl.DataFrame) -> pl.DataFrame:
+    """Numbers polars could not read, read as DuckDB's CSV reader reads them (its TRY_CAST: 1e3, 1.0,
+    0x10, 1_000), so a line gives the same values in a file DuckDB reads (bulk_read) and in one it
+    refuses. What polars does read, DuckDB reads to the same value."""
+    fixes = {}
+    for c, t in _TYPES.items():
+        text = raw[c].str.strip_chars()
+        missed = typed[c].is_null() & text.is_not_null() & (text != "")
+        if missed.any():
+            got = duckdb.execute(f"SELECT TRY_CAST(unnest(?::VARCHAR[]) AS {_SQL_TYPES[t]})",
+                                 [text.filter(missed).to_list()]).fetchall()
+            fixes[c] = typed[c].scatter(missed.arg_true(), pl.Series([g[0] for g in got], dtype=t))
+    return typed.with_columns(**fixes) if fixes else typed
 
 
 def _reasons(raw: pl.DataFrame, typed: pl.DataFrame) -> pl.Series:
@@ -257,6 +279,56 @@ def _cut_short(result: ParseResult, tail: bytes) -> None:
     if text.strip():
         result.dropped = 1
         result.notes.append(f"last line has no newline (write cut short): dropped: {text[:80]!r}")
+
+
+_DUCKDB_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"   # what the sidecar writes; other forms fall back to polars
+_GLOB = set("*?[]{}")                            # DuckDB would read such a path as a pattern
+
+
+def _sql_text(value: Optional[str]) -> str:
+    return "NULL" if value is None else "'" + value.replace("'", "''") + "'"
+
+
+def bulk_read(path: pathlib.Path, opts: ParseOptions) -> Optional[BulkRead]:
+    """The file as a DuckDB read_csv the loader runs itself (see BulkRead), or None where it cannot be:
+    a last line cut short (the piece reader drops and counts it), no data line, a first data line
+    these rules reject, or a path DuckDB would take for a glob. Values DuckDB cannot read raise in the
+    loader, which then reads the file with iter_parse."""
+    path = pathlib.Path(path)
+    if _GLOB & set(str(path)):
+        return None
+    with open(path, "rb") as fh:
+        header, first = fh.readline(), fh.readline()
+        fh.seek(0, 2)
+        if not first.endswith(b"\n") or fh.tell() == 0:
+            return None
+        fh.seek(-1, 2)
+        if fh.read(1) != b"\n":
+            return None
+    notes: list[str] = []
+    d = _Defaults(path, opts, notes)
+    result = ParseResult(format=FORMAT)
+    samples, rejects, _ = _read_block(HEADER.encode() + b"\n" + first, 2)
+    _finish(result, samples, rejects, d)
+    if result.rejects or len(result.samples) != 1:
+        return None
+    row0 = result.samples.row(0, named=True)
+    result.samples, result.notes = None, notes
+    if d.meta is not None:
+        result.sidecar_runs = _meta_frame(d.meta, path, row0["cluster"], row0["job_id_raw"], row0["host"])
+    columns = ", ".join(f"'{c}': '{_SQL_TYPES.get(_TYPES.get(c), 'VARCHAR')}'" for c in COLUMNS)
+    values = {c: c for c in COLUMNS}
+    values.update(
+        time=f"strptime(time, '{_DUCKDB_TIME_FORMAT}')",
+        job_id=f"coalesce(job_id, {_sql_text(d.job)})",   # still NULL: the NOT NULL column refuses it
+        cluster=f"coalesce(cluster, {_sql_text(d.cluster)})",
+        host=f"coalesce(host, {_sql_text(d.host)})")
+    order = [("job_id_raw" if c == "job_id" else c) for c in COLUMNS]
+    select = (f"SELECT {', '.join(f'{values[c]} AS {o}' for c, o in zip(COLUMNS, order))}, '{SOURCE}' AS source "
+              f"FROM read_csv({_sql_text(str(path))}, header = true, delim = ',', quote = '', escape = '', "
+              f"auto_detect = false, strict_mode = true, null_padding = false, columns = {{{columns}}})")
+    return BulkRead(select=select, owner=(row0["cluster"], row0["job_id_raw"], row0["host"]), result=result,
+                    fields=len(COLUMNS))
 
 
 def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
