@@ -12,8 +12,10 @@ it is "unchanged"; an identical record is "unchanged". Records from lower-fideli
 nvidia-smi, sidecar) only fill NULL columns of a record from accounting (sacct text or JSON).
 Several records of one key in one file: the best-ranked (then the last) is loaded and the others
 count as unchanged. Samples are deduplicated on (cluster, job_id_raw, host, device, time).
-A file bigger than STREAM_BYTES whose parser offers iter_parse (sidecar CSV) is parsed and loaded
-a piece at a time, still in its one transaction, so memory stays bounded (~0.8 GB at 50M rows).
+A file whose parser offers bulk_read (sidecar CSV) is first read by DuckDB itself in one INSERT
+(_BulkInsert), kept only where that is exactly what the line rules give; else, or without bulk_read,
+a file bigger than STREAM_BYTES whose parser offers iter_parse is parsed and loaded a piece at a
+time, still in its one transaction, so memory stays bounded (~0.8 GB at 50M rows).
 """
 from __future__ import annotations
 
