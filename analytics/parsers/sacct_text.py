@@ -6,6 +6,8 @@ How a file is read:
   sections with different headers. Without a header the columns come from ``--columns``; failing
   that, XDMoD's 26-column `--allocations --duplicates` layout and the 25/26-column layout of
   aws-samples/hpc-cost-simulator are recognised by field count and the first field.
+- Blocks are cut into sections (lines + column set) in order, as the reader goes; their conversion
+  runs in PIPELINE threads, a block per thread, and is collected in block order.
 - Lines whose field count matches are converted column-wise (the fast path). Lines that do not
   match, or whose values the vectorised conversion cannot read, go one by one through
   :func:`parse_line`, which either recovers them (a job name containing the delimiter) or rejects
@@ -105,8 +107,8 @@ _MEM_FAST = r"^(\d+(?:\.\d+)?)([KMGTP]?)$"
 _REQMEM_FAST = r"^(\d+(?:\.\d+)?)([KMGTP]?)([cn]?)$"
 _BLOCK_BYTES = 16 << 20
 PIPELINE = 2   # blocks converted at once (threads); more only holds more blocks in memory on 2 cores
-FAST_PATH = True
-TRAILING = "#trailing"  # pseudo-column for the empty field after a --parsable trailing delimiter  # tests switch it off to check both paths give the same rows
+FAST_PATH = True   # tests switch it off to check both paths give the same rows
+TRAILING = "#trailing"  # pseudo-column for the empty field after a --parsable trailing delimiter
 _NULL_WORDS = sorted(units.NULL_WORDS - {""})
 
 
