@@ -558,6 +558,7 @@ class _EarlyInsert:
         open), else roll back."""
         self._join()
         if self.error is None and self.open and not self.checked:
+            self._restore_threads()   # the parse is over: the check gets both cores
             self.error, self.checked = self._repeated_key(), True
         if self.error is not None:
             self.rollback()
@@ -653,7 +654,7 @@ def _load_piece(con, result: ParseResult, rep: FileReport, samples: _SampleLoade
         if frame is not None and frame.height:
             touched.append(frame.select("cluster", "job_id_raw"))
     if touched:
-        _refresh_job_usage(con, pl.concat(touched).unique())
+        _refresh_job_usage(con, pl.concat(touched, rechunk=False))   # repeats are fine: IN (...) is a semi-join
     s, dup = samples.add(result.samples)
     if early is not None:   # a BulkRead's samples, inserted by DuckDB before
         s += early.inserted.get("sample", 0)
