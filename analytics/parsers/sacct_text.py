@@ -639,14 +639,15 @@ def _fast_frame(df: pl.DataFrame, cols: list[str], ctx: _Ctx) -> pl.DataFrame:
         gpu_type=pl.coalesce(opt("_gtype_alloc_tres", pl.String), opt("_gtype_req_tres", pl.String)),
         source=pl.lit(SOURCE),
     )
-    # null_reasons only for the rows that have one (string building is the costly part)
-    w = w.with_row_index("__i")
-    why = w.filter(pl.col("_why"))
-    reasons = pl.Series("null_reasons", [None] * w.height, dtype=pl.String)
-    if why.height:
+    # null_reasons only for the rows that have one (string building is the costly part), filtering
+    # only the columns it reads (lazy: projection pushdown)
+    reasons = pl.repeat(None, w.height, dtype=pl.String, eager=True).alias("null_reasons")
+    if st.reasons:
         text = pl.concat_str([pl.when(cond).then(t) for cond, t in st.reasons], separator=", ", ignore_nulls=True)
-        vals = why.select(pl.concat_str([pl.lit("{"), text, pl.lit("}")]))
-        reasons = reasons.scatter(why["__i"], vals.to_series())
+        why = (w.lazy().with_row_index("__i").filter(pl.col("_why"))
+               .select("__i", pl.concat_str([pl.lit("{"), text, pl.lit("}")]).alias("v")).collect())
+        if why.height:
+            reasons = reasons.scatter(why["__i"], why["v"])
     w = w.with_columns(reasons)
     return _conform(w, keep_bad=True)
 
@@ -931,7 +932,7 @@ def _section(sec: pl.DataFrame, layout: _Layout, ctx: _Ctx, frames: list, slow: 
                 slow.append((row[0], row[1], cols))
             continue
         typed = _fast_frame(strs.drop("text"), cols, ctx)
-        badlines = typed.filter(pl.col("_bad"))["_line"]
+        badlines = typed.select(pl.col("_line").filter(pl.col("_bad"))).to_series()
         if badlines.len():
             for row in strs.filter(pl.col("_line").is_in(badlines.implode())).select("_line", "text").iter_rows():
                 slow.append((row[0], row[1], cols))
