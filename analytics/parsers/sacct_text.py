@@ -551,7 +551,10 @@ def _convert_distinct(df: pl.DataFrame, col: str, kind: str, target: str, ctx: _
                        *[pl.when(cond).then(text).alias(w) for (cond, text), w in zip(sub.reasons, why)])
     st.bad.append(pl.col(bad))
     st.reasons.extend((pl.col(w).is_not_null(), pl.col(w)) for w in why)
-    return df.join(conv, on=name, how="left", nulls_equal=True, maintain_order="left")
+    # the keys are distinct: one match a row, in order; joined on the key alone (not gathering every
+    # column of df again) and put beside df
+    back = df.select(name).join(conv, on=name, how="left", nulls_equal=True, maintain_order="left")
+    return df.hstack(back.drop(name).get_columns())
 
 
 def _fast_frame(df: pl.DataFrame, cols: list[str], ctx: _Ctx) -> pl.DataFrame:
