@@ -291,26 +291,27 @@ def _sql_text(value: Optional[str]) -> str:
 
 def bulk_read(path: pathlib.Path, opts: ParseOptions) -> Optional[BulkRead]:
     """The file as a DuckDB read_csv the loader runs itself (see BulkRead), or None where it cannot be:
-    a last line cut short (the piece reader drops and counts it), no data line, a first data line
-    these rules reject, or a path DuckDB would take for a glob. Values DuckDB cannot read raise in the
-    loader, which then reads the file with iter_parse."""
+    a last line cut short (the piece reader drops and counts it), no data line, a first or last line
+    these rules reject, first and last lines of different jobs, or a path DuckDB would take for a glob.
+    Values DuckDB cannot read raise in the loader, which then reads the file with iter_parse."""
     path = pathlib.Path(path)
     if _GLOB & set(str(path)):
         return None
     with open(path, "rb") as fh:
         header, first = fh.readline(), fh.readline()
-        fh.seek(0, 2)
-        if not first.endswith(b"\n") or fh.tell() == 0:
-            return None
-        fh.seek(-1, 2)
-        if fh.read(1) != b"\n":
-            return None
+        fh.seek(max(fh.seek(0, 2) - 65536, 0))
+        tail = fh.read()
+    if not (header.endswith(b"\n") and first.endswith(b"\n") and tail.endswith(b"\n")):
+        return None
+    last = tail[:-1].rsplit(b"\n", 1)[-1] + b"\n"
     notes: list[str] = []
     d = _Defaults(path, opts, notes)
     result = ParseResult(format=FORMAT)
-    samples, rejects, _ = _read_block(HEADER.encode() + b"\n" + first, 2)
+    # the first and last lines: a file of several jobs (concatenated sidecar files) is told here,
+    # before DuckDB reads it all only for the loader to refuse it
+    samples, rejects, _ = _read_block(HEADER.encode() + b"\n" + first + last, 2)
     _finish(result, samples, rejects, d)
-    if result.rejects or len(result.samples) != 1:
+    if result.rejects or len(result.samples) != 2 or len(result.samples.select("cluster", "job_id_raw", "host").unique()) != 1:
         return None
     row0 = result.samples.row(0, named=True)
     result.samples, result.notes = None, notes
