@@ -70,10 +70,17 @@ def ingest_limited(db: Path, folder: Path, limit: int, whole_file: bool = False)
     stream = 1 << 62 if whole_file else 0
     code = ("import sys, analytics.ingest as i\n"
             f"if {stream}: i.STREAM_BYTES = {stream}\n"
+            "made = []\n"
+            "class Bulk(i._BulkInsert):\n"          # which files DuckDB read itself, and whether that stood
+            "    def __init__(self, *a):\n"
+            "        made.append(self)\n"
+            "        super().__init__(*a)\n"
+            "i._BulkInsert = Bulk\n"
             "from analytics.cli import main\n"
             "rc = main(sys.argv[1:])\n"
             "st = dict(l.split(':', 1) for l in open('/proc/self/status'))\n"
             "print('peak', st['VmHWM'].split()[0], st['VmPeak'].split()[0], file=sys.stderr)\n"
+            "print('bulk', *[b.ok for b in made], file=sys.stderr)\n"
             "sys.exit(rc)\n")
 
     def cap() -> None:
@@ -81,6 +88,11 @@ def ingest_limited(db: Path, folder: Path, limit: int, whole_file: bool = False)
 
     return subprocess.run([sys.executable, "-c", code, "ingest", "--db", str(db), "--json", "--quiet", str(folder)],
                           cwd=ROOT, preexec_fn=cap, capture_output=True, text=True, timeout=3600)
+
+
+def bulk_reads(proc: subprocess.CompletedProcess) -> list[str]:
+    """Per file DuckDB read itself: 'True' if its rows stood, 'False' if they were rolled back."""
+    return [ln for ln in proc.stderr.splitlines() if ln.startswith("bulk")][-1].split()[1:]
 
 
 def peak_kib(proc: subprocess.CompletedProcess) -> tuple[int, int]:
@@ -137,6 +149,7 @@ def run_case(tmp_path: Path, files: int, copies: int, chunk_rows: int, limit: in
                                  "rejected": 0, "dropped": 0}
         assert [f["status"] for f in out["files"]] == ["ingested"] * files
         assert out["snapshot"]["error"] is None and out["snapshot"]["published"]
+        assert bulk_reads(proc) == []   # several jobs per file: read by the piece reader, not DuckDB's
         rss, vm = peak_kib(proc)
         assert vm * 1024 <= limit
         check_stored(db, jobs)
@@ -155,6 +168,23 @@ def test_ingest_streams_under_an_address_space_limit(tmp_path):
         run_case(tmp_path, files=4, copies=10, chunk_rows=1_875_000, limit=4 * GiB, control=False)
     else:
         run_case(tmp_path, files=1, copies=3, chunk_rows=1_500_000, limit=3 * GiB, control=True)
+
+
+def test_one_job_file_read_by_duckdb_under_the_limit(tmp_path):
+    """A sidecar file of one job is read by DuckDB's own CSV reader (ingest._BulkInsert), which must
+    keep to the same limit: its memory_limit follows RLIMIT_AS and it streams the file."""
+    folder = tmp_path / "samples"
+    folder.mkdir()
+    rows = 2_000_000                                   # ~270 MB
+    assert gen_sidecar(folder / "jobsight-bench-4242-gpu01-20261101T000000Z-1.csv", rows) == rows
+    db = tmp_path / "bulk.duckdb"
+    proc = ingest_limited(db, folder, 3 * GiB)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["totals"]["stored"] == rows
+    assert bulk_reads(proc) == ["True"]
+    rss, vm = peak_kib(proc)
+    assert vm * 1024 <= 3 * GiB
+    check_stored(db, {"4242": rows})
 
 
 def test_memory_limit_follows_rlimit_as_and_the_setting(monkeypatch):
