@@ -7,7 +7,7 @@
 
 For each input it times, each in a fresh process (so peak RSS is that run's own):
   duckdb   CREATE TABLE t AS SELECT * FROM read_csv('<file>')   (types auto-detected)
-  jobsight ingest of the same file into a new database (parse + merge + indexes + bookkeeping)
+  jobsight ingest of the same file into a new database (parse or DuckDB read + checks + bookkeeping)
 Targets from the issue: sacct <= 2.5x DuckDB, sidecar <= 1.5x DuckDB, peak RSS <= 3 GB.
 On a shared machine compare the ratio, not the seconds: --repeat N times each pair (DuckDB then
 jobsight, back to back on the same generated file) and prints the 1-minute load average beside it,
