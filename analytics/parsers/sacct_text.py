@@ -551,10 +551,14 @@ def _convert_distinct(df: pl.DataFrame, col: str, kind: str, target: str, ctx: _
                        *[pl.when(cond).then(text).alias(w) for (cond, text), w in zip(sub.reasons, why)])
     st.bad.append(pl.col(bad))
     st.reasons.extend((pl.col(w).is_not_null(), pl.col(w)) for w in why)
-    # the keys are distinct: one match a row, in order; joined on the key alone (not gathering every
-    # column of df again) and put beside df
-    back = df.select(name).join(conv, on=name, how="left", nulls_equal=True, maintain_order="left")
-    return df.hstack(back.drop(name).get_columns())
+    return _beside(df, name, conv)
+
+
+def _beside(df: pl.DataFrame, key: str, conv: pl.DataFrame) -> pl.DataFrame:
+    """df with conv's columns for each row's df[key] (conv has one row per distinct key): joined on
+    the key alone, not gathering every column of df again."""
+    back = df.select(key).join(conv, on=key, how="left", nulls_equal=True, maintain_order="left")
+    return df.hstack(back.drop(key).get_columns())
 
 
 def _fast_frame(df: pl.DataFrame, cols: list[str], ctx: _Ctx) -> pl.DataFrame:
@@ -611,13 +615,18 @@ def _fast_frame(df: pl.DataFrame, cols: list[str], ctx: _Ctx) -> pl.DataFrame:
     w = w.with_columns(**st.s2)
     if "reqmem" in present:
         # ReqMem needs ncpus / nnodes, so it is resolved after the values above
+        # the text's parts, once per distinct ReqMem text (a dump repeats a few dozen)
         rm = src("reqmem")
-        w = w.with_columns(__rmok=rm.str.contains(_REQMEM_OK), __rmn=_is_null_word(rm))
-        per = pl.when(pl.col("__rmok")).then(rm.str.slice(-1)).replace_strict(["c", "n"], ["c", "n"], default="")
         core = rm.str.strip_chars_end("cn")
-        last = core.str.slice(-1)
-        num = pl.when(pl.col("__rmok")).then(core.str.strip_chars_end("KMGTP").cast(pl.Float64, strict=False))
-        power = last.replace_strict(_POW_KEYS[1:], _POW_VALS[1:], default=2, return_dtype=pl.Int64)  # bare = MiB
+        parts = (w.select(rm.unique()).with_columns(__rmok=rm.str.contains(_REQMEM_OK), __rmn=_is_null_word(rm))
+                 .with_columns(__rmper=pl.when(pl.col("__rmok")).then(rm.str.slice(-1))
+                               .replace_strict(["c", "n"], ["c", "n"], default=""),
+                               __rmnum=pl.when(pl.col("__rmok")).then(core.str.strip_chars_end("KMGTP")
+                                                                      .cast(pl.Float64, strict=False)),
+                               __rmpow=core.str.slice(-1).replace_strict(_POW_KEYS[1:], _POW_VALS[1:], default=2,
+                                                                         return_dtype=pl.Int64)))  # bare = MiB
+        w = _beside(w, "__s_reqmem", parts)
+        per, num, power = pl.col("__rmper"), pl.col("__rmnum"), pl.col("__rmpow")
         cpus = pl.coalesce([e for e in (pl.when(pl.col("ncpus") > 0).then(pl.col("ncpus")) if "ncpus" in w.columns else None,
                                         pl.col("_reqcpus") if "_reqcpus" in w.columns else None) if e is not None]
                            + [pl.lit(None, pl.Int64)])
