@@ -861,7 +861,9 @@ class _Frames:
         for parts, cols in ((self.jobs, JOB_COLS), (self.steps, STEP_COLS)):
             if parts:
                 df = pl.concat(parts, how="vertical", rechunk=False)
-                out.append(df.sort("_line").drop("_line"))
+                if not df["_line"].is_sorted():   # blocks come in order: only per-line rows are out of place
+                    df = df.sort("_line")
+                out.append(df.drop("_line"))
             else:
                 out.append(pl.DataFrame(schema=OUT_SCHEMA)
                            .rename({"name": "job_name" if cols is JOB_COLS else "step_name"}).select(cols))
