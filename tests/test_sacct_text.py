@@ -44,6 +44,16 @@ def test_mixed_accounting(mixed):
     assert (len(mixed.jobs), len(mixed.steps), len(mixed.rejects), mixed.dropped) == (9, 6, 0, 0)
 
 
+def test_byte_order_mark_is_not_part_of_the_header(tmp_path, mixed):
+    # a dump saved by a Windows editor starts with EF BB BF; the header line must still be one
+    p = tmp_path / "bom.txt"
+    p.write_bytes(b"\xef\xbb\xbf" + (FIX / "mixed-jobs.txt").read_bytes())
+    res = sacct_text.parse(p, ParseOptions(timezone="Europe/Amsterdam"))
+    assert (res.rows_in, len(res.jobs), len(res.steps), res.rejects) == (15, 9, 6, [])
+    assert_frame_equal(res.jobs, mixed.jobs)
+    assert_frame_equal(res.steps, mixed.steps)
+
+
 def test_gpu_job_values(mixed):
     j = job(mixed, "1001")
     # Amsterdam is UTC+1 on 2026-11-01 (summer time ended 2026-10-25)

@@ -677,8 +677,10 @@ def _conform(df: pl.DataFrame, keep_bad: bool = False) -> pl.DataFrame:
 def _iter_blocks(path: Path):
     """(first line number, text) for blocks cut at newlines."""
     line_no = 1
-    rest = b""
     with open(path, "rb") as fh:
+        rest = fh.read(3)
+        if rest == b"\xef\xbb\xbf":   # a UTF-8 byte order mark (Windows editors) is not part of the header line
+            rest = b""
         while True:
             chunk = fh.read(_BLOCK_BYTES)
             if not chunk:
