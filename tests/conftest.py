@@ -58,3 +58,17 @@ def post_callback(client, key: str, spec: dict, value_of, user: str):
             "changedPropIds": [f"{i['id']}.{i['property']}" for i in spec["inputs"]]}
     return client.post("/_dash-update-component", data=json.dumps(body), content_type="application/json",
                        headers={"X-Forwarded-User": user})
+
+
+def record_instances(monkeypatch, module, name: str) -> list:
+    """Every instance of module.<name> made while the test runs (through a recording subclass), so a
+    test can tell which road the code took and how that ended."""
+    made: list = []
+    real = getattr(module, name)
+
+    class Recording(real):
+        def __init__(self, *args, **kwargs):
+            made.append(self)
+            super().__init__(*args, **kwargs)
+    monkeypatch.setattr(module, name, Recording)
+    return made

@@ -13,6 +13,7 @@ from analytics import db, ingest
 from analytics.parsers import sidecar_csv
 from analytics.records import ParseOptions
 from collector.csv_schema import HEADER
+from conftest import record_instances
 
 UUID = "GPU-11111111-2222-3333-4444-555555555555"
 
@@ -37,23 +38,9 @@ def text(lines: list[str], newline: str = "\n", end: str = "\n") -> str:
     return newline.join([HEADER] + lines) + end
 
 
-class Spy:
-    """Each _BulkInsert made; `kept` once the ingest is over (a refused or rolled-back one has ok False)."""
-
-    def __init__(self, monkeypatch):
-        self.made: list = []
-        real = ingest._BulkInsert
-        made = self.made
-
-        class Recording(real):
-            def __init__(self, con, bulk):
-                made.append(self)
-                super().__init__(con, bulk)
-        monkeypatch.setattr(ingest, "_BulkInsert", Recording)
-
-    @property
-    def kept(self) -> list[bool]:
-        return [b.ok for b in self.made]
+def kept(made: list) -> list[bool]:
+    """Per _BulkInsert made, once the ingest is over: did its rows stand (a refused or rolled-back one has ok False)."""
+    return [b.ok for b in made]
 
 
 def ingest_into(dbfile, files, opts=ParseOptions()):
@@ -84,13 +71,13 @@ def both_roads(tmp_path, monkeypatch, contents: list[bytes], meta: dict | None =
         if meta is not None:
             f.with_name(f.name[:-4] + ".meta.json").write_text(json.dumps(meta), encoding="utf-8")
         files.append(f)
-    spy = Spy(monkeypatch)
+    made = record_instances(monkeypatch, ingest, "_BulkInsert")
     _, with_bulk = ingest_into(tmp_path / "bulk.duckdb", files)
     with monkeypatch.context() as m:
         m.delattr(sidecar_csv, "bulk_read")
         _, without = ingest_into(tmp_path / "polars.duckdb", files)
     assert with_bulk == without
-    return spy.kept, with_bulk
+    return kept(made), with_bulk
 
 
 def test_clean_file_is_read_by_duckdb_with_the_same_values(tmp_path, monkeypatch):

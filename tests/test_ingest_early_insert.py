@@ -8,6 +8,7 @@ import pytest
 from analytics import db, ingest
 from analytics.parsers import sacct_text
 from analytics.records import ParseOptions
+from conftest import record_instances
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "sacct"
 OPTS = ParseOptions(timezone="Europe/Amsterdam")
@@ -20,15 +21,7 @@ UNIQUE = MIXED.replace(REQUEUED + "\n", "")
 @pytest.fixture
 def spy(monkeypatch):
     """Every _EarlyInsert made, so a test can tell the early path ran and how it ended."""
-    made = []
-    real = ingest._EarlyInsert
-
-    class Spy(real):
-        def __init__(self, con):
-            super().__init__(con)
-            made.append(self)
-    monkeypatch.setattr(ingest, "_EarlyInsert", Spy)
-    return made
+    return record_instances(monkeypatch, ingest, "_EarlyInsert")
 
 
 def _ingest(tmp_path, name, text, early: bool, monkeypatch, *, block=None, before=None):
