@@ -827,9 +827,7 @@ def parse(path: Path, opts: ParseOptions,
         result.notes.append(f"{comments} '#' comment line(s) skipped (counted as dropped)")
     for name, n in guessed.items():
         result.notes.append(f"no header: {n} line(s) read as the {name} layout")
-    if not result.rejects:
-        pass
-    elif any("--columns" in r.reason for r in result.rejects):
+    if any("--columns" in r.reason for r in result.rejects):
         result.notes.append("some lines have no header to name their columns: pass --columns")
     return result
 
