@@ -24,7 +24,6 @@ import importlib
 import json
 import os
 import queue
-import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
