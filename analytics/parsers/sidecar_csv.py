@@ -37,6 +37,7 @@ KEY_TEXT = ("job_id", "cluster", "host", "device")
 _TYPES = {**{c: pl.Int64 for c in INT_COLUMNS}, **{c: pl.Float64 for c in FLOAT_COLUMNS}}
 _TYPES["gpu_index"] = pl.Int32
 _SQL_TYPES = {pl.Int64: "BIGINT", pl.Int32: "INTEGER", pl.Float64: "DOUBLE"}
+_SAMPLE_COLUMNS = [("job_id_raw" if c == "job_id" else c) for c in COLUMNS]   # the CSV's columns as table sample names them
 
 
 def sniff(head: str, path: pathlib.Path) -> bool:
@@ -269,8 +270,7 @@ def _finish(result: ParseResult, samples: pl.DataFrame, rejects: list[Reject], d
             rejects.append(Reject(line_no, "empty job_id and no metadata job_id", None))
         rejects.sort(key=lambda r: r.line_no or 0)
         samples = samples.filter(~no_job)
-    order = [("job_id_raw" if c == "job_id" else c) for c in COLUMNS] + ["source"]
-    result.samples = samples.select(order)
+    result.samples = samples.select(_SAMPLE_COLUMNS + ["source"])
     result.rejects = rejects
 
 
@@ -324,8 +324,7 @@ def bulk_read(path: pathlib.Path, opts: ParseOptions) -> Optional[BulkRead]:
         job_id=f"coalesce(job_id, {_sql_text(d.job)})",   # still NULL: the NOT NULL column refuses it
         cluster=f"coalesce(cluster, {_sql_text(d.cluster)})",
         host=f"coalesce(host, {_sql_text(d.host)})")
-    order = [("job_id_raw" if c == "job_id" else c) for c in COLUMNS]
-    select = (f"SELECT {', '.join(f'{values[c]} AS {o}' for c, o in zip(COLUMNS, order))}, '{SOURCE}' AS source "
+    select = (f"SELECT {', '.join(f'{values[c]} AS {o}' for c, o in zip(COLUMNS, _SAMPLE_COLUMNS))}, '{SOURCE}' AS source "
               f"FROM read_csv({_sql_text(str(path))}, header = true, delim = ',', quote = '', escape = '', "
               f"auto_detect = false, strict_mode = true, null_padding = false, columns = {{{columns}}})")
     return BulkRead(select=select, owner=(row0["cluster"], row0["job_id_raw"], row0["host"]), result=result,
