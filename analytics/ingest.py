@@ -417,17 +417,17 @@ def _owners_with_samples(con, owners: pl.DataFrame) -> set[tuple]:
 
 class _BulkInsert:
     """The samples of a BulkRead, inserted by DuckDB itself in the file's transaction before
-    load_pieces records the file (the protocol of _EarlyInsert: ingest_id, inserted, finish(),
-    rollback()). They stand only as a plain insert: DuckDB read every line, the rows are one owner
-    with no samples stored before (else each row needs the duplicate check), and each device's times
-    rise in file order (no duplicates within the file). `ok` is False, and nothing is kept, otherwise;
+    load_pieces records the file (the protocol of _EarlyInsert: ingest_id, inserted per table,
+    finish(), rollback()). They stand only as a plain insert: DuckDB read every line, the rows are
+    one owner with no samples stored before (else each row needs the duplicate check), and each
+    device's times rise in file order (no duplicates within the file). `ok` is False, and nothing is kept, otherwise;
     the caller then reads the file the ordinary way, which finds bad lines and duplicates one by one."""
 
     MAX_DEVICES = 64   # one ordered pass per device; more is not a sidecar file
 
     def __init__(self, con, bulk: BulkRead):
         self.con, self.open, self.ok = con, False, False
-        self.inserted = {"job": 0, "step": 0, "sample": 0}
+        self.inserted = {"sample": 0}
         self.ingest_id: Optional[int] = None
         owner = pl.DataFrame([bulk.owner], schema=["cluster", "job_id_raw", "host"], orient="row")
         if _owners_with_samples(con, owner):
@@ -644,7 +644,7 @@ def _load_piece(con, result: ParseResult, rep: FileReport, samples: _SampleLoade
             (result.jobs, "job", ["cluster", "job_id_raw"], ["end_time", "start_time", "submit_time", "eligible_time"]),
             (result.steps, "step", ["cluster", "job_id_raw", "step_id"], ["end_time", "start_time"])):
         if early is not None:   # inserted while parsing, every row (a failed insert rolled them all back)
-            s, u, n = early.inserted[table], 0, 0
+            s, u, n = early.inserted.get(table, 0), 0, 0
         else:
             s, u, n = _merge_records(con, frame, table, keys, tcols, ingest_id)
         rep.stored += s
