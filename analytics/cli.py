@@ -13,14 +13,14 @@ import sys
 
 # subcommand -> (module, one-line help). Modules are imported only to build the parser.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "ingest": ("analytics.ingest_cli", "load sacct/seff/sidecar/nvidia-smi files or a live sacct into DuckDB"),
-    "job": ("analytics.job_cli", "one job's efficiencies, GPU table, SBU, flags and advice (seff-style)"),
-    "flags": ("analytics.flags_cli", "flagged jobs: idle GPUs, oversized memory/cores/time, failed burn"),
-    "usage": ("analytics.usage_cli", "SBU burned and wasted by user, account, partition or period"),
-    "report": ("analytics.report_cli", "weekly reports per user, project and cluster: HTML, Markdown, CSV, e-mail"),
-    "dashboard": ("analytics.dashboard_cli", "web dashboard: burn, waste and flagged jobs per user and project, job time series"),
-    "lake": ("analytics.lake_cli", "export samples and jobs to a Parquet lake (cluster/month) and query it in place"),
-    "demo": ("analytics.demo_cli", "generate a realistic cluster's data, ingest it, write reports and serve the dashboard"),
+    "ingest": ("jobsight.analytics.ingest_cli", "load sacct/seff/sidecar/nvidia-smi files or a live sacct into DuckDB"),
+    "job": ("jobsight.analytics.job_cli", "one job's efficiencies, GPU table, SBU, flags and advice (seff-style)"),
+    "flags": ("jobsight.analytics.flags_cli", "flagged jobs: idle GPUs, oversized memory/cores/time, failed burn"),
+    "usage": ("jobsight.analytics.usage_cli", "SBU burned and wasted by user, account, partition or period"),
+    "report": ("jobsight.analytics.report_cli", "weekly reports per user, project and cluster: HTML, Markdown, CSV, e-mail"),
+    "dashboard": ("jobsight.analytics.dashboard_cli", "web dashboard: burn, waste and flagged jobs per user and project, job time series"),
+    "lake": ("jobsight.analytics.lake_cli", "export samples and jobs to a Parquet lake (cluster/month) and query it in place"),
+    "demo": ("jobsight.analytics.demo_cli", "generate a realistic cluster's data, ingest it, write reports and serve the dashboard"),
 }
 
 
@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "sidecar":
-        from collector.sidecar import main as sidecar_main
+        from jobsight.collector.sidecar import main as sidecar_main
         return sidecar_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analytics.render import select_list
+from jobsight.analytics.render import select_list
 
 # Defaults follow the anchors (../shared/docs/metrics-anchors.md): jobstats' GPU 25/15 %,
 # CPU 65 %, its 300 s minimum runtime; Job Defense Shield's time-limit ratio 0.2.

@@ -16,7 +16,7 @@ import logging
 import sys
 from pathlib import Path
 
-from analytics.cli import UserError
+from jobsight.analytics.cli import UserError
 
 DEFAULT_PORT = 8050
 log = logging.getLogger("jobsight.dashboard")
@@ -48,7 +48,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def hash_password_line(name: str, stdin=sys.stdin) -> str:
-    from dashboard.auth import USER_RE, hash_password
+    from jobsight.dashboard.auth import USER_RE, hash_password
     if not USER_RE.match(name):
         raise UserError(f"not a valid user name: {name!r}")
     if stdin.isatty():
@@ -64,10 +64,10 @@ def hash_password_line(name: str, stdin=sys.stdin) -> str:
 
 def build(args: argparse.Namespace):
     """The Dash app for the options (also used by the tests and the benchmark)."""
-    from analytics.config import ConfigError, load_config
-    from analytics.snapshot import SnapshotReader, publish, snapshot_path
-    from dashboard.app import create_app
-    from dashboard.auth import Auth, AuthError, Roles, load_users_file
+    from jobsight.analytics.config import ConfigError, load_config
+    from jobsight.analytics.snapshot import SnapshotReader, publish, snapshot_path
+    from jobsight.dashboard.app import create_app
+    from jobsight.dashboard.auth import Auth, AuthError, Roles, load_users_file
 
     if not args.db:
         raise UserError("--db is required")
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         print(hash_password_line(args.hash_password))
         return 0
     if args.publish:
-        from analytics.snapshot import publish
+        from jobsight.analytics.snapshot import publish
         if not args.db:
             raise UserError("--db is required")
         print(f"published {publish(args.db)}")

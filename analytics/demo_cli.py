@@ -22,7 +22,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from analytics.cli import UserError
+from jobsight.analytics.cli import UserError
 
 DEFAULT_JOBS = 3000
 DEFAULT_DAYS = 28
@@ -39,18 +39,6 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"folder for the generated files (default ./{DEFAULT_OUT})")
     p.add_argument("--db", metavar="FILE", help="DuckDB file to ingest into (default DIR/demo.duckdb)")
     p.add_argument("--no-serve", action="store_true", help="stop after ingest and reports; do not start the dashboard")
-
-
-def generator_module():
-    """fixtures.generator: installed with the package, or from the source checkout this file is in."""
-    try:
-        return importlib.import_module("fixtures.generator")
-    except ModuleNotFoundError:
-        root = Path(__file__).resolve().parents[1]
-        if not (root / "fixtures" / "generator" / "__init__.py").is_file():
-            raise UserError("the demo data generator (fixtures/generator) is not installed with this jobsight") from None
-        sys.path.insert(0, str(root))
-        return importlib.import_module("fixtures.generator")
 
 
 def _prog() -> str:
@@ -77,7 +65,7 @@ def _sub(module: str, argv: list[str]) -> int:
 # ------------------------------------------------------------------------------------------ steps
 
 def generate_step(out: Path, args) -> dict:
-    generator = generator_module()
+    from jobsight.analytics import demo as generator   # imported only when the demo runs
     want = generator.arguments(args.jobs, args.days, args.seed)
     if generator.is_current(out, want):
         m = generator.read_manifest(out)
@@ -111,15 +99,15 @@ def check_db(db_path: Path, manifest: dict) -> None:
             f"{held.get('days')} days): replacing it")
         for p in (db_path, db_path.with_name(db_path.name + ".wal"), marker):
             p.unlink(missing_ok=True)
-        from analytics.snapshot import snapshot_path
+        from jobsight.analytics.snapshot import snapshot_path
         snapshot_path(db_path).unlink(missing_ok=True)
 
 
 def ingest_step(out: Path, db_path: Path, manifest: dict) -> tuple[bool, bool]:
     """(every file read?, did the database change?)"""
-    from analytics import db, ingest
-    from analytics.records import ParseOptions
-    SUBDIRS = generator_module().SUBDIRS
+    from jobsight.analytics import db, ingest
+    from jobsight.analytics.demo import SUBDIRS
+    from jobsight.analytics.records import ParseOptions
     opts = ParseOptions(timezone=manifest["ingest_options"]["timezone"], cluster=manifest["ingest_options"]["cluster"])
     paths = [out / d for d in SUBDIRS if (out / d).is_dir()]
     say(f"ingest: jobsight ingest --db {db_path} --timezone {opts.timezone} --cluster {opts.cluster} "
@@ -170,7 +158,7 @@ def ingest_step(out: Path, db_path: Path, manifest: dict) -> tuple[bool, bool]:
 
 
 def summary_step(db_path: Path) -> None:
-    from analytics.session import open_db
+    from jobsight.analytics.session import open_db
     con, _ = open_db(db_path)
     try:
         jobs, users, sbu, wasted = con.execute(
@@ -187,7 +175,7 @@ def summary_step(db_path: Path) -> None:
 
 def reports_step(out: Path, db_path: Path, end: int, changed: bool) -> Path | None:
     """Weekly reports for the last complete week of the data (admin and every project)."""
-    if importlib.util.find_spec("analytics.report_cli") is None:
+    if importlib.util.find_spec("jobsight.analytics.report_cli") is None:
         say("reports: `jobsight report` is not in this version: skipped")
         return None
     day = datetime.fromtimestamp(end, timezone.utc).date()
@@ -199,7 +187,7 @@ def reports_step(out: Path, db_path: Path, end: int, changed: bool) -> Path | No
         say(f"reports: {len(existing)} HTML reports for {week} in {existing[0].parent}/ (unchanged data: not rewritten)")
         return folder
     try:
-        _sub("analytics.report_cli", ["--db", str(db_path), "--week", week, "--for", "admin", "--for", "all-accounts",
+        _sub("jobsight.analytics.report_cli", ["--db", str(db_path), "--week", week, "--for", "admin", "--for", "all-accounts",
                                       "--format", "html,md", "--out", str(folder)])
     except UserError as exc:
         say(f"reports: not written: {exc}")
@@ -212,7 +200,7 @@ def reports_step(out: Path, db_path: Path, end: int, changed: bool) -> Path | No
 def publish_step(db_path: Path, changed: bool) -> None:
     """A read-only snapshot for the dashboard (what ingest publishes in production)."""
     try:
-        from analytics.snapshot import publish, snapshot_path
+        from jobsight.analytics.snapshot import publish, snapshot_path
     except ImportError:
         return
     if changed or not snapshot_path(db_path).exists():
@@ -220,14 +208,14 @@ def publish_step(db_path: Path, changed: bool) -> None:
 
 
 def serve_step(db_path: Path) -> int:
-    if importlib.util.find_spec("analytics.dashboard_cli") is None:
+    if importlib.util.find_spec("jobsight.analytics.dashboard_cli") is None:
         say("dashboard: `jobsight dashboard` is not in this version yet; explore the data with the commands above")
         return 0
     say(f"dashboard: http://{HOST}:{PORT}/  (auth none: everyone is admin, local only; Ctrl-C stops it)")
     argv = ["--db", str(db_path), "--host", HOST, "--port", str(PORT), "--auth", "none"]
     try:
         try:
-            rc = _sub("analytics.dashboard_cli", argv)     # returns when Ctrl-C stops the server
+            rc = _sub("jobsight.analytics.dashboard_cli", argv)     # returns when Ctrl-C stops the server
             say("dashboard: stopped")
             return rc
         except UserError as exc:
@@ -236,7 +224,7 @@ def serve_step(db_path: Path) -> int:
             # no production WSGI server installed: Flask's own server (no debugger) is fine for a
             # local demo on 127.0.0.1
             say("dashboard: waitress is not installed; serving with Flask's built-in server")
-            mod = importlib.import_module("analytics.dashboard_cli")
+            mod = importlib.import_module("jobsight.analytics.dashboard_cli")
             parser = argparse.ArgumentParser()
             mod.configure(parser)
             app = mod.build(parser.parse_args(argv))

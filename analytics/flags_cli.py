@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import argparse
 
-from analytics import render
-from analytics.query_filters import add_db_options, add_scope_options, scope_where
-from analytics.session import open_db
+from jobsight.analytics import render
+from jobsight.analytics.query_filters import add_db_options, add_scope_options, scope_where
+from jobsight.analytics.session import open_db
 
 COLUMNS = ["cluster", "job_id", "job_id_raw", "user", "account", "partition", "state", "end_time",
            "sbu", "wasted_sbu", "code", "severity", "message", "advice"]

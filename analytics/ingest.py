@@ -35,8 +35,8 @@ from typing import Callable, Iterable, Optional
 import duckdb
 import polars as pl
 
-from analytics.parsers import PARSER_MODULES
-from analytics.records import BulkRead, ParseOptions, ParseResult
+from jobsight.analytics.parsers import PARSER_MODULES
+from jobsight.analytics.records import BulkRead, ParseOptions, ParseResult
 
 FINAL_STATES = ("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY",
                 "PREEMPTED", "TIMEOUT", "REVOKED")
@@ -75,7 +75,7 @@ def load_parsers(warn: Callable[[str], None] | None = None) -> dict[str, ModuleT
     """FORMAT -> module, in detection order. A parser module not written yet is skipped."""
     found: dict[str, ModuleType] = {}
     for name in PARSER_MODULES:
-        modname = f"analytics.parsers.{name}"
+        modname = f"jobsight.analytics.parsers.{name}"
         try:
             mod = importlib.import_module(modname)
         except ModuleNotFoundError as exc:

@@ -9,7 +9,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from analytics.cli import UserError
+from jobsight.analytics.cli import UserError
 
 FORMATS = ("sacct", "sacct-json", "seff", "sidecar", "nvidia-smi", "pbs", "lsf")
 
@@ -40,8 +40,8 @@ _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?$")
 
 
 def _options(args):
-    from analytics.records import ParseOptions
-    from analytics.parsers.sacct_text import resolve_zone
+    from jobsight.analytics.records import ParseOptions
+    from jobsight.analytics.parsers.sacct_text import resolve_zone
     tz = args.timezone
     if tz:
         try:
@@ -72,7 +72,7 @@ def _line(rep) -> str:
 
 
 def run(args) -> int:
-    from analytics import db, ingest
+    from jobsight.analytics import db, ingest
     if args.since and not args.from_sacct:
         raise UserError("--since only applies with --from-sacct")
     if args.since and not _DATE_RE.match(args.since):
@@ -118,7 +118,7 @@ def run(args) -> int:
 
 
 def _config(args):
-    from analytics.config import ConfigError, load_config
+    from jobsight.analytics.config import ConfigError, load_config
     try:
         return load_config(args.config)
     except ConfigError as exc:
@@ -130,7 +130,7 @@ def _refresh_and_publish(db_path, cfg, progress) -> dict:
     every read-write open by the metric commands does), then the dashboard's read-only snapshot
     published. The ingested data is committed by then: a failure here is reported on stderr (and in
     --json) but does not change the exit code, which is about inputs."""
-    from analytics import session, snapshot
+    from jobsight.analytics import session, snapshot
     out = {"published": None, "error": None}
     try:
         con, _ = session.open_db(db_path, cfg)
@@ -147,8 +147,8 @@ def _refresh_and_publish(db_path, cfg, progress) -> dict:
 
 def _from_sacct(con, args, opts, progress, show):
     from dataclasses import replace
-    from analytics import ingest, sacct_runner
-    from analytics.parsers import sacct_text
+    from jobsight.analytics import ingest, sacct_runner
+    from jobsight.analytics.parsers import sacct_text
     run_ = sacct_runner.run_sacct(args.since, args.cluster, con=con)
     try:
         if progress:

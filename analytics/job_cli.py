@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import argparse
 
-from analytics import render
-from analytics.cli import UserError
-from analytics.query_filters import add_db_options
-from analytics.session import open_db
+from jobsight.analytics import render
+from jobsight.analytics.cli import UserError
+from jobsight.analytics.query_filters import add_db_options
+from jobsight.analytics.session import open_db
 
 
 def configure(p: argparse.ArgumentParser) -> None:

@@ -14,10 +14,10 @@ import time
 
 import duckdb
 
-from analytics import lake, render
-from analytics.cli import UserError
-from analytics.query_filters import add_db_options
-from analytics.session import open_db
+from jobsight.analytics import lake, render
+from jobsight.analytics.cli import UserError
+from jobsight.analytics.query_filters import add_db_options
+from jobsight.analytics.session import open_db
 
 METRIC_COLUMNS = ["cluster", "job_id", "account", "partition", "state", "ngpus", "gpu_util_pct",
                   "gpu_util_source", "sbu", "sbu_source", "core_hours", "gpu_hours"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 
-from analytics.cli import UserError
+from jobsight.analytics.cli import UserError
 
 
 def add_db_options(p: argparse.ArgumentParser) -> None:

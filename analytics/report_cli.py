@@ -12,16 +12,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from analytics.cli import UserError
-from analytics.query_filters import add_db_options
-from analytics.reports import mailer
-from analytics.reports.csvout import render_csv
-from analytics.reports.data import ADMIN_NAME, Report, gather
-from analytics.reports.html import render_html_chunks
-from analytics.reports.markdown import render_markdown
-from analytics.reports.period import resolve
-from analytics.reports.settings import from_config
-from analytics.session import open_db
+from jobsight.analytics.cli import UserError
+from jobsight.analytics.query_filters import add_db_options
+from jobsight.analytics.reports import mailer
+from jobsight.analytics.reports.csvout import render_csv
+from jobsight.analytics.reports.data import ADMIN_NAME, Report, gather
+from jobsight.analytics.reports.html import render_html_chunks
+from jobsight.analytics.reports.markdown import render_markdown
+from jobsight.analytics.reports.period import resolve
+from jobsight.analytics.reports.settings import from_config
+from jobsight.analytics.session import open_db
 
 RENDERERS = {"html": render_html_chunks, "md": render_markdown, "csv": render_csv}
 FOR_HELP = "user:NAME | account:NAME | admin | all-users | all-accounts (repeatable)"

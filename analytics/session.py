@@ -13,9 +13,9 @@ from pathlib import Path
 
 import duckdb
 
-from analytics import db
-from analytics.cli import UserError
-from analytics.config import Config, ConfigError, apply_to_db, load_config
+from jobsight.analytics import db
+from jobsight.analytics.cli import UserError
+from jobsight.analytics.config import Config, ConfigError, apply_to_db, load_config
 
 VIEWS_DIR = Path(__file__).resolve().parents[1] / "sql" / "views"
 

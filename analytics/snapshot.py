@@ -31,8 +31,8 @@ from typing import Iterator
 
 import duckdb
 
-from analytics import db as dbmod
-from analytics.cli import UserError
+from jobsight.analytics import db as dbmod
+from jobsight.analytics.cli import UserError
 
 SNAPSHOT_SUFFIX = ".snapshot"
 log = logging.getLogger("jobsight.snapshot")
@@ -247,7 +247,7 @@ class SnapshotReader:
                 raise UserError(f"{path} has schema version {have}, this jobsight needs {dbmod.known_version()}; "
                                 "open it once read-write (e.g. `jobsight ingest --db ...`) to upgrade")
             if self.check_views:
-                from analytics.session import views_checksum
+                from jobsight.analytics.session import views_checksum
                 stored = con.execute("SELECT text FROM setting WHERE name = 'views.checksum'").fetchone()
                 if not stored or stored[0] != views_checksum():
                     raise UserError(f"{path}: its metric views are from another jobsight version; open the "

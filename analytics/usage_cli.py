@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 
-from analytics import render
-from analytics.query_filters import add_db_options, add_scope_options, scope_where
-from analytics.session import open_db
+from jobsight.analytics import render
+from jobsight.analytics.query_filters import add_db_options, add_scope_options, scope_where
+from jobsight.analytics.session import open_db
 
 BY = {"user": '"user"', "account": "account", "partition": '"partition"', "cluster": "cluster",
       "day": "strftime(period_start, '%Y-%m-%d')", "week": "strftime(date_trunc('week', period_start), '%G-W%V')",

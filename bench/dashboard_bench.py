@@ -33,11 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from measure import peak_rss_mb  # noqa: E402
 
-from analytics.config import parse_config  # noqa: E402
-from analytics.session import open_db  # noqa: E402
-from analytics.snapshot import SnapshotReader, publish  # noqa: E402
-from dashboard.app import create_app  # noqa: E402
-from dashboard.auth import Auth, Roles  # noqa: E402
+from jobsight.analytics.config import parse_config  # noqa: E402
+from jobsight.analytics.session import open_db  # noqa: E402
+from jobsight.analytics.snapshot import SnapshotReader, publish  # noqa: E402
+from jobsight.dashboard.app import create_app  # noqa: E402
+from jobsight.dashboard.auth import Auth, Roles  # noqa: E402
 
 USERS, PROJECTS = 500, 60
 
@@ -147,7 +147,7 @@ TARGET_MS_BY_CALLBACK = {"job page": 200}
 
 def refresh_views(db: Path) -> None:
     """Re-create the metric views when sql/views changed since the database was made."""
-    from analytics.session import views_checksum
+    from jobsight.analytics.session import views_checksum
     import duckdb
     con = duckdb.connect(str(db), read_only=True)
     stored = con.execute("SELECT text FROM setting WHERE name = 'views.checksum'").fetchone()

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 def gen_sacct(path: Path, njobs: int) -> int:
     """A dump like `sacct --duplicates --parsable2 --format <our columns>`: job, .batch and .0 per job."""
     import polars as pl
-    from analytics.sacct_runner import SACCT_COLUMNS
+    from jobsight.analytics.sacct_runner import SACCT_COLUMNS
     i = pl.int_range(0, njobs, eager=True).alias("i")
     base = pl.DataFrame({"i": i})
     t0 = pl.datetime(2026, 1, 1)
@@ -85,7 +85,7 @@ def gen_sacct(path: Path, njobs: int) -> int:
 
 def gen_sidecar(path: Path, nrows: int) -> int:
     import polars as pl
-    from collector.csv_schema import COLUMNS
+    from jobsight.collector.csv_schema import COLUMNS
     n_dev = 5   # cpu + 4 GPUs
     i = pl.int_range(0, nrows, eager=True).alias("i")
     base = pl.DataFrame({"i": i})
@@ -113,8 +113,8 @@ def child(kind: str, src: str, dbpath: str) -> None:
         con.execute(f"CREATE TABLE t AS SELECT * FROM read_csv('{src}', delim='{delim}', header=true, quote='')")
         con.close()
     else:
-        from analytics import db, ingest
-        from analytics.records import ParseOptions
+        from jobsight.analytics import db, ingest
+        from jobsight.analytics.records import ParseOptions
         con = db.connect(dbpath)
         (rep,) = ingest.ingest_paths(con, [src], ParseOptions(timezone="UTC"))
         con.close()

@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from measure import peak_rss_mb  # noqa: E402
 
-from analytics.cli import main  # noqa: E402
-from analytics.config import parse_config  # noqa: E402
-from analytics.session import open_db  # noqa: E402
+from jobsight.analytics.cli import main  # noqa: E402
+from jobsight.analytics.config import parse_config  # noqa: E402
+from jobsight.analytics.session import open_db  # noqa: E402
 
 JOBS_SQL = """
 INSERT INTO job (cluster, job_id, job_id_raw, job_name, "user", account, "partition", state, exit_code,
@@ -155,10 +155,10 @@ def generate(db: Path, args, n: int) -> dict:
 
 def phases(db: Path, week: str) -> dict:
     """Where the time goes: the SQL (once per run) and building + rendering one report per user."""
-    from analytics.reports.data import gather
-    from analytics.reports.html import render_html_chunks
-    from analytics.reports.period import resolve
-    from analytics.reports.settings import from_config
+    from jobsight.analytics.reports.data import gather
+    from jobsight.analytics.reports.html import render_html_chunks
+    from jobsight.analytics.reports.period import resolve
+    from jobsight.analytics.reports.settings import from_config
     con, cfg = open_db(db, parse_config({}))
     t = time.perf_counter()
     ds = gather(con, resolve(week, None, None), from_config(cfg))

@@ -6,7 +6,7 @@ Measures, with 8 GPUs from the fake libnvidia-ml.so.1 (tests/fake_nvml, loaded b
 an in-process fake GpuSource if gcc is missing) and a fake Slurm cgroup v2 tree:
   - CPU time per sample (cpu row from cgroup files + 8 GPU rows + one CSV write each)
   - the same on the psutil fallback path (this process tree), for comparison
-  - startup to first row of a real `python -m collector` process
+  - startup to first row of a real `python -m jobsight.collector` process
   - RSS of that process while sampling
   - SIGTERM to exit
   - overhead at --interval 10 over 10 minutes as a fraction of one core
@@ -66,8 +66,8 @@ class FakeGpus:
 
 def per_sample_cpu(tmp: Path, n: int, env: dict[str, str]) -> dict[str, float]:
     """In this process: CPU seconds per sample, cgroup + 8 GPUs, and psutil + 8 GPUs."""
-    from collector import cgroup, csv_schema, jobenv, sidecar, writer
-    from collector.gpus import open_gpus
+    from jobsight.collector import cgroup, csv_schema, jobenv, sidecar, writer
+    from jobsight.collector.gpus import open_gpus
 
     gpus = open_gpus(env, "auto", 10.0) if os.environ.get("FAKE_NVML_CONFIG") else None
     method = "fake NVML (real pynvml)" if gpus is not None else "in-process fake GpuSource"
@@ -78,7 +78,7 @@ def per_sample_cpu(tmp: Path, n: int, env: dict[str, str]) -> dict[str, float]:
     for name, cpu in (("cgroup", sidecar.CgroupCpu(cgroup.find_job_cgroup("slurm", "123", str(root), proc.read_text()))),
                       ("psutil", None)):
         if cpu is None:
-            from collector import procs
+            from jobsight.collector import procs
             cpu = sidecar.PsutilCpu(procs.ProcessTree(os.getppid()), None)
         out = writer.CsvWriter(str(tmp / f"bench-{name}.csv"), csv_schema.COLUMNS)
         s = sidecar.Sampler(job, cpu, 16, gpus, out, sidecar.Problems())
@@ -98,7 +98,7 @@ def per_sample_cpu(tmp: Path, n: int, env: dict[str, str]) -> dict[str, float]:
 def run_sidecar_process(tmp: Path, env: dict[str, str], interval: float) -> tuple[subprocess.Popen, Path]:
     root, proc = fake_cgroup(tmp)
     out = tmp / "out"
-    cmd = [sys.executable, "-m", "collector", "--interval", str(interval), "--out", str(out),
+    cmd = [sys.executable, "-m", "jobsight.collector", "--interval", str(interval), "--out", str(out),
            "--cgroup-root", str(root), "--proc-cgroup", str(proc)]
     p = subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
     return p, out

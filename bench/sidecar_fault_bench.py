@@ -72,7 +72,7 @@ def overhead(trials: int, tmp: Path) -> None:
 
 
 def reader_costs(groups: int, per: int, tmp: Path) -> None:
-    from collector import procs
+    from jobsight.collector import procs
     ready, go = tmp / f"ready{groups}", tmp / f"go{groups}"
     job = subprocess.Popen([sys.executable, "-c", TREE_JOB, str(groups), str(per), str(ready), str(go)],
                            start_new_session=True)

@@ -52,7 +52,7 @@ def queries(job_id: str, user: str) -> list[tuple[str, str, str]]:
 
 def child(db: str, sql: str) -> None:
     """One query in this fresh process: open read-only (views checked current), run, fetch all."""
-    from analytics.session import open_db
+    from jobsight.analytics.session import open_db
     con, _ = open_db(db, None, read_only=True)
     t = time.perf_counter()
     rows = con.execute(sql).fetchall()

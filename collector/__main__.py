@@ -1,6 +1,6 @@
-"""`python -m collector ...` = `jobsight sidecar ...`."""
+"""`python -m jobsight.collector ...` = `jobsight sidecar ...`."""
 import sys
 
-from collector.sidecar import main
+from .sidecar import main
 
 sys.exit(main())

@@ -25,7 +25,7 @@ import shutil
 import sys
 from typing import Any, Callable
 
-from collector.gpu_select import Inventory, job_gpu_uuids
+from .gpu_select import Inventory, job_gpu_uuids
 
 FIELDS = ("util_pct", "mem_used_bytes", "mem_total_bytes", "power_w", "energy_j",
           "sm_clock_mhz", "temperature_c", "sm_active_pct")
@@ -356,7 +356,7 @@ def open_gpus(env: dict[str, str], mode: str = "auto", interval: float = 10.0):
             reason = res
         smi = shutil.which("nvidia-smi", path=env.get("PATH"))
         if mode in ("auto", "nvidia-smi") and smi:
-            from collector.smi_fallback import open_smi
+            from .smi_fallback import open_smi
             src = open_smi(smi, env, interval)
             if not isinstance(src, str):
                 if src is not None and reason:

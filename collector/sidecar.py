@@ -15,19 +15,21 @@ import os
 import sys
 
 if not __package__:
-    # Run as a plain file: make `collector` importable from the directory above this one, and
+    # Run as a plain file: make this folder importable as the package `collector` from the
+    # directory above it, so the relative imports below work without jobsight installed, and
     # drop collector/ itself from the path so its module names cannot shadow anything.
     _HERE = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
     sys.path.insert(0, os.path.dirname(_HERE))
+    __package__ = "collector"
 
 import argparse  # noqa: E402
 import select  # noqa: E402
 import signal  # noqa: E402
 import time  # noqa: E402
 
-from collector import csv_schema, jobenv, writer  # noqa: E402
-from collector.cgroup import DEFAULT_ROOT, find_job_cgroup  # noqa: E402
+from . import csv_schema, jobenv, writer  # noqa: E402
+from .cgroup import DEFAULT_ROOT, find_job_cgroup  # noqa: E402
 
 SIDECAR_VERSION = "0.1.0"
 # The first row covers one short window after start, so it comes almost at once. Below the
@@ -124,7 +126,7 @@ def make_cpu_source(job: jobenv.JobInfo, env: dict[str, str], child_pid: int | N
         cores, source = jobenv.allocated_cores(env, cg.cpuset())
         return CgroupCpu(cg), cores, source
     cores, source = jobenv.allocated_cores(env, None)
-    from collector import procs
+    from . import procs
     have_psutil = procs.psutil_available()
     tree, by_env = (procs.ProcessTree, procs.JobProcesses) if have_psutil else (procs.ProcfsTree, procs.ProcfsJobProcesses)
     if child_pid is not None:
@@ -145,9 +147,9 @@ def open_gpu_source(env: dict[str, str], mode: str, interval: float, problems: P
     if mode == "none":
         return None
     try:
-        from collector.gpus import open_gpus
+        from .gpus import open_gpus
     except ModuleNotFoundError as exc:
-        if exc.name != "collector.gpus":
+        if exc.name != f"{__package__}.gpus":
             problems.warn("gpus-import", f"jobsight sidecar: GPU sampling unavailable ({exc})")
         return None
     except Exception as exc:

@@ -13,10 +13,10 @@ from pathlib import Path
 import dash
 from dash import Input, Output, State, dcc, html
 
-from analytics.snapshot import SnapshotReader
-from dashboard import callback_requests, common, served_files
-from dashboard.auth import Auth, current_scope, install
-from dashboard.pages import entities, flagged, job, overview
+from jobsight.analytics.snapshot import SnapshotReader
+from jobsight.dashboard import callback_requests, common, served_files
+from jobsight.dashboard.auth import Auth, current_scope, install
+from jobsight.dashboard.pages import entities, flagged, job, overview
 
 log = logging.getLogger("jobsight.dashboard")
 

@@ -13,9 +13,9 @@ import flask
 from dash import dcc, html
 from dash.exceptions import PreventUpdate
 
-from analytics.snapshot import ReadHandle
-from dashboard.auth import current_scope
-from dashboard.queries import Filters, Scope
+from jobsight.analytics.snapshot import ReadHandle
+from jobsight.dashboard.auth import current_scope
+from jobsight.dashboard.queries import Filters, Scope
 
 log = logging.getLogger("jobsight.dashboard")
 

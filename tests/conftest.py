@@ -37,7 +37,7 @@ def realdata() -> Path:
 def jobsight_cmd() -> list[str]:
     """The `jobsight` command as users run it: the venv's console script, else the module."""
     exe = ROOT / ".venv" / "bin" / "jobsight"
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "analytics.cli"]
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "jobsight.analytics.cli"]
 
 
 def accounted(result) -> bool:

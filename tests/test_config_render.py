@@ -1,7 +1,7 @@
 import pytest
 
-from analytics import render
-from analytics.config import DEFAULT_FLAGS, ConfigError, load_config, parse_config
+from jobsight.analytics import render
+from jobsight.analytics.config import DEFAULT_FLAGS, ConfigError, load_config, parse_config
 
 
 def test_defaults_without_a_file(tmp_path, monkeypatch):

@@ -17,10 +17,10 @@ import urllib.request
 import pytest
 
 from conftest import post_callback, require_service
-from analytics.snapshot import SnapshotReader, publish
-from dashboard import common
-from dashboard.app import create_app
-from dashboard.auth import Auth, AuthError, Roles, hash_password, load_users_file, parse_coordinators, verify_password
+from jobsight.analytics.snapshot import SnapshotReader, publish
+from jobsight.dashboard import common
+from jobsight.dashboard.app import create_app
+from jobsight.dashboard.auth import Auth, AuthError, Roles, hash_password, load_users_file, parse_coordinators, verify_password
 from test_dashboard_queries import build_db
 
 ROLES = {"admins": ["root"], "leads": {"proj-a": ["dave"]}}
@@ -164,7 +164,7 @@ def test_callback_errors_are_plain_messages(app, monkeypatch):
 
     def boom(*a, **k):
         raise RuntimeError("secret detail /etc/passwd")
-    monkeypatch.setattr("dashboard.queries.totals", boom)
+    monkeypatch.setattr("jobsight.dashboard.queries.totals", boom)
     out = call(client, "ov-content.children", app.callback_map["ov-content.children"], B, "root")
     assert common.ERROR_TEXT in out and "secret detail" not in out and "Traceback" not in out
 

@@ -13,9 +13,9 @@ import threading
 
 import pytest
 
-from analytics.snapshot import SnapshotReader, publish
-from dashboard.app import create_app
-from dashboard.auth import Auth, Roles
+from jobsight.analytics.snapshot import SnapshotReader, publish
+from jobsight.dashboard.app import create_app
+from jobsight.dashboard.auth import Auth, Roles
 from conftest import require_service
 from test_dashboard_queries import build_db
 

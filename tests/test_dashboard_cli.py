@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from conftest import require_service
-from analytics import dashboard_cli
-from analytics.cli import UserError
-from dashboard.auth import verify_password
+from jobsight.analytics import dashboard_cli
+from jobsight.analytics.cli import UserError
+from jobsight.dashboard.auth import verify_password
 from test_dashboard_queries import build_db
 
 ROOT = Path(__file__).resolve().parents[1]

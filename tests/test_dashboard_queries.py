@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from analytics.config import parse_config
-from analytics.session import open_db
-from analytics.snapshot import ReadHandle, SnapshotReader, publish
-from dashboard import figures, queries
-from dashboard.queries import Filters, Scope
+from jobsight.analytics.config import parse_config
+from jobsight.analytics.session import open_db
+from jobsight.analytics.snapshot import ReadHandle, SnapshotReader, publish
+from jobsight.dashboard import figures, queries
+from jobsight.dashboard.queries import Filters, Scope
 
 GiB = 2**30
 T0 = dt.datetime(2026, 11, 16, 10, 0, 0)  # a Monday
@@ -219,7 +219,7 @@ def test_long_series_are_bucketed(tmp_path, monkeypatch):
 
 def test_admin_grid_from_the_per_day_tops_is_exact(db_path, monkeypatch):
     """With 1 row kept per day, the admin's unfiltered grid must still equal the full sort."""
-    import analytics.snapshot as snap
+    import jobsight.analytics.snapshot as snap
     monkeypatch.setattr(snap, "MATERIALISE_STEPS", [s.replace(f"<= {snap.TOP_FLAGS_PER_DAY}", "<= 1")
                                                     for s in snap.MATERIALISE_STEPS])
     monkeypatch.setattr(queries, "TOP_FLAGS_PER_DAY", 1)

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from analytics.snapshot import SnapshotReader, publish, snapshot_path
-from dashboard import queries
-from dashboard.app import create_app
-from dashboard.auth import Auth, Roles
-from dashboard.queries import Filters, Scope
+from jobsight.analytics.snapshot import SnapshotReader, publish, snapshot_path
+from jobsight.dashboard import queries
+from jobsight.dashboard.app import create_app
+from jobsight.dashboard.auth import Auth, Roles
+from jobsight.dashboard.queries import Filters, Scope
 from test_dashboard_queries import build_db
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,9 +26,9 @@ BATCHES = 4
 # write lock), adds a batch in one transaction, closes, then publishes a snapshot.
 WRITER = r"""
 import datetime as dt, sys
-from analytics.session import open_db
-from analytics.config import parse_config
-from analytics.snapshot import publish
+from jobsight.analytics.session import open_db
+from jobsight.analytics.config import parse_config
+from jobsight.analytics.snapshot import publish
 db, batches, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 for b in range(batches):
     con, _ = open_db(db, parse_config({}))
@@ -124,7 +124,7 @@ def test_publish_failure_leaves_the_old_snapshot(tmp_path):
     db = build_db(tmp_path / "jobs.duckdb")
     snap = publish(db)
     before = snap.stat().st_ino
-    from analytics.cli import UserError
+    from jobsight.analytics.cli import UserError
     with pytest.raises(UserError, match="no such database"):
         publish(tmp_path / "missing.duckdb")
     assert snap.stat().st_ino == before
@@ -133,7 +133,7 @@ def test_publish_failure_leaves_the_old_snapshot(tmp_path):
 
 def test_publish_refuses_while_a_writer_holds_the_database(tmp_path):
     db = build_db(tmp_path / "jobs.duckdb")
-    from analytics.cli import UserError
+    from jobsight.analytics.cli import UserError
     writer = subprocess.Popen([sys.executable, "-c",
                                "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('open', flush=True); "
                                "time.sleep(60)", str(db)], stdout=subprocess.PIPE, text=True)

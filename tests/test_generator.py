@@ -1,4 +1,4 @@
-"""The demo data generator (fixtures/generator): deterministic, every pattern present, and the
+"""The demo data generator (analytics/demo): deterministic, every pattern present, and the
 files agree with each other (sidecar CPU rows vs sacct TotalCPU, GPU samples inside the job)."""
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from collector.csv_schema import HEADER
-from fixtures.generator import END, generate
-from fixtures.generator.dumps import windows
-from fixtures.generator.formats import duration, mem_tres, total_cpu
-from fixtures.generator.model import Job, Run, Step, view
-from fixtures.generator.cluster import PART, compress_nodes
+from jobsight.collector.csv_schema import HEADER
+from jobsight.analytics.demo import END, generate
+from jobsight.analytics.demo.dumps import windows
+from jobsight.analytics.demo.formats import duration, mem_tres, total_cpu
+from jobsight.analytics.demo.model import Job, Run, Step, view
+from jobsight.analytics.demo.cluster import PART, compress_nodes
 
 AMS = ZoneInfo("Europe/Amsterdam")
 

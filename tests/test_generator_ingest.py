@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from analytics.cli import main as jobsight
-from analytics.config import parse_config
-from analytics.session import open_db
-from fixtures.generator import SUBDIRS, generate
+from jobsight.analytics.cli import main as jobsight
+from jobsight.analytics.config import parse_config
+from jobsight.analytics.session import open_db
+from jobsight.analytics.demo import SUBDIRS, generate
 
 FORMAT_OF_DIR = {"sacct": "sacct", "sacct-json": "sacct-json", "sidecar": "sidecar", "nvidia-smi": "nvidia-smi",
                  "seff": "seff"}

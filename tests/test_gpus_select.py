@@ -1,5 +1,5 @@
 """Which GPUs are the job's: CUDA_VISIBLE_DEVICES / SLURM_JOB_GPUS mapping rules (no NVML needed)."""
-from collector.gpu_select import Inventory, job_gpu_uuids
+from jobsight.collector.gpu_select import Inventory, job_gpu_uuids
 
 G = [f"GPU-{i}{i}{i}{i}aaaa-0000-4000-8000-00000000000{i}" for i in range(8)]
 M1 = "MIG-11110000-0000-4000-8000-000000000000"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.smi_fallback import parse_line
+from jobsight.collector.smi_fallback import parse_line
 import fake_nvml
 
 HERE = Path(__file__).parent

@@ -9,10 +9,10 @@ from datetime import datetime
 
 import pytest
 
-from analytics import db, ingest
-from analytics.parsers import sidecar_csv
-from analytics.records import ParseOptions
-from collector.csv_schema import HEADER
+from jobsight.analytics import db, ingest
+from jobsight.analytics.parsers import sidecar_csv
+from jobsight.analytics.records import ParseOptions
+from jobsight.collector.csv_schema import HEADER
 from conftest import record_instances
 
 UUID = "GPU-11111111-2222-3333-4444-555555555555"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from analytics import cli, sacct_runner
+from jobsight.analytics import cli, sacct_runner
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "sacct"
 
@@ -87,7 +87,7 @@ def test_from_sacct_without_sacct(tmp_path, capsys, monkeypatch):
 
 def test_changed_database_gets_views_settings_and_snapshot(tmp_path, capsys, monkeypatch):
     import duckdb
-    from analytics import session
+    from jobsight.analytics import session
     monkeypatch.chdir(tmp_path)   # no ./jobsight.toml from elsewhere
     monkeypatch.delenv("JOBSIGHT_CONFIG", raising=False)
     conf = tmp_path / "site.toml"

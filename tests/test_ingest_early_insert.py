@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from analytics import db, ingest
-from analytics.parsers import sacct_text
-from analytics.records import ParseOptions
+from jobsight.analytics import db, ingest
+from jobsight.analytics.parsers import sacct_text
+from jobsight.analytics.records import ParseOptions
 from conftest import record_instances
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "sacct"

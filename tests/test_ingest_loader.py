@@ -7,8 +7,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from analytics import db, ingest
-from analytics.records import ParseOptions, ParseResult, Reject
+from jobsight.analytics import db, ingest
+from jobsight.analytics.records import ParseOptions, ParseResult, Reject
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "sacct"
 GiB, MiB = 1024 ** 3, 1024 ** 2
@@ -176,7 +176,7 @@ def test_same_bytes_with_other_options_are_read_again(con, tmp_path):
 
 
 def test_a_parser_bug_fails_that_file_only(con, monkeypatch, tmp_path):
-    from analytics.parsers import sacct_text
+    from jobsight.analytics.parsers import sacct_text
     good = tmp_path / "good.txt"
     good.write_text((FIX / "running-3001.txt").read_text())
     real_parse = sacct_text.parse
@@ -218,7 +218,7 @@ def test_job_gpu_tres_filled_from_steps(con, tmp_path):
 
 
 def _sidecar_lines(job, times, devices=("cpu", "GPU-a"), util=None):
-    from collector.csv_schema import COLUMNS
+    from jobsight.collector.csv_schema import COLUMNS
     out = []
     for t in times:
         for d in devices:
@@ -231,8 +231,8 @@ def _sidecar_lines(job, times, devices=("cpu", "GPU-a"), util=None):
 
 @pytest.mark.parametrize("stream_bytes", [300, 1 << 30])
 def test_big_sidecar_loaded_in_pieces_in_one_transaction(con, tmp_path, monkeypatch, stream_bytes):
-    from analytics.parsers import sidecar_csv
-    from collector.csv_schema import HEADER
+    from jobsight.analytics.parsers import sidecar_csv
+    from jobsight.collector.csv_schema import HEADER
     pieces = []
     real = sidecar_csv.iter_parse
     monkeypatch.setattr(sidecar_csv, "iter_parse", lambda *a, **k: (pieces.append(p) or p for p in real(*a, **k)))
@@ -259,8 +259,8 @@ def test_big_sidecar_loaded_in_pieces_in_one_transaction(con, tmp_path, monkeypa
 
 
 def test_streamed_file_failing_midway_stores_nothing(con, tmp_path, monkeypatch):
-    from analytics.parsers import sidecar_csv
-    from collector.csv_schema import HEADER
+    from jobsight.analytics.parsers import sidecar_csv
+    from jobsight.collector.csv_schema import HEADER
     real = sidecar_csv.iter_parse
 
     def failing(*a, **k):

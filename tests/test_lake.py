@@ -24,11 +24,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from analytics import lake
-from analytics.cli import main as jobsight
-from analytics.config import parse_config
-from analytics.session import open_db
-from fixtures.generator import SUBDIRS, generate
+from jobsight.analytics import lake
+from jobsight.analytics.cli import main as jobsight
+from jobsight.analytics.config import parse_config
+from jobsight.analytics.session import open_db
+from jobsight.analytics.demo import SUBDIRS, generate
 from tests.conftest import require_service
 
 GIB = 1073741824

@@ -5,8 +5,8 @@ import datetime as dt
 
 import pytest
 
-from analytics.config import parse_config
-from analytics.session import open_db
+from jobsight.analytics.config import parse_config
+from jobsight.analytics.session import open_db
 
 GiB = 2**30
 T0 = dt.datetime(2026, 11, 16, 22, 0, 0)  # a Monday, 22:00 UTC

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from analytics import db, ingest
-from analytics.config import parse_config
-from analytics.records import ParseOptions
-from analytics.session import open_db
+from jobsight.analytics import db, ingest
+from jobsight.analytics.config import parse_config
+from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.session import open_db
 
 pytestmark = pytest.mark.realdata
 KiB, GiB = 1024, 1024 ** 3

@@ -9,7 +9,7 @@ from collections import defaultdict
 import duckdb
 import pytest
 
-from collector import jobenv
+from jobsight.collector import jobenv
 from conftest import FIXTURES, ROOT, jobsight_cmd
 
 SLURM = FIXTURES / "sacct" / "mixed-jobs.txt"

@@ -10,8 +10,8 @@ import duckdb
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from analytics.parsers import lsf
-from analytics.records import ParseOptions
+from jobsight.analytics.parsers import lsf
+from jobsight.analytics.records import ParseOptions
 from conftest import FIXTURES, accounted, jobsight_cmd
 
 ACCT = FIXTURES / "lsf" / "lsb.acct"

@@ -10,8 +10,8 @@ import duckdb
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from analytics.parsers import pbs
-from analytics.records import ParseOptions
+from jobsight.analytics.parsers import pbs
+from jobsight.analytics.records import ParseOptions
 from conftest import FIXTURES, accounted, jobsight_cmd
 
 LOG = FIXTURES / "pbs" / "20240301"

@@ -9,8 +9,8 @@ import duckdb
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from analytics.parsers import seff
-from analytics.records import ParseOptions
+from jobsight.analytics.parsers import seff
+from jobsight.analytics.records import ParseOptions
 from conftest import FIXTURES, accounted, jobsight_cmd
 
 MIXED = FIXTURES / "seff" / "seff-mixed.txt"

@@ -12,9 +12,9 @@ import duckdb
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from analytics.parsers import sidecar_csv
-from analytics.records import ParseOptions
-from collector.csv_schema import HEADER
+from jobsight.analytics.parsers import sidecar_csv
+from jobsight.analytics.records import ParseOptions
+from jobsight.collector.csv_schema import HEADER
 from conftest import FIXTURES, accounted, jobsight_cmd
 
 DIR = FIXTURES / "sidecar"

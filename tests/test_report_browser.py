@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from analytics.reports.data import gather
-from analytics.reports.html import render_html_bytes
-from analytics.reports.settings import from_config
+from jobsight.analytics.reports.data import gather
+from jobsight.analytics.reports.html import render_html_bytes
+from jobsight.analytics.reports.settings import from_config
 from conftest import require_service
 from test_report_values import W47, build_db
 

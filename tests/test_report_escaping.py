@@ -8,12 +8,12 @@ import re
 
 import pytest
 
-from analytics.reports.csvout import render_csv
-from analytics.reports.data import gather
-from analytics.reports.html import render_html
-from analytics.reports.markdown import md_escape, render_markdown
-from analytics.reports.settings import from_config
-from analytics.reports.text import render_text
+from jobsight.analytics.reports.csvout import render_csv
+from jobsight.analytics.reports.data import gather
+from jobsight.analytics.reports.html import render_html
+from jobsight.analytics.reports.markdown import md_escape, render_markdown
+from jobsight.analytics.reports.settings import from_config
+from jobsight.analytics.reports.text import render_text
 from test_report_values import FORMULA, W47, XSS, build_db
 
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -83,7 +83,7 @@ def test_csv_neutralises_formula(ds):
 
 
 def test_file_names_cannot_escape_the_folder():
-    from analytics.reports.data import file_stem
+    from jobsight.analytics.reports.data import file_stem
     assert file_stem("user", "../../etc/passwd") == "user-_._.._etc_passwd"
     assert file_stem("account", ".hidden") == "account-_hidden"
     assert "/" not in file_stem("user", "a/b") and file_stem("user", "") == "user-_"

@@ -5,9 +5,9 @@ import datetime as dt
 
 import pytest
 
-from analytics.cli import UserError
-from analytics.reports.data import budget_start
-from analytics.reports.period import resolve
+from jobsight.analytics.cli import UserError
+from jobsight.analytics.reports.data import budget_start
+from jobsight.analytics.reports.period import resolve
 
 
 def test_iso_week_is_monday_to_monday():

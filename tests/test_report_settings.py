@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from analytics.cli import UserError
-from analytics.config import parse_config
-from analytics.reports.settings import from_config
+from jobsight.analytics.cli import UserError
+from jobsight.analytics.config import parse_config
+from jobsight.analytics.reports.settings import from_config
 
 
 def test_defaults_and_addresses():

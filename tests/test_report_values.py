@@ -23,12 +23,12 @@ import json
 
 import pytest
 
-from analytics.cli import main
-from analytics.config import parse_config
-from analytics.reports.data import gather
-from analytics.reports.period import iso_week
-from analytics.reports.settings import from_config
-from analytics.session import open_db
+from jobsight.analytics.cli import main
+from jobsight.analytics.config import parse_config
+from jobsight.analytics.reports.data import gather
+from jobsight.analytics.reports.period import iso_week
+from jobsight.analytics.reports.settings import from_config
+from jobsight.analytics.session import open_db
 
 GiB = 2**30
 XSS = "<script>alert(1)</script>"

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from polars.testing import assert_frame_equal
 
-from analytics.parsers import sacct_text
-from analytics.records import ParseOptions
+from jobsight.analytics.parsers import sacct_text
+from jobsight.analytics.records import ParseOptions
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "sacct"
 GiB = 1024 ** 3
@@ -219,7 +219,7 @@ def _mutated_file(draw):
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=_mutated_file())
 def test_mutated_lines_never_break_ingest(tmp_path, text):
-    from analytics import db, ingest
+    from jobsight.analytics import db, ingest
     p = tmp_path / "mut.txt"
     p.write_text(text, encoding="utf-8")
     res = sacct_text.parse(p, ParseOptions(timezone="Europe/Amsterdam"))

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from polars.testing import assert_frame_equal
 
-from analytics.parsers import sacct_text
-from analytics.records import ParseOptions
+from jobsight.analytics.parsers import sacct_text
+from jobsight.analytics.records import ParseOptions
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "sacct"
 GiB, MiB = 1024 ** 3, 1024 ** 2

@@ -6,8 +6,8 @@ import time
 
 from polars.testing import assert_frame_equal
 
-from analytics.parsers import sacct_text
-from analytics.records import ParseOptions
+from jobsight.analytics.parsers import sacct_text
+from jobsight.analytics.records import ParseOptions
 
 HDR1 = "JobID|JobIDRaw|State|Start|End|Elapsed|NCPUS|ReqMem|AllocTRES|JobName"
 HDR2 = "JobName|JobID|State|Elapsed|NCPUS"   # the second section: other columns, other order

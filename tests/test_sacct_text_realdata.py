@@ -7,9 +7,9 @@ from datetime import datetime
 import polars as pl
 import pytest
 
-from analytics import db, ingest
-from analytics.parsers import sacct_text
-from analytics.records import ParseOptions
+from jobsight.analytics import db, ingest
+from jobsight.analytics.parsers import sacct_text
+from jobsight.analytics.records import ParseOptions
 
 pytestmark = pytest.mark.realdata
 MiB, GiB = 1024 ** 2, 1024 ** 3

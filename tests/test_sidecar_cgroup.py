@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from collector import cgroup
+from jobsight.collector import cgroup
 
 SLURM_V2_TASK = "/system.slice/slurmstepd.scope/job_123/step_batch/user/task_0"
 

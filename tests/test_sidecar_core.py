@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from collector import csv_schema, jobenv, sidecar
+from jobsight.collector import csv_schema, jobenv, sidecar
 
 
 def test_cpu_util_pct_is_share_of_allocated_cores():

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from collector import jobenv
+from jobsight.collector import jobenv
 
 
 def test_slurm_array_task_uses_raw_job_id_and_cluster():

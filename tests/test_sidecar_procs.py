@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from collector import procs
+from jobsight.collector import procs
 
 # Burns a fixed amount of CPU time (not wall time, so a loaded machine only makes it slower),
 # optionally holds memory, reports "ready", then waits for stdin to close.

@@ -27,7 +27,7 @@ BUSY = ("import sys, time\nt, c = time.time(), time.process_time()\nwhile time.t
 
 def jobsight() -> list[str]:
     exe = Path(sys.executable).parent / "jobsight"
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "analytics.cli"]
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "jobsight.analytics.cli"]
 
 
 def run_on_core0(tmp_path: Path, command: list[str]) -> list[float]:

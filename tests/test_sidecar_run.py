@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.csv_schema import COLUMNS, HEADER
+from jobsight.collector.csv_schema import COLUMNS, HEADER
 from conftest import ROOT, require_service
 
 SCHED_VARS = ("SLURM_", "PBS_", "LSB_", "CUDA_VISIBLE_DEVICES", "JOBSIGHT_", "LD_LIBRARY_PATH", "FAKE_NVML")
@@ -27,7 +27,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def sidecar(args: list[str], env=None, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "collector", *args], cwd=ROOT, env=env or clean_env(),
+    return subprocess.Popen([sys.executable, "-m", "jobsight.collector", *args], cwd=ROOT, env=env or clean_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 

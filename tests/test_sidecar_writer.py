@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from collector import writer
+from jobsight.collector import writer
 
 COLS = ("time", "device", "util_pct")
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from analytics.sacct_runner import SACCT_COLUMNS
+from jobsight.analytics.sacct_runner import SACCT_COLUMNS
 from conftest import ROOT, require_service
 from slurm_harness import sacct, sacct_rows, slurm_status, submit, tres, utc_now, wait_finished
 
@@ -76,7 +76,7 @@ JOBS = {
 
 def run_jobsight(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     exe = ROOT / ".venv" / "bin" / "jobsight"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "analytics.cli"]
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "jobsight.analytics.cli"]
     return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=300, cwd=cwd)
 
 

@@ -52,7 +52,7 @@ class Run:
 
 def jobsight(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     exe = ROOT / ".venv" / "bin" / "jobsight"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "analytics.cli"]
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "jobsight.analytics.cli"]
     return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 

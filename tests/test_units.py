@@ -1,6 +1,6 @@
 import pytest
 
-from analytics import units
+from jobsight.analytics import units
 
 
 @pytest.mark.parametrize("text,seconds", [

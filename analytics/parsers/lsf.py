@@ -34,7 +34,7 @@ from typing import Optional
 
 import polars as pl
 
-from analytics.records import ParseOptions, ParseResult, Reject, field_value
+from jobsight.analytics.records import ParseOptions, ParseResult, Reject, field_value
 
 FORMAT = "lsf"
 SOURCE = "lsf"

@@ -37,9 +37,9 @@ from typing import Optional
 
 import polars as pl
 
-from analytics.records import ParseOptions, ParseResult, Reject, field_value
-from analytics.timezones import local_zone_name
-from analytics.units import parse_duration
+from jobsight.analytics.records import ParseOptions, ParseResult, Reject, field_value
+from jobsight.analytics.timezones import local_zone_name
+from jobsight.analytics.units import parse_duration
 
 FORMAT = "pbs"
 SOURCE = "pbs"

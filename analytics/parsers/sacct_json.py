@@ -25,8 +25,8 @@ from typing import Any, Optional
 
 import polars as pl
 
-from analytics.records import ParseOptions, ParseResult, Reject
-from analytics.units import tres_gpus
+from jobsight.analytics.records import ParseOptions, ParseResult, Reject
+from jobsight.analytics.units import tres_gpus
 
 FORMAT = "sacct-json"
 SOURCE = "slurm-sacct-json"

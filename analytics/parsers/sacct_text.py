@@ -32,9 +32,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import polars as pl
 
-from analytics import units
-from analytics.timezones import local_zone_name
-from analytics.records import ParseOptions, ParseResult, Reject
+from jobsight.analytics import units
+from jobsight.analytics.timezones import local_zone_name
+from jobsight.analytics.records import ParseOptions, ParseResult, Reject
 
 FORMAT = "sacct"
 SOURCE = "slurm-sacct"

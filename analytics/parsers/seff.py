@@ -34,8 +34,8 @@ from typing import Optional
 
 import polars as pl
 
-from analytics.records import ParseOptions, ParseResult, Reject
-from analytics.units import parse_duration, parse_mem, parse_state
+from jobsight.analytics.records import ParseOptions, ParseResult, Reject
+from jobsight.analytics.units import parse_duration, parse_mem, parse_state
 
 FORMAT = "seff"
 SOURCE = "slurm-seff"

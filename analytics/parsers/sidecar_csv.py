@@ -23,8 +23,8 @@ from typing import Iterator, Optional
 import duckdb
 import polars as pl
 
-from analytics.records import BulkRead, ParseOptions, ParseResult, Reject
-from collector.csv_schema import COLUMNS, HEADER, META_SUFFIX
+from jobsight.analytics.records import BulkRead, ParseOptions, ParseResult, Reject
+from jobsight.collector.csv_schema import COLUMNS, HEADER, META_SUFFIX
 
 FORMAT = "sidecar"
 SOURCE = "sidecar"

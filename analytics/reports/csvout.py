@@ -4,9 +4,9 @@ Raw values at full precision; text cells that a spreadsheet would run as a formu
 (render.csv_safe)."""
 from __future__ import annotations
 
-from analytics.render import to_csv
-from analytics.reports.data import Report
-from analytics.reports.sections import HEADLINE, sections
+from jobsight.analytics.render import to_csv
+from jobsight.analytics.reports.data import Report
+from jobsight.analytics.reports.sections import HEADLINE, sections
 
 COLUMNS = ["report", "window", "section", "rank", "label", "day", "user", "account", "partition", "job_id",
            "job_name", "state", "code", "jobs", "alarms", "sbu", "used_sbu", "wasted_sbu", "wasted_pct",

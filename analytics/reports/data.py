@@ -13,9 +13,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from analytics.render import rows_of
-from analytics.reports.period import Period
-from analytics.reports.settings import ReportSettings
+from jobsight.analytics.render import rows_of
+from jobsight.analytics.reports.period import Period
+from jobsight.analytics.reports.settings import ReportSettings
 
 KINDS = ("user", "account", "admin")
 ADMIN_NAME = "cluster"
@@ -117,7 +117,7 @@ class Dataset:
         return sorted(k for (scope, k) in self.totals if scope == kind and k is not None)
 
     def build(self, kind: str, name: str) -> Report:
-        from analytics.reports.summary import summarise
+        from jobsight.analytics.reports.summary import summarise
         s, p = self.settings, self.period
         scope, key = ("cluster", None) if kind == "admin" else (kind, name)
         totals_row = (self.totals.get((scope, key)) or [{}])[0]

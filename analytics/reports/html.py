@@ -13,9 +13,9 @@ import html
 import json
 
 
-from analytics.render import terminal_safe
-from analytics.reports.data import Report
-from analytics.reports.sections import Section, fmt, headline, sections
+from jobsight.analytics.render import terminal_safe
+from jobsight.analytics.reports.data import Report
+from jobsight.analytics.reports.sections import Section, fmt, headline, sections
 
 USED, WASTED, UNRATED = "#2b8a3e", "#e8590c", "#adb5bd"
 

@@ -13,11 +13,11 @@ from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 from pathlib import Path
 
-from analytics.cli import UserError
-from analytics.reports.data import Report
-from analytics.reports.html import render_html
-from analytics.reports.settings import ReportSettings
-from analytics.reports.text import render_text
+from jobsight.analytics.cli import UserError
+from jobsight.analytics.reports.data import Report
+from jobsight.analytics.reports.html import render_html
+from jobsight.analytics.reports.settings import ReportSettings
+from jobsight.analytics.reports.text import render_text
 
 
 @dataclass

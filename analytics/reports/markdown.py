@@ -6,9 +6,9 @@ from __future__ import annotations
 import html
 import re
 
-from analytics.render import terminal_safe
-from analytics.reports.data import Report
-from analytics.reports.sections import fmt, headline, sections
+from jobsight.analytics.render import terminal_safe
+from jobsight.analytics.reports.data import Report
+from jobsight.analytics.reports.sections import fmt, headline, sections
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
 _SBATCH_SAFE = re.compile(r"^[#A-Za-z0-9=:,._/ -]+$")

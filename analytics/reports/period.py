@@ -9,8 +9,8 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
-from analytics.cli import UserError
-from analytics.query_filters import parse_when
+from jobsight.analytics.cli import UserError
+from jobsight.analytics.query_filters import parse_when
 
 _ISO_WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
 

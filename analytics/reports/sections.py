@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from analytics.reports.data import Report
+from jobsight.analytics.reports.data import Report
 
 
 @dataclass(frozen=True)

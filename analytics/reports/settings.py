@@ -23,8 +23,8 @@ import string
 from dataclasses import dataclass, field
 from typing import Any
 
-from analytics.cli import UserError
-from analytics.config import Config
+from jobsight.analytics.cli import UserError
+from jobsight.analytics.config import Config
 
 BUDGET_PERIODS = ("week", "month", "quarter", "year")
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import textwrap
 
-from analytics.render import terminal_safe
-from analytics.reports.data import Report
-from analytics.reports.sections import fmt, headline, sections
+from jobsight.analytics.render import terminal_safe
+from jobsight.analytics.reports.data import Report
+from jobsight.analytics.reports.sections import fmt, headline, sections
 
 
 def render_text(rep: Report) -> str:

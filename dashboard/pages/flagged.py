@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dash import Input, Output, State, dash_table, dcc, html, no_update
 
-from dashboard import common, queries
-from dashboard.queries import Filters, Scope
+from jobsight.dashboard import common, queries
+from jobsight.dashboard.queries import Filters, Scope
 
 P = "fl"
 LIMIT = 500

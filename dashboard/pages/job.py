@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dash import Input, Output, dcc, html
 
-from dashboard import common, figures, queries
-from dashboard.queries import Scope
+from jobsight.dashboard import common, figures, queries
+from jobsight.dashboard.queries import Scope
 
 P = "job"
 NOT_FOUND = "No such job, or not one you can see."

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dash import Input, Output, State, dcc, html, no_update
 
-from dashboard import common, figures, queries
-from dashboard.queries import Filters, Scope
+from jobsight.dashboard import common, figures, queries
+from jobsight.dashboard.queries import Filters, Scope
 
 # page id prefix -> (path, the filter the page's `name` fixes, heading)
 INSTANCES = {

@@ -17,7 +17,7 @@ req = json.loads(sys.argv[1])
 if req.get("block_pynvml"):
     sys.modules["pynvml"] = None  # `import pynvml` now raises ImportError, as where it is not installed
 
-from collector.gpus import open_gpus  # noqa: E402
+from jobsight.collector.gpus import open_gpus  # noqa: E402
 
 src = open_gpus(req.get("env", {}), req.get("mode", "auto"), req.get("interval", 1.0))
 out = {"none": src is None, "meta": None, "devices": None, "samples": [], "counts": [], "smi_returncode": None}

@@ -20,7 +20,7 @@ CONTENT = ("jobs", "steps", "samples", "rejects", "sidecar_run")
 
 
 def ingest_cmd(db: Path, *paths: Path | str, extra: tuple[str, ...] = ()) -> list[str]:
-    return [sys.executable, "-m", "analytics.cli", "ingest", "--db", str(db), *INGEST_OPTS, "--quiet", *extra,
+    return [sys.executable, "-m", "jobsight.analytics.cli", "ingest", "--db", str(db), *INGEST_OPTS, "--quiet", *extra,
             *map(str, paths)]
 
 
@@ -49,7 +49,7 @@ def ingests_checksum(con: duckdb.DuckDBPyConnection) -> tuple[int, str]:
 
 def open_ro(db: Path) -> duckdb.DuckDBPyConnection:
     """Open through jobsight's own connect (runs migrations, so read-write), as a user would."""
-    from analytics import db as jdb
+    from jobsight.analytics import db as jdb
     return jdb.connect(db)
 
 
@@ -72,7 +72,7 @@ def generated_cluster(tmp_path_factory) -> tuple[Path, list[Path]]:
     metadata, nvidia-smi logs, seff reports. (A helper, not a conftest.py: tests/ modules import
     names from `conftest`, which a second conftest module would shadow.)"""
     if "root" not in _CLUSTER:
-        from fixtures.generator import SUBDIRS, generate
+        from jobsight.analytics.demo import SUBDIRS, generate
         root = tmp_path_factory.mktemp("cluster") / "data"
         generate(root, jobs=150, days=14, seed=5)
         _CLUSTER["root"] = (root, [root / d for d in SUBDIRS if (root / d).is_dir()])

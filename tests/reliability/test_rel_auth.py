@@ -100,8 +100,8 @@ def forbidden(viewer: str) -> set[str]:
 
 
 def seed(db: Path) -> None:
-    from analytics.config import parse_config
-    from analytics.session import open_db
+    from jobsight.analytics.config import parse_config
+    from jobsight.analytics.session import open_db
     con, _ = open_db(db, parse_config({}))
     for p in PEOPLE:
         start = dt.datetime.fromisoformat(p.day) + dt.timedelta(hours=10)
@@ -197,8 +197,8 @@ class Env:
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    from analytics.snapshot import publish
-    from dashboard.auth import hash_password
+    from jobsight.analytics.snapshot import publish
+    from jobsight.dashboard.auth import hash_password
     d = tmp_path_factory.mktemp("relauth")
     db = d / "jobs.duckdb"
     seed(db)
@@ -457,8 +457,8 @@ EXPORTS: frozenset[str] = frozenset()
 
 def url_rules(env) -> set[str]:
     """The routes of the app exactly as `jobsight dashboard` builds it for the header server."""
-    from analytics import dashboard_cli
-    from dashboard import common
+    from jobsight.analytics import dashboard_cli
+    from jobsight.dashboard import common
     p = argparse.ArgumentParser()
     dashboard_cli.configure(p)
     app = dashboard_cli.build(p.parse_args(["--db", str(env.db), "--config", str(env.config), "--auth", "header",
@@ -555,9 +555,9 @@ def test_symlinks_in_the_assets_folder_are_not_followed_out_of_it(env):
             served = [m for m in env.file_markers if m in r.body]
             Checks.expect(not served and r.status == 404, f"{target}: HTTP {r.status}, served {served}")
         # the same under a URL prefix (Dash names the assets route after it)
-        from analytics.snapshot import SnapshotReader
-        from dashboard.app import create_app
-        from dashboard.auth import Auth, Roles
+        from jobsight.analytics.snapshot import SnapshotReader
+        from jobsight.dashboard.app import create_app
+        from jobsight.dashboard.auth import Auth, Roles
         reader = SnapshotReader(env.db)
         try:
             client = create_app(reader, Auth("none", Roles()), url_prefix="/jobsight/").server.test_client()

@@ -46,7 +46,7 @@ def clean(cluster, tmp_path_factory):
 def _reference_at(files: list[str], ks: list[int], tmp: Path) -> dict[int, dict]:
     """Snapshots of a database after exactly the first k files, for each k in ks (ascending),
     ingesting the files between two ks in one in-process run."""
-    from analytics.cli import main as jobsight
+    from jobsight.analytics.cli import main as jobsight
     db = tmp / "ref.duckdb"
     open_ro(db).close()
     out, done = {}, 0
@@ -86,7 +86,7 @@ def _per_file_rows_match(db: Path) -> int:
 
 def _snapshot_opens(db: Path) -> None:
     """A kill while the dashboard snapshot is published leaves the old one or the new one, whole."""
-    from analytics.snapshot import SnapshotReader, snapshot_path
+    from jobsight.analytics.snapshot import SnapshotReader, snapshot_path
     if snapshot_path(db).exists():
         reader = SnapshotReader(db, check_views=False)
         try:
@@ -135,7 +135,7 @@ def test_kill_9_during_ingest(cluster, clean, tmp_path, capsys):
 # -- schema migrations --------------------------------------------------------------------------
 
 def _schema_with(tmp: Path, sql: str) -> Path:
-    from analytics.db import SCHEMA_DIR
+    from jobsight.analytics.db import SCHEMA_DIR
     d = tmp / "schema"
     shutil.copytree(SCHEMA_DIR, d)
     n = len(list(d.glob("[0-9][0-9][0-9][0-9]_*.sql"))) + 1
@@ -144,7 +144,7 @@ def _schema_with(tmp: Path, sql: str) -> Path:
 
 
 def _version(db: Path) -> int:
-    from analytics.db import current_version
+    from jobsight.analytics.db import current_version
     con = open_ro(db)
     try:
         return current_version(con)
@@ -153,7 +153,7 @@ def _version(db: Path) -> int:
 
 
 def test_migration_failing_midway_changes_nothing(clean, tmp_path):
-    from analytics import db as jdb
+    from jobsight.analytics import db as jdb
     db = tmp_path / "m.duckdb"
     shutil.copy(clean[0], db)
     before, version = snapshot(db), _version(db)
@@ -199,7 +199,7 @@ def test_kill_9_during_migration(clean, tmp_path):
     assert snapshot(db) == before
     # and the interrupted migration applies cleanly afterwards (a quick one this time)
     (schema / f"{version + 1:04d}_reliability.sql").write_text("CREATE TABLE extra (a INTEGER);", encoding="utf-8")
-    from analytics import db as jdb
+    from jobsight.analytics import db as jdb
     con = jdb.duckdb.connect(str(db))
     assert jdb.migrate(con, schema_dir=schema) == version + 1
     con.close()

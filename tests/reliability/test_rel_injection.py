@@ -28,7 +28,7 @@ TABLES = {"job", "step", "sample", "sidecar_run", "reject", "ingest_log", "schem
 
 
 def _cli(args: list[str], capsys) -> str:
-    from analytics.cli import main as jobsight
+    from jobsight.analytics.cli import main as jobsight
     capsys.readouterr()
     rc = jobsight(args)
     out = capsys.readouterr().out
@@ -54,7 +54,7 @@ def hostile(cluster, tmp_path_factory):
     f = tmp / "hostile.json"
     f.write_text(json.dumps(doc), encoding="utf-8")
     db = tmp / "h.duckdb"
-    from analytics.cli import main as jobsight
+    from jobsight.analytics.cli import main as jobsight
     assert jobsight(["ingest", "--db", str(db), "--cluster", "demo", "--quiet", str(f)]) == 0
     return db, jobs
 
@@ -139,9 +139,9 @@ def test_reports_show_payloads_as_text(hostile, tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def dash_client(hostile):
-    from analytics.snapshot import SnapshotReader, publish
-    from dashboard.app import create_app
-    from dashboard.auth import Auth, Roles
+    from jobsight.analytics.snapshot import SnapshotReader, publish
+    from jobsight.dashboard.app import create_app
+    from jobsight.dashboard.auth import Auth, Roles
     db, _ = hostile
     publish(db)
     reader = SnapshotReader(db)
@@ -214,7 +214,7 @@ def test_closed_pipe_is_not_a_traceback(hostile):
     from relhelp import ROOT
     db, jobs = hostile
     jid = next(iter(jobs))
-    proc = subprocess.Popen([sys.executable, "-m", "analytics.cli", "job", "--db", str(db), jid], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "jobsight.analytics.cli", "job", "--db", str(db), jid], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()                       # the reader is gone before jobsight writes
     err = proc.stderr.read().decode()

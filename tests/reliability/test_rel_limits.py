@@ -188,8 +188,8 @@ def test_one_job_file_read_by_duckdb_under_the_limit(tmp_path):
 
 
 def test_memory_limit_follows_rlimit_as_and_the_setting(monkeypatch):
-    from analytics import db
-    from analytics.cli import UserError
+    from jobsight.analytics import db
+    from jobsight.analytics.cli import UserError
     monkeypatch.delenv("JOBSIGHT_MEMORY_LIMIT", raising=False)
     monkeypatch.setattr(db.resource, "getrlimit", lambda _: (4 * GiB, resource.RLIM_INFINITY))
     assert db.memory_limit() == "1152MiB"             # (4096 - 2560) MiB x 0.75

@@ -83,7 +83,7 @@ def server(cluster, tmp_path):
     first = sorted((root / "sacct").glob("*.txt"))[0]
     assert run_ingest(db, first).returncode == 0
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "analytics.cli", "dashboard", "--db", str(db), "--port", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "jobsight.analytics.cli", "dashboard", "--db", str(db), "--port", str(port),
                              "--auth", "none", "--threads", "4"], cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     client = Client(port)

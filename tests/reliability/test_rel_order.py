@@ -23,7 +23,7 @@ ORDER_FREE = VOLATILE          # every public column, null_reasons included, mus
 
 
 def _ingest(db: Path, files: list[Path], *extra: str) -> int:
-    from analytics.cli import main as jobsight
+    from jobsight.analytics.cli import main as jobsight
     return jobsight(["ingest", "--db", str(db), *OPTS, *extra, *map(str, files)])
 
 

@@ -34,10 +34,10 @@ from conftest import require_service
 from relhelp import LONG, ROOT, open_ro, run_ingest
 from test_sidecar_run import clean_env, csv_files, tiny_fs  # noqa: F401  (tiny_fs is a fixture)
 
-from collector import writer
-from collector.csv_schema import COLUMNS, HEADER
+from jobsight.collector import writer
+from jobsight.collector.csv_schema import COLUMNS, HEADER
 
-SIDECAR = [sys.executable, "-m", "collector"]
+SIDECAR = [sys.executable, "-m", "jobsight.collector"]
 TRIALS = 20 if LONG else 3  # per campaign; SIGTERM and SIGKILL alternate where signals are sent
 HANG = 120.0  # hang guards only: generous, never a speed check
 
@@ -92,7 +92,7 @@ def row_count(out: Path) -> int:
 
 @contextmanager
 def running_sidecar(*args: str, env: dict | None = None):
-    """`python -m collector <args>` (stderr captured as text), killed on the way out if still running."""
+    """`python -m jobsight.collector <args>` (stderr captured as text), killed on the way out if still running."""
     p = subprocess.Popen([*SIDECAR, *args], cwd=ROOT, env=env or clean_env(), stderr=subprocess.PIPE, text=True)
     try:
         yield p
