@@ -11,6 +11,8 @@ import importlib
 import os
 import sys
 
+from jobsight.analytics.errors import UserError
+
 # subcommand -> (module, one-line help). Modules are imported only to build the parser.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "ingest": ("jobsight.analytics.ingest_cli", "load sacct/seff/sidecar/nvidia-smi files or a live sacct into DuckDB"),
@@ -22,10 +24,6 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "lake": ("jobsight.analytics.lake_cli", "export samples and jobs to a Parquet lake (cluster/month) and query it in place"),
     "demo": ("jobsight.analytics.demo_cli", "generate a realistic cluster's data, ingest it, write reports and serve the dashboard"),
 }
-
-
-class UserError(Exception):
-    """A problem the user can fix (bad option, unreadable input): printed without a traceback."""
 
 
 def build_parser() -> argparse.ArgumentParser:

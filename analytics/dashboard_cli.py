@@ -16,7 +16,7 @@ import logging
 import sys
 from pathlib import Path
 
-from jobsight.analytics.cli import UserError
+from jobsight.analytics.errors import UserError
 
 DEFAULT_PORT = 8050
 log = logging.getLogger("jobsight.dashboard")

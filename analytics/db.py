@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 
-from jobsight.analytics.cli import UserError
+from jobsight.analytics.errors import UserError
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "sql" / "schema"
 _NAME_RE = re.compile(r"^(\d{4})_([A-Za-z0-9_]+)\.sql$")

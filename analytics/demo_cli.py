@@ -22,7 +22,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from jobsight.analytics.cli import UserError
+from jobsight.analytics.errors import UserError
 
 DEFAULT_JOBS = 3000
 DEFAULT_DAYS = 28
@@ -65,7 +65,7 @@ def _sub(module: str, argv: list[str]) -> int:
 # ------------------------------------------------------------------------------------------ steps
 
 def generate_step(out: Path, args) -> dict:
-    from jobsight.analytics import demo as generator   # imported only when the demo runs
+    from jobsight.analytics import demo as generator  # imported only when the demo runs
     want = generator.arguments(args.jobs, args.days, args.seed)
     if generator.is_current(out, want):
         m = generator.read_manifest(out)

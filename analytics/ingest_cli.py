@@ -5,11 +5,8 @@ import argparse
 import json
 import re
 import sys
-import time
-from datetime import datetime
-from pathlib import Path
 
-from jobsight.analytics.cli import UserError
+from jobsight.analytics.errors import UserError
 
 FORMATS = ("sacct", "sacct-json", "seff", "sidecar", "nvidia-smi", "pbs", "lsf")
 
@@ -40,8 +37,8 @@ _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?$")
 
 
 def _options(args):
-    from jobsight.analytics.records import ParseOptions
     from jobsight.analytics.parsers.sacct_text import resolve_zone
+    from jobsight.analytics.records import ParseOptions
     tz = args.timezone
     if tz:
         try:
@@ -82,7 +79,6 @@ def run(args) -> int:
     opts = _options(args)
     cfg = _config(args)   # a bad config is an error before anything is ingested
     con = db.connect(args.db)
-    quiet = args.quiet or args.json
     progress = None if args.quiet else (lambda msg: print(f"jobsight ingest: {msg}", file=sys.stderr, flush=True))
 
     def show(rep):
@@ -147,6 +143,7 @@ def _refresh_and_publish(db_path, cfg, progress) -> dict:
 
 def _from_sacct(con, args, opts, progress, show):
     from dataclasses import replace
+
     from jobsight.analytics import ingest, sacct_runner
     from jobsight.analytics.parsers import sacct_text
     run_ = sacct_runner.run_sacct(args.since, args.cluster, con=con)

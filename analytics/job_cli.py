@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from jobsight.analytics import render
-from jobsight.analytics.cli import UserError
+from jobsight.analytics.errors import UserError
 from jobsight.analytics.query_filters import add_db_options
 from jobsight.analytics.session import open_db
 
@@ -74,14 +74,16 @@ def text_report(m: dict) -> str:
     lines = [
         f"Job ID: {t(m['job_id'])} (raw {t(m['job_id_raw'])})   Cluster: {t(m['cluster'])}",
         f"Name: {t(m['job_name'] or '-')}",
-        f"User/Account: {t(m['user'] or '-')} / {t(m['account'] or '-')}   Partition: {t(m['partition'] or '-')}   QOS: {t(m['qos'] or '-')}",
+        f"User/Account: {t(m['user'] or '-')} / {t(m['account'] or '-')}   "
+        f"Partition: {t(m['partition'] or '-')}   QOS: {t(m['qos'] or '-')}",
         f"State: {t(m['state'] or '-')} (exit code {t(m['exit_code'] or '-')})",
         f"Nodes: {m['nnodes'] or '-'}   Cores: {m['ncpus'] or '-'}   GPUs: {gpus}   Memory: {_gib(m['mem_charged_bytes'])}",
         f"Start: {render.cell(m['start_time'])}   End: {render.cell(m['end_time'])}  (UTC)",
         f"Wall-clock: {_hms(m['elapsed_s'])} of {_hms(m['timelimit_s']) if m['timelimit_s'] else 'no'} limit   "
         f"Time efficiency: {_pct(m['time_eff_pct'])}",
         f"CPU efficiency: {_pct(m['cpu_eff_pct'], m['cpu_eff_source'])} of {_hms((m['elapsed_s'] or 0) * (m['ncpus'] or 0))} core-walltime",
-        f"Memory efficiency: {_pct(m['mem_eff_pct'], m['mem_peak_source'])}  ({_gib(m['mem_peak_bytes'])} peak of {_gib(m['mem_charged_bytes'])})",
+        f"Memory efficiency: {_pct(m['mem_eff_pct'], m['mem_peak_source'])}  "
+        f"({_gib(m['mem_peak_bytes'])} peak of {_gib(m['mem_charged_bytes'])})",
     ]
     if m.get("ngpus") or m["gpus"]:
         lines.append(f"GPU utilisation: {_pct(m['gpu_util_pct'], m['gpu_util_source'])}   least-used GPU: "

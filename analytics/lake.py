@@ -31,7 +31,7 @@ from pathlib import Path
 
 import duckdb
 
-from jobsight.analytics.cli import UserError
+from jobsight.analytics.errors import UserError
 
 LAKE_SQL_DIR = Path(__file__).resolve().parents[1] / "sql" / "lake"
 PARTITIONED = ("samples", "jobs")          # cluster / month

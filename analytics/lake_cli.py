@@ -15,7 +15,7 @@ import time
 import duckdb
 
 from jobsight.analytics import lake, render
-from jobsight.analytics.cli import UserError
+from jobsight.analytics.errors import UserError
 from jobsight.analytics.query_filters import add_db_options
 from jobsight.analytics.session import open_db
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 
-from jobsight.analytics.cli import UserError
+from jobsight.analytics.errors import UserError
 
 
 def add_db_options(p: argparse.ArgumentParser) -> None:

@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from jobsight.analytics.cli import UserError
+from jobsight.analytics.errors import UserError
 from jobsight.analytics.query_filters import add_db_options
 from jobsight.analytics.reports import mailer
 from jobsight.analytics.reports.csvout import render_csv

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from jobsight.analytics.cli import UserError
+from jobsight.analytics.errors import UserError
 
 # The --format of our sacct call; the parser reads them through the header line sacct prints.
 SACCT_COLUMNS = ["JobID", "JobIDRaw", "Cluster", "Partition", "QOS", "Account", "Group", "User", "UID",

@@ -14,8 +14,8 @@ from pathlib import Path
 import duckdb
 
 from jobsight.analytics import db
-from jobsight.analytics.cli import UserError
 from jobsight.analytics.config import Config, ConfigError, apply_to_db, load_config
+from jobsight.analytics.errors import UserError
 
 VIEWS_DIR = Path(__file__).resolve().parents[1] / "sql" / "views"
 

@@ -32,7 +32,7 @@ from typing import Iterator
 import duckdb
 
 from jobsight.analytics import db as dbmod
-from jobsight.analytics.cli import UserError
+from jobsight.analytics.errors import UserError
 
 SNAPSHOT_SUFFIX = ".snapshot"
 log = logging.getLogger("jobsight.snapshot")

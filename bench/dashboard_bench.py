@@ -114,7 +114,7 @@ def session(app, rounds: int, seed: int = 1) -> dict[str, list[float]]:
 
     job_ids = [str(rng.randrange(0, app.bench_jobs)) for _ in range(rounds * 3)]
     for rnd in range(rounds):
-        for user, role in roles_cycle:
+        for user, _role in roles_cycle:
             for path in ("/", "/users", "/projects", "/flagged", "/job"):
                 post(user, "page.children", {"url.pathname": path, "url.search": ""}, "route (page layout)")
             base = {"ov-grain.value": "day", "ov-stack.value": "account"}
@@ -147,8 +147,9 @@ TARGET_MS_BY_CALLBACK = {"job page": 200}
 
 def refresh_views(db: Path) -> None:
     """Re-create the metric views when sql/views changed since the database was made."""
-    from jobsight.analytics.session import views_checksum
     import duckdb
+
+    from jobsight.analytics.session import views_checksum
     con = duckdb.connect(str(db), read_only=True)
     stored = con.execute("SELECT text FROM setting WHERE name = 'views.checksum'").fetchone()
     con.close()

@@ -6,7 +6,8 @@
 
 The first input byte picks the target (sacct text, sacct JSON, seff, sidecar CSV, nvidia-smi, PBS, LSF,
 jobsight.toml, sidecar metadata JSON), the rest is the file; JOBSIGHT_FUZZ_ONLY=FORMAT (e.g. `config`,
-`sidecar-meta`, `sacct`) fuzzes one target only, whatever the first byte says. Seeds: fixtures/ (and ../shared/realdata when present), written to a corpus
+`sidecar-meta`, `sacct`) fuzzes one target only, whatever the first byte says. Seeds: fixtures/ (and ../shared/realdata when
+present), written to a corpus
 folder on first use. Invariants, each a crash when broken: no exception escapes parse(); every
 input row is accounted for (rows_in == rows in the frames + rejected + dropped, where the parser
 keeps one frame row per input row); every reject carries a line number >= 1 and a reason.

@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 def gen_sacct(path: Path, njobs: int) -> int:
     """A dump like `sacct --duplicates --parsable2 --format <our columns>`: job, .batch and .0 per job."""
     import polars as pl
+
     from jobsight.analytics.sacct_runner import SACCT_COLUMNS
     i = pl.int_range(0, njobs, eager=True).alias("i")
     base = pl.DataFrame({"i": i})
@@ -85,6 +86,7 @@ def gen_sacct(path: Path, njobs: int) -> int:
 
 def gen_sidecar(path: Path, nrows: int) -> int:
     import polars as pl
+
     from jobsight.collector.csv_schema import COLUMNS
     n_dev = 5   # cpu + 4 GPUs
     i = pl.int_range(0, nrows, eager=True).alias("i")

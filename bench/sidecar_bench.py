@@ -138,7 +138,7 @@ def process_figures(env: dict[str, str]) -> dict[str, float]:
         ps = psutil.Process(p.pid)
         time.sleep(1.0)
         c0 = ps.cpu_times()
-        n0 = sum(1 for _ in (next(out.glob("*.csv"))).open()) 
+        n0 = sum(1 for _ in (next(out.glob("*.csv"))).open())
         time.sleep(3.0)
         c1 = ps.cpu_times()
         n1 = sum(1 for _ in (next(out.glob("*.csv"))).open())
@@ -185,7 +185,8 @@ def main() -> int:
         ("CPU time per sample, cgroup + 8 GPUs (in-process)", "<= 2 ms", f"{inproc['cgroup'] * 1e3:.3f} ms"),
         ("CPU time per sample, psutil + 8 GPUs (in-process)", "(info)", f"{inproc['psutil'] * 1e3:.3f} ms"),
         ("CPU time per sample incl. loop (real process)", "<= 2 ms", f"{per10 * 1e3:.3f} ms"),
-        ("startup to first row (median of 5)", "<= 300 ms", f"{statistics.median(lat) * 1e3:.0f} ms (min {min(lat) * 1e3:.0f}, max {max(lat) * 1e3:.0f})"),
+        ("startup to first row (median of 5)", "<= 300 ms",
+         f"{statistics.median(lat) * 1e3:.0f} ms (min {min(lat) * 1e3:.0f}, max {max(lat) * 1e3:.0f})"),
         ("CPU time used by the first row (median of 5)", "(info)", f"{statistics.median(start_cpu) * 1e3:.0f} ms"),
         ("RSS while sampling", "<= 40 MB", f"{proc['rss'] / 2**20:.1f} MB"),
         ("SIGTERM to exit", "<= 1 s", f"{proc['stop'] * 1e3:.0f} ms"),

@@ -18,8 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from jobsight.analytics.snapshot import (EFFICIENCY_BINS, FLAG_DAY_SQL, FLAG_ORDER, JOB_DAY_SQL, TOP_FLAGS_PER_DAY,
-                               USAGE_DAY_SQL, ReadHandle)
+from jobsight.analytics.snapshot import EFFICIENCY_BINS, FLAG_DAY_SQL, FLAG_ORDER, JOB_DAY_SQL, TOP_FLAGS_PER_DAY, USAGE_DAY_SQL, ReadHandle
 
 ROLES = ("admin", "lead", "user")
 

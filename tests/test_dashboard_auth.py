@@ -15,13 +15,13 @@ import urllib.error
 import urllib.request
 
 import pytest
-
 from conftest import post_callback, require_service
+from test_dashboard_queries import build_db
+
 from jobsight.analytics.snapshot import SnapshotReader, publish
 from jobsight.dashboard import common
 from jobsight.dashboard.app import create_app
 from jobsight.dashboard.auth import Auth, AuthError, Roles, hash_password, load_users_file, parse_coordinators, verify_password
-from test_dashboard_queries import build_db
 
 ROLES = {"admins": ["root"], "leads": {"proj-a": ["dave"]}}
 

@@ -12,12 +12,12 @@ import shutil
 import threading
 
 import pytest
+from conftest import require_service
+from test_dashboard_queries import build_db
 
 from jobsight.analytics.snapshot import SnapshotReader, publish
 from jobsight.dashboard.app import create_app
 from jobsight.dashboard.auth import Auth, Roles
-from conftest import require_service
-from test_dashboard_queries import build_db
 
 pytestmark = pytest.mark.browser
 

@@ -16,12 +16,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import require_service
-from jobsight.analytics import dashboard_cli
-from jobsight.analytics.cli import UserError
-from jobsight.dashboard.auth import verify_password
 from test_dashboard_queries import build_db
+
+from jobsight.analytics import dashboard_cli
+from jobsight.analytics.errors import UserError
+from jobsight.dashboard.auth import verify_password
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,13 +10,13 @@ import threading
 from pathlib import Path
 
 import pytest
+from test_dashboard_queries import build_db
 
 from jobsight.analytics.snapshot import SnapshotReader, publish, snapshot_path
 from jobsight.dashboard import queries
 from jobsight.dashboard.app import create_app
 from jobsight.dashboard.auth import Auth, Roles
 from jobsight.dashboard.queries import Filters, Scope
-from test_dashboard_queries import build_db
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH = 3          # jobs per "ingest": one transaction, so a reader must always see a multiple of 3 new jobs
@@ -124,7 +124,7 @@ def test_publish_failure_leaves_the_old_snapshot(tmp_path):
     db = build_db(tmp_path / "jobs.duckdb")
     snap = publish(db)
     before = snap.stat().st_ino
-    from jobsight.analytics.cli import UserError
+    from jobsight.analytics.errors import UserError
     with pytest.raises(UserError, match="no such database"):
         publish(tmp_path / "missing.duckdb")
     assert snap.stat().st_ino == before
@@ -133,7 +133,7 @@ def test_publish_failure_leaves_the_old_snapshot(tmp_path):
 
 def test_publish_refuses_while_a_writer_holds_the_database(tmp_path):
     db = build_db(tmp_path / "jobs.duckdb")
-    from jobsight.analytics.cli import UserError
+    from jobsight.analytics.errors import UserError
     writer = subprocess.Popen([sys.executable, "-c",
                                "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('open', flush=True); "
                                "time.sleep(60)", str(db)], stdout=subprocess.PIPE, text=True)

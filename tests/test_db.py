@@ -5,7 +5,7 @@ import duckdb
 import pytest
 
 from jobsight.analytics import db
-from jobsight.analytics.cli import UserError
+from jobsight.analytics.errors import UserError
 
 VIEWS = {"jobs", "steps", "samples", "rejects", "ingests"}
 
@@ -75,6 +75,7 @@ def test_newer_file_is_refused_untouched(tmp_path):
 def test_version_2_file_keeps_its_jobs_and_steps_without_key_indexes(tmp_path):
     """0003 rebuilds job and step without PRIMARY KEY: same rows, columns, types and NOT NULLs."""
     from pathlib import Path
+
     from jobsight.analytics import ingest
     from jobsight.analytics.records import ParseOptions
     schema = tmp_path / "schema"

@@ -10,12 +10,12 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from jobsight.collector.csv_schema import HEADER
 from jobsight.analytics.demo import END, generate
+from jobsight.analytics.demo.cluster import PART, compress_nodes
 from jobsight.analytics.demo.dumps import windows
 from jobsight.analytics.demo.formats import duration, mem_tres, total_cpu
 from jobsight.analytics.demo.model import Job, Run, Step, view
-from jobsight.analytics.demo.cluster import PART, compress_nodes
+from jobsight.collector.csv_schema import HEADER
 
 AMS = ZoneInfo("Europe/Amsterdam")
 

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import require_service
 from fake_nvml import build_fake_nvml, fake_nvml_env, gcc_available, run_probe
 

@@ -7,10 +7,10 @@ import os
 import sys
 from pathlib import Path
 
+import fake_nvml
 import pytest
 
 from jobsight.collector.smi_fallback import parse_line
-import fake_nvml
 
 HERE = Path(__file__).parent
 FAKE_SMI_DIR = HERE / "fake_nvml"

@@ -8,12 +8,12 @@ import json
 from datetime import datetime
 
 import pytest
+from conftest import record_instances
 
 from jobsight.analytics import db, ingest
 from jobsight.analytics.parsers import sidecar_csv
 from jobsight.analytics.records import ParseOptions
 from jobsight.collector.csv_schema import HEADER
-from conftest import record_instances
 
 UUID = "GPU-11111111-2222-3333-4444-555555555555"
 
@@ -43,7 +43,8 @@ def kept(made: list) -> list[bool]:
     return [b.ok for b in made]
 
 
-def ingest_into(dbfile, files, opts=ParseOptions()):
+def ingest_into(dbfile, files, opts=None):
+    opts = opts or ParseOptions()
     con = db.connect(dbfile)
     try:
         reports = [ingest.ingest_paths(con, [f], opts)[0] for f in files]
@@ -108,7 +109,8 @@ CASES = {
     "gpu index beyond INTEGER": (text(mid([line(99, UUID, gpu_index="3000000000")])).encode(), False),
     "empty device": (text(mid([line(99, device="")])).encode(), False),
     "empty job id, no metadata": (text(mid([line(99, job="")])).encode(), False),
-    "invalid UTF-8": (text(mid(["2026-11-21T11:00:00.000Z,77,clu,n1,cpu,1,1,1,,,,,,"])).encode().replace(b"n1,cpu,1,", b"n\xff1,cpu,1,"), False),
+    "invalid UTF-8": (text(mid(["2026-11-21T11:00:00.000Z,77,clu,n1,cpu,1,1,1,,,,,,"])).encode()
+                      .replace(b"n1,cpu,1,", b"n\xff1,cpu,1,"), False),
     "NUL in a field": (text(clean() + [line(99, host="n\x001")]).encode(), None),
     "quote characters are text": (text(clean() + [line(99, host='n"1')]).encode(), None),
     "clock stepped back: a repeated (device, time)": (text(mid([line(0, util="99.0")])).encode(), False),

@@ -87,6 +87,7 @@ def test_from_sacct_without_sacct(tmp_path, capsys, monkeypatch):
 
 def test_changed_database_gets_views_settings_and_snapshot(tmp_path, capsys, monkeypatch):
     import duckdb
+
     from jobsight.analytics import session
     monkeypatch.chdir(tmp_path)   # no ./jobsight.toml from elsewhere
     monkeypatch.delenv("JOBSIGHT_CONFIG", raising=False)

@@ -4,11 +4,11 @@ early inserts are rolled back and the file merged the ordinary way) or the table
 from pathlib import Path
 
 import pytest
+from conftest import record_instances
 
 from jobsight.analytics import db, ingest
 from jobsight.analytics.parsers import sacct_text
 from jobsight.analytics.records import ParseOptions
-from conftest import record_instances
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "sacct"
 OPTS = ParseOptions(timezone="Europe/Amsterdam")

@@ -1,5 +1,4 @@
 """Loader: merge rule, idempotence, derived job numbers, seff fill-only, samples dedupe, transactions."""
-import json
 import shutil
 from datetime import datetime
 from pathlib import Path

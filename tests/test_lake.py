@@ -18,7 +18,6 @@ import re
 import shutil
 import subprocess
 from collections import Counter
-from datetime import datetime
 from pathlib import Path
 
 import duckdb
@@ -27,8 +26,8 @@ import pytest
 from jobsight.analytics import lake
 from jobsight.analytics.cli import main as jobsight
 from jobsight.analytics.config import parse_config
-from jobsight.analytics.session import open_db
 from jobsight.analytics.demo import SUBDIRS, generate
+from jobsight.analytics.session import open_db
 from tests.conftest import require_service
 
 GIB = 1073741824

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import duckdb
 import pytest
-
 from conftest import FIXTURES, jobsight_cmd
 
 CROSS = FIXTURES / "crosscheck"

@@ -8,9 +8,9 @@ from collections import defaultdict
 
 import duckdb
 import pytest
+from conftest import FIXTURES, jobsight_cmd
 
 from jobsight.collector import jobenv
-from conftest import FIXTURES, ROOT, jobsight_cmd
 
 SLURM = FIXTURES / "sacct" / "mixed-jobs.txt"
 PBS = FIXTURES / "pbs" / "20240301"

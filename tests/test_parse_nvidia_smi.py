@@ -7,11 +7,12 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from conftest import FIXTURES, accounted, jobsight_cmd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from jobsight.analytics.parsers import nvidia_smi
 from jobsight.analytics.records import ParseOptions
-from conftest import FIXTURES, accounted, jobsight_cmd
 
 DIR = FIXTURES / "nvidia_smi"
 MIB = 1024 ** 2

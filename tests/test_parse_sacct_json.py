@@ -7,11 +7,12 @@ import subprocess
 
 import duckdb
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from conftest import FIXTURES, accounted, jobsight_cmd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from jobsight.analytics.parsers import sacct_json
 from jobsight.analytics.records import ParseOptions
-from conftest import FIXTURES, accounted, jobsight_cmd
 
 DIR = FIXTURES / "sacct_json"
 MIB, GIB = 1024 ** 2, 1024 ** 3

@@ -6,12 +6,12 @@ import json
 import subprocess
 
 import duckdb
-import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from conftest import FIXTURES, accounted, jobsight_cmd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from jobsight.analytics.parsers import seff
 from jobsight.analytics.records import ParseOptions
-from conftest import FIXTURES, accounted, jobsight_cmd
 
 MIXED = FIXTURES / "seff" / "seff-mixed.txt"
 KIB, MIB, GIB, TIB = 1024, 1024 ** 2, 1024 ** 3, 1024 ** 4
@@ -86,7 +86,8 @@ def test_realdata_jobinfo_report(realdata):
         ("7425304_67", "7425304", "67", "EJR", "habrok")
     # Start 2024-03-04T10:16:29 CET (UTC+1) -> 09:16:29 UTC
     assert j["start_time"] == dt.datetime(2024, 3, 4, 9, 16, 29)
-    assert (j["elapsed_s"], j["timelimit_s"], j["ncpus"], j["node_list"]) == (4 * 86400 + 8 * 3600 + 19 * 60 + 3, 6 * 86400 + 23 * 3600 + 59 * 60, 6, "node26")
+    assert (j["elapsed_s"], j["timelimit_s"], j["ncpus"], j["node_list"]) == (
+        4 * 86400 + 8 * 3600 + 19 * 60 + 3, 6 * 86400 + 23 * 3600 + 59 * 60, 6, "node26")
     assert (j["mem_req_bytes"], j["mem_peak_bytes"]) == (18 * GIB, round(258.34 * MIB))
     assert j["cpu_time_s"] == 4 * 86400 + 7 * 3600 + 27 * 60 + 36
 

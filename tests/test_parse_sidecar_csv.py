@@ -5,17 +5,17 @@ import datetime as dt
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from conftest import FIXTURES, accounted, jobsight_cmd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from jobsight.analytics.parsers import sidecar_csv
 from jobsight.analytics.records import ParseOptions
 from jobsight.collector.csv_schema import HEADER
-from conftest import FIXTURES, accounted, jobsight_cmd
 
 DIR = FIXTURES / "sidecar"
 GOOD = DIR / "jobsight-testclu-4242-gpu01-20261121T100000Z-999.csv"

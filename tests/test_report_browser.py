@@ -14,12 +14,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import require_service
+from test_report_values import W47, build_db
 
 from jobsight.analytics.reports.data import gather
 from jobsight.analytics.reports.html import render_html_bytes
 from jobsight.analytics.reports.settings import from_config
-from conftest import require_service
-from test_report_values import W47, build_db
 
 pytestmark = pytest.mark.browser
 

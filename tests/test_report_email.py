@@ -8,7 +8,6 @@ import socket
 import threading
 
 import pytest
-
 from test_report_values import XSS, build_db, run_cli
 
 TOML = """

@@ -7,6 +7,7 @@ import io
 import re
 
 import pytest
+from test_report_values import FORMULA, W47, XSS, build_db
 
 from jobsight.analytics.reports.csvout import render_csv
 from jobsight.analytics.reports.data import gather
@@ -14,7 +15,6 @@ from jobsight.analytics.reports.html import render_html
 from jobsight.analytics.reports.markdown import md_escape, render_markdown
 from jobsight.analytics.reports.settings import from_config
 from jobsight.analytics.reports.text import render_text
-from test_report_values import FORMULA, W47, XSS, build_db
 
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
 

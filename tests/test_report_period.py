@@ -5,7 +5,7 @@ import datetime as dt
 
 import pytest
 
-from jobsight.analytics.cli import UserError
+from jobsight.analytics.errors import UserError
 from jobsight.analytics.reports.data import budget_start
 from jobsight.analytics.reports.period import resolve
 

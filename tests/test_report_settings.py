@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from jobsight.analytics.cli import UserError
 from jobsight.analytics.config import parse_config
+from jobsight.analytics.errors import UserError
 from jobsight.analytics.reports.settings import from_config
 
 

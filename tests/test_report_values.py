@@ -186,7 +186,8 @@ def test_report_sums_equal_jobsight_usage(tmp_path):
         t = totals(f"user-{user}.csv")
         assert float(t["sbu"]) == pytest.approx(u["sbu"])
         assert int(t["jobs"]) == u["jobs"]
-        assert (float(t["wasted_sbu"]) if t["wasted_sbu"] else None) == (pytest.approx(u["wasted_sbu"]) if u["wasted_sbu"] is not None else None)
+        expected = pytest.approx(u["wasted_sbu"]) if u["wasted_sbu"] is not None else None
+        assert (float(t["wasted_sbu"]) if t["wasted_sbu"] else None) == expected
     assert float(totals("admin-cluster.csv")["sbu"]) == pytest.approx(sum(u["sbu"] for u in usage.values()))
 
 

@@ -21,14 +21,12 @@ step's TRESUsageInTot mem (the sum of that step's task peaks), else MaxRSS x NTa
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import duckdb
 import pytest
-
 from conftest import FIXTURES, jobsight_cmd, require_service
 
 CROSS = FIXTURES / "crosscheck"

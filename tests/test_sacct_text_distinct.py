@@ -25,7 +25,8 @@ USAGE = ["cpu=00:00:31,mem=1024K", "mem=2G,gres/gpuutil=50,gres/gpumem=1G", "", 
 
 def _dump(path: Path, n: int, seed: int) -> None:
     rnd = random.Random(seed)
-    pick = lambda values: rnd.choice(values[:2] if rnd.random() < 0.9 else values)   # the first two are good
+    def pick(values):   # the first two are good
+        return rnd.choice(values[:2] if rnd.random() < 0.9 else values)
     lines = [HDR]
     for i in range(n):
         jid = str(1000 + i) + ("" if i % 3 == 0 else ".batch" if i % 3 == 1 else ".0")

@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, require_service
 from test_sidecar_run import clean_env
 

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, require_service
 
 from jobsight.collector.csv_schema import COLUMNS, HEADER
-from conftest import ROOT, require_service
 
 SCHED_VARS = ("SLURM_", "PBS_", "LSB_", "CUDA_VISIBLE_DEVICES", "JOBSIGHT_", "LD_LIBRARY_PATH", "FAKE_NVML")
 

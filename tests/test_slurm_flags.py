@@ -24,10 +24,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-
-from jobsight.analytics.sacct_runner import SACCT_COLUMNS
 from conftest import ROOT, require_service
 from slurm_harness import sacct, sacct_rows, slurm_status, submit, tres, utc_now, wait_finished
+
+from jobsight.analytics.sacct_runner import SACCT_COLUMNS
 
 pytestmark = pytest.mark.slurm
 
@@ -48,7 +48,8 @@ while [ $SECONDS -lt $end ]; do :; done
 GPU_HALF = r"""#!/bin/bash
 # Two GPUs allocated, the "workload" uses only the first: GPU 0 at 90 %, GPU 1 idle.
 out=@OUT@/jobsight-${SLURM_CLUSTER_NAME}-${SLURM_JOB_ID}-$(hostname)-$(date -u +%Y%m%dT%H%M%SZ)-$$.csv
-echo "time,job_id,cluster,host,device,util_pct,mem_used_bytes,mem_total_bytes,gpu_index,power_w,energy_j,sm_clock_mhz,temperature_c,sm_active_pct" > "$out.part"
+h=time,job_id,cluster,host,device,util_pct,mem_used_bytes,mem_total_bytes
+echo "$h,gpu_index,power_w,energy_j,sm_clock_mhz,temperature_c,sm_active_pct" > "$out.part"
 for i in $(seq 1 15); do
   t=$(date -u +%Y-%m-%dT%H:%M:%S.000Z)
   echo "$t,$SLURM_JOB_ID,$SLURM_CLUSTER_NAME,$(hostname),GPU-fake-0000-0,90,30000000000,40000000000,0,,,,," >> "$out.part"

@@ -25,11 +25,23 @@ from pathlib import Path
 
 import duckdb
 import pytest
-
 from conftest import FIXTURES, ROOT, require_service
 from slurm_harness import (
-    CLUSTER, SACCT_FORMAT, USERS, SlurmError, as_user, parse_sacct_time, queue_state, sacct, sacct_rows,
-    slurm_status, submit, tres, utc_now, wait_finished, wait_running,
+    CLUSTER,
+    SACCT_FORMAT,
+    USERS,
+    SlurmError,
+    as_user,
+    parse_sacct_time,
+    queue_state,
+    sacct,
+    sacct_rows,
+    slurm_status,
+    submit,
+    tres,
+    utc_now,
+    wait_finished,
+    wait_running,
 )
 
 pytestmark = pytest.mark.slurm
@@ -466,7 +478,7 @@ def test_reingest_changes_nothing(run: Run, db_text: Path):
     ingest(db_text, "--format", "sacct", "--timezone", "UTC", str(run.text_dump))
     assert query(db_text, "SELECT count(*) AS n FROM jobs")[0]["n"] == before
     logs = query(db_text, "SELECT * FROM ingests ORDER BY ingest_id")
-    assert sum(l["stored"] + l["updated"] for l in logs[1:]) == 0
+    assert sum(rec["stored"] + rec["updated"] for rec in logs[1:]) == 0
 
 
 def test_from_sacct_again_stores_nothing_new(run: Run, db_from_sacct: Path):

@@ -32,8 +32,8 @@ from typing import Optional
 
 import polars as pl
 
-from jobsight.analytics.timezones import local_zone_name
 from jobsight.analytics.records import ParseOptions, ParseResult, Reject
+from jobsight.analytics.timezones import local_zone_name
 
 FORMAT = "nvidia-smi"
 SOURCE = "nvidia-smi"

@@ -416,7 +416,7 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
             # Steps already rejected stay rejected; the others go down with their job.
             already = sum(1 for r in result.rejects if r.line_no == index)
             result.rejects.append(Reject(index, f"job {index}: {exc}", json.dumps(job)[:1000]))
-            for k in range(len(steps) - already):
+            for _ in range(len(steps) - already):
                 result.rejects.append(Reject(index, f"job {index}: step of a rejected job", None))
     if job_rows:
         result.jobs = _frame(job_rows, JOB_SCHEMA)

@@ -33,8 +33,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import polars as pl
 
 from jobsight.analytics import units
-from jobsight.analytics.timezones import local_zone_name
 from jobsight.analytics.records import ParseOptions, ParseResult, Reject
+from jobsight.analytics.timezones import local_zone_name
 
 FORMAT = "sacct"
 SOURCE = "slurm-sacct"
@@ -411,7 +411,11 @@ class _Stages:
         self.no_gpu: set[str] = set()      # TRES fields no value of which names a gres/gpu* item
 
 
-_src = lambda name: pl.col("__s_" + name)  # the text of a field; output columns may share its name
+def _src(name: str) -> pl.Expr:
+    """The text of a field; output columns may share its name."""
+    return pl.col("__s_" + name)
+
+
 _DEDUP_KINDS = ("tres", "state", "dur", "mem", "nodes")   # per-value conversions worth doing once per distinct value
 DEDUP_MIN_ROWS, DEDUP_MAX_SHARE = 4096, 0.25   # ... in blocks this big, for fields with at most this share distinct
 
@@ -432,7 +436,8 @@ def _nullable(st: "_Stages", col: str, target: str, value: pl.Expr, nonneg: bool
 def _convert_column(st: "_Stages", col: str, kind: str, target: str, ctx: _Ctx) -> None:
     """The stage expressions turning field `col` (its text in _src(col)) into its output columns."""
     src, tmp = _src, "__"
-    nullable = lambda *a, **k: _nullable(st, *a, **k)
+    def nullable(*a, **k):
+        return _nullable(st, *a, **k)
     c = src(col)
     g = tmp + "g_" + col
     if kind == "str":
@@ -495,7 +500,8 @@ def _convert_column(st: "_Stages", col: str, kind: str, target: str, ctx: _Ctx) 
         raw_tres = c
         c = pl.concat_str([pl.lit(","), c])  # anchor: every item starts with ','
         no_gpu = col in st.no_gpu   # then every gres/gpu* item is null: not looked for row by row
-        item = lambda key: pl.lit(None, pl.String) if no_gpu and key.startswith("gres/gpu") else _tres_item(c, key)
+        def item(key, c=c, no_gpu=no_gpu):
+            return pl.lit(None, pl.String) if no_gpu and key.startswith("gres/gpu") else _tres_item(c, key)
         # anything not a plain 'k=v,k=v' list goes to the per-line path for its reason
         if target in TRES_PARSED:
             st.s1[g + "v"] = (raw_tres != "") & ~raw_tres.str.contains(r"^[^=,]+=[^=,]*(?:,[^=,]+=[^=,]*)*$")
@@ -641,7 +647,8 @@ def _fast_frame(df: pl.DataFrame, cols: list[str], ctx: _Ctx) -> pl.DataFrame:
                            pl.format('"mem_req_bytes": "{}"', src("reqmem"))))
     if "start_time" in w.columns and "end_time" in w.columns:
         st.bad.append((pl.col("end_time") < pl.col("start_time")).fill_null(False))
-    opt = lambda name, dtype: pl.col(name) if name in w.columns else pl.lit(None, dtype)
+    def opt(name, dtype):
+        return pl.col(name) if name in w.columns else pl.lit(None, dtype)
     w = w.with_columns(
         _bad=pl.any_horizontal(st.bad),
         _why=pl.any_horizontal([cond for cond, _ in st.reasons]) if st.reasons else pl.lit(False),
@@ -933,7 +940,7 @@ def _section(sec: pl.DataFrame, layout: _Layout, ctx: _Ctx, frames: list, slow: 
             if g.height:
                 guessed[name] = guessed.get(name, 0) + g.height
                 guessed_cols[name] = cols
-    for cols, origin, g in groups:
+    for cols, _origin, g in groups:
         if g.height == 0:
             continue
         strs, odd = _split_fields(g, cols, ctx.delim)

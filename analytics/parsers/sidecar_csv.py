@@ -62,7 +62,8 @@ def _read_typed(source: bytes) -> pl.DataFrame:
 
 def _typed(frame: pl.DataFrame, strict: bool) -> pl.DataFrame:
     ts = pl.col("time").str.strip_chars()
-    with_offset = ts.str.to_datetime(TIME_FORMAT_OFFSET, time_unit="us", strict=False).dt.convert_time_zone("UTC").dt.replace_time_zone(None)
+    with_offset = (ts.str.to_datetime(TIME_FORMAT_OFFSET, time_unit="us", strict=False)
+                   .dt.convert_time_zone("UTC").dt.replace_time_zone(None))
     exprs = [pl.coalesce(ts.str.to_datetime(TIME_FORMAT, time_unit="us", strict=False), with_offset).alias("time")]
     for c in KEY_TEXT:
         exprs.append(pl.col(c).str.strip_chars().replace("", None).alias(c))

@@ -12,7 +12,6 @@ import functools
 import html
 import json
 
-
 from jobsight.analytics.render import terminal_safe
 from jobsight.analytics.reports.data import Report
 from jobsight.analytics.reports.sections import Section, fmt, headline, sections

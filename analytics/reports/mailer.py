@@ -13,7 +13,7 @@ from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 from pathlib import Path
 
-from jobsight.analytics.cli import UserError
+from jobsight.analytics.errors import UserError
 from jobsight.analytics.reports.data import Report
 from jobsight.analytics.reports.html import render_html
 from jobsight.analytics.reports.settings import ReportSettings

@@ -9,7 +9,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
-from jobsight.analytics.cli import UserError
+from jobsight.analytics.errors import UserError
 from jobsight.analytics.query_filters import parse_when
 
 _ISO_WEEK = re.compile(r"^(\d{4})-W(\d{2})$")

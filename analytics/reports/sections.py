@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from jobsight.analytics.reports.data import Report
@@ -68,7 +68,8 @@ def sections(rep: Report) -> list[Section]:
         out.append(Section("members", "Members, most wasted first", [Col("user", "User", "text")] + GROUP,
                            rep.members, empty="no member ran jobs"))
     if rep.kind == "admin":
-        out.append(Section("leaderboard", "Waste leaderboard (users)", [Col("user", "User", "text")] + GROUP, rep.leaderboard[:25], empty="no jobs"))
+        out.append(Section("leaderboard", "Waste leaderboard (users)", [Col("user", "User", "text")] + GROUP, rep.leaderboard[:25],
+                           empty="no jobs"))
         out.append(Section("accounts", "Burn by project (account)", [Col("account", "Account", "text")] + GROUP,
                            rep.accounts, empty="no jobs"))
         out.append(Section("partitions", "Burn by partition", [Col("partition", "Partition", "text")] + GROUP +

@@ -19,12 +19,11 @@ Project (account) reports go to the account's leads: [roles] leads = {proj-astro
 from __future__ import annotations
 
 import string
-
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobsight.analytics.cli import UserError
 from jobsight.analytics.config import Config
+from jobsight.analytics.errors import UserError
 
 BUDGET_PERIODS = ("week", "month", "quarter", "year")
 

@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, jobsight_cmd
 from test_dashboard_queries import add_job, add_samples
 

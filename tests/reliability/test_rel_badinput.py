@@ -5,10 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from relhelp import open_ro, run_ingest
-
 
 HEADER = ("time,job_id,cluster,host,device,util_pct,mem_used_bytes,mem_total_bytes,gpu_index,power_w,energy_j,"
           "sm_clock_mhz,temperature_c,sm_active_pct\n").encode()
@@ -48,7 +45,9 @@ def test_invalid_utf8_in_an_nvidia_smi_line_rejects_that_line(tmp_path):
     assert rejects == [(2,)]
 
 
-# Regression (fixed): sidecar_csv stores a middle line with 13 of 14 fields, its values shifted into the wrong columns  (util_pct 1073741824, device 'cpu87.5'): a line whose field count differs from the header must be  rejected ('13 fields where the header has 14'), as sacct text does; util_pct outside 0..100 too
+# Regression (fixed): sidecar_csv stores a middle line with 13 of 14 fields, its values shifted into the wrong
+# columns (util_pct 1073741824, device 'cpu87.5'): a line whose field count differs from the header must be
+# rejected ('13 fields where the header has 14'), as sacct text does; util_pct outside 0..100 too
 
 
 def test_sidecar_line_missing_a_field_is_rejected_not_shifted(tmp_path):

@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from relhelp import LONG, ROOT, generated_cluster, ingest_cmd, open_ro, run_ingest, snapshot
 
 

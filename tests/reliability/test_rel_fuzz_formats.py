@@ -24,14 +24,16 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings, strategies as st
+from conftest import FIXTURES, REALDATA, accounted, jobsight_cmd
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from relhelp import ROOT
 
 from jobsight.analytics import cli, db, ingest
 from jobsight.analytics.config import DEFAULT_FLAGS, DEFAULT_SAMPLES, RATE_KEYS, ConfigError, load_config
 from jobsight.analytics.parsers import lsf, nvidia_smi, pbs, sacct_json, sacct_text, seff, sidecar_csv
 from jobsight.analytics.records import ParseOptions
-from conftest import FIXTURES, REALDATA, accounted, jobsight_cmd
-from relhelp import ROOT
+
 
 def fuzz(n: int) -> settings:
     return settings(max_examples=n, deadline=None,

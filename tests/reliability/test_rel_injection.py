@@ -7,10 +7,8 @@ import csv
 import io
 import json
 import re
-from pathlib import Path
 
 import pytest
-
 from conftest import post_callback
 from relhelp import generated_cluster, open_ro
 
@@ -178,14 +176,14 @@ def _strings_with_payloads(node, parent_type=None, out=None):
 def test_dashboard_job_page_shows_names_as_text(dash_client, hostile):
     app, client = dash_client
     _, jobs = hostile
-    for jid, (name, user, account) in list(jobs.items())[:len(PAYLOADS)]:
+    for jid, (name, _user, _account) in list(jobs.items())[:len(PAYLOADS)]:
         page = _post(app, client, "page.children", {"url.pathname": "/job", "url.search": f"?cluster=demo&id={jid}"})
         doc = _post(app, client, "job-content.children", {"job-key.data": {"cluster": "demo", "id": jid}})
         text = json.dumps([page, doc])
         assert "dangerously_allow_html" not in text and '"Markdown"' not in text, jid
         found = _strings_with_payloads(doc)
         assert any(s == name for _, _, s in found), (jid, name, found[:5])       # the whole name, one string
-        for ctype, prop, s in found:
+        for ctype, prop, _s in found:
             assert ctype not in ("Markdown", "Iframe", "Script") and prop in ("children", "data", "title", "value",
                                                                                "text", "x", "y", "name"), (ctype, prop)
 
@@ -204,13 +202,15 @@ def test_dashboard_tables_show_payloads_as_text(dash_client, key, path):
     assert any(c in PAYLOADS for c in cells), "no hostile value in the table"
 
 
-# Regression (fixed): `jobsight job ... | head -1` prints a BrokenPipeError traceback: analytics/cli.py main() should catch  BrokenPipeError, point stdout at os.devnull and return 141 (like other Unix tools)
+# Regression (fixed): `jobsight job ... | head -1` prints a BrokenPipeError traceback: analytics/cli.py main()
+# should catch BrokenPipeError, point stdout at os.devnull and return 141 (like other Unix tools)
 
 
 def test_closed_pipe_is_not_a_traceback(hostile):
     """A reader that stops early (`| head`) is normal use in scripts, not a crash."""
     import subprocess
     import sys
+
     from relhelp import ROOT
     db, jobs = hostile
     jid = next(iter(jobs))

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from relhelp import LONG, ROOT
 
 from bench.ingest_bench import gen_sidecar
-from relhelp import LONG, ROOT
 
 GiB = 1 << 30
 # gen_sidecar writes one job (4242 on bench/gpu01); each copy of its rows is given its own job id
@@ -189,7 +189,7 @@ def test_one_job_file_read_by_duckdb_under_the_limit(tmp_path):
 
 def test_memory_limit_follows_rlimit_as_and_the_setting(monkeypatch):
     from jobsight.analytics import db
-    from jobsight.analytics.cli import UserError
+    from jobsight.analytics.errors import UserError
     monkeypatch.delenv("JOBSIGHT_MEMORY_LIMIT", raising=False)
     monkeypatch.setattr(db.resource, "getrlimit", lambda _: (4 * GiB, resource.RLIM_INFINITY))
     assert db.memory_limit() == "1152MiB"             # (4096 - 2560) MiB x 0.75

@@ -17,7 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
 from relhelp import LONG, ROOT, generated_cluster, run_ingest
 
 
@@ -118,7 +117,7 @@ def test_dashboard_under_load_while_ingesting(cluster, server):
         seen |= ids
     known = sorted(_job_ids(first))[:5]
 
-    latencies, failures, stop = [], [], threading.Event()
+    latencies, failures, _stop = [], [], threading.Event()
     per_thread = REQUESTS // THREADS
     pause = SECONDS / per_thread
 
@@ -150,7 +149,7 @@ def test_dashboard_under_load_while_ingesting(cluster, server):
         # no stale data after the refresh: every request made after the ingest that published the job
         # returned sees it, THREADS at once (so on several server workers), next to the load above
         with ThreadPoolExecutor(THREADS) as pool:
-            after = list(pool.map(lambda _: client.job(jid)[1], range(THREADS)))
+            after = list(pool.map(lambda _: client.job(jid)[1], range(THREADS)))  # noqa: B023 (called before the loop moves on)
         stale += [jid for text in after if "No such job" in text]
     for t in threads:
         t.join()

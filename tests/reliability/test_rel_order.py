@@ -10,7 +10,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from relhelp import LONG, VOLATILE, content_checksums, generated_cluster, open_ro, snapshot
 
 
@@ -131,7 +130,9 @@ def test_overlapping_windows_ingested_in_either_order(files, baseline, tmp_path)
     assert _content(db) == baseline[1]
 
 
-# Regression (fixed): ingest keeps the stored null_reasons when a record is replaced (coalesce(a.null_reasons,  t.null_reasons) in _merge's 'replace' UPDATE): a RUNNING job's {"end_time": "Unknown"}  survives its COMPLETED record, and depends on file order
+# Regression (fixed): ingest keeps the stored null_reasons when a record is replaced (coalesce(a.null_reasons,
+# t.null_reasons) in _merge's 'replace' UPDATE): a RUNNING job's {"end_time": "Unknown"} survives its COMPLETED
+# record, and depends on file order
 
 
 @pytest.mark.parametrize("view", ["jobs", "steps"])

@@ -29,7 +29,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-
 from conftest import require_service
 from relhelp import LONG, ROOT, open_ro, run_ingest
 from test_sidecar_run import clean_env, csv_files, tiny_fs  # noqa: F401  (tiny_fs is a fixture)
@@ -174,7 +173,7 @@ def test_background_sidecar_killed_at_random_moments(tmp_path):
         job = subprocess.Popen(["sh", "-c", script], cwd=ROOT, env=clean_env(), start_new_session=True,
                                stderr=subprocess.PIPE, text=True)
         try:
-            wait_for(lambda: pidfile.exists() and pidfile.read_text().endswith("\n"), "sidecar pid", proc=job)
+            wait_for(lambda: pidfile.exists() and pidfile.read_text().endswith("\n"), "sidecar pid", proc=job)  # noqa: B023
             pidfd = os.pidfd_open(int(pidfile.read_text()))  # no pid-reuse race when signalling below
             time.sleep(rng.uniform(0.0, secs))
             try:
@@ -297,7 +296,7 @@ def test_only_the_csv_removed_leaves_metadata_that_ingest_ignores(tmp_path):
 
 # ---------------------------------------------------------------- 4. disk full
 
-def test_disk_full_mid_run_file_left_behind_ingests(tiny_fs, tmp_path):
+def test_disk_full_mid_run_file_left_behind_ingests(tiny_fs, tmp_path):  # noqa: F811 (pytest fixture)
     p = subprocess.run([*SIDECAR, "run", "--interval", "0.001", "--gpus", "none", "--out", str(tiny_fs), "--",
                         "sh", "-c", "sleep 1; exit 9"], cwd=ROOT, env=clean_env(), capture_output=True, text=True,
                        timeout=HANG)
