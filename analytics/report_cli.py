@@ -16,10 +16,11 @@ from jobsight.analytics.errors import UserError
 from jobsight.analytics.query_filters import add_db_options
 from jobsight.analytics.reports import mailer
 from jobsight.analytics.reports.csvout import render_csv
-from jobsight.analytics.reports.data import ADMIN_NAME, Report, gather
+from jobsight.analytics.reports.data import gather
 from jobsight.analytics.reports.html import render_html_chunks
 from jobsight.analytics.reports.markdown import render_markdown
 from jobsight.analytics.reports.period import resolve
+from jobsight.analytics.reports.report import ADMIN_NAME, Report
 from jobsight.analytics.reports.settings import from_config
 from jobsight.analytics.session import open_db
 

@@ -83,7 +83,7 @@ def test_csv_neutralises_formula(ds):
 
 
 def test_file_names_cannot_escape_the_folder():
-    from jobsight.analytics.reports.data import file_stem
+    from jobsight.analytics.reports.report import file_stem
     assert file_stem("user", "../../etc/passwd") == "user-_._.._etc_passwd"
     assert file_stem("account", ".hidden") == "account-_hidden"
     assert "/" not in file_stem("user", "a/b") and file_stem("user", "") == "user-_"

@@ -5,7 +5,7 @@ Raw values at full precision; text cells that a spreadsheet would run as a formu
 from __future__ import annotations
 
 from jobsight.analytics.render import to_csv
-from jobsight.analytics.reports.data import Report
+from jobsight.analytics.reports.report import Report
 from jobsight.analytics.reports.sections import HEADLINE, sections
 
 COLUMNS = ["report", "window", "section", "rank", "label", "day", "user", "account", "partition", "job_id",

@@ -8,65 +8,17 @@ Python here only selects, orders and pads rows (days or weeks with no jobs show 
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
 
 from jobsight.analytics.render import rows_of
 from jobsight.analytics.reports.period import Period
+from jobsight.analytics.reports.report import Report
 from jobsight.analytics.reports.settings import ReportSettings
+from jobsight.analytics.reports.summary import summarise
 
-KINDS = ("user", "account", "admin")
-ADMIN_NAME = "cluster"
 TOTAL_KEYS = ("jobs", "sbu", "wasted_sbu", "wasted_pct", "unrated_sbu", "core_hours", "gpu_hours",
               "idle_gpu_hours", "cpu_eff_pct", "gpu_util_pct", "mem_eff_pct", "time_eff_pct")
-_UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._@+-]")
-
-
-def file_stem(kind: str, name: str) -> str:
-    """<kind>-<name> with the name made safe as one path component (no '/', no leading dot)."""
-    safe = _UNSAFE_FILE_CHARS.sub("_", name) or "_"
-    if safe.startswith("."):
-        safe = "_" + safe[1:]
-    return f"{kind}-{safe}"
-
-
-@dataclass
-class Report:
-    kind: str                    # user | account | admin
-    name: str                    # user name, account name, or "cluster"
-    period: Period
-    cluster: str | None
-    totals: dict[str, Any]
-    trend: list[dict]            # oldest window first; the last is the report window
-    daily: list[dict]            # one row per day of the window
-    top_jobs: list[dict]
-    flag_counts: list[dict]
-    members: list[dict] = field(default_factory=list)      # account: per user, most wasted first
-    budget: dict | None = None                              # account with a [budgets] entry
-    partitions: list[dict] = field(default_factory=list)   # admin
-    accounts: list[dict] = field(default_factory=list)     # admin
-    leaderboard: list[dict] = field(default_factory=list)  # admin: users by wasted SBU
-    summary: str = ""
-
-    @property
-    def stem(self) -> str:
-        return file_stem(self.kind, self.name)
-
-    @property
-    def heading(self) -> str:
-        who = {"user": f"user {self.name}", "account": f"project {self.name}",
-               "admin": f"cluster {self.cluster}" if self.cluster else "the cluster"}[self.kind]
-        return f"jobsight {'weekly' if self.period.is_week else ''} report for {who}".replace("  ", " ")
-
-    @property
-    def title(self) -> str:
-        return f"{self.heading}: {self.period.describe()}"
-
-    @property
-    def has_jobs(self) -> bool:
-        return bool(self.totals.get("jobs"))
 
 
 def _key(scope: str, row: dict):
@@ -117,7 +69,6 @@ class Dataset:
         return sorted(k for (scope, k) in self.totals if scope == kind and k is not None)
 
     def build(self, kind: str, name: str) -> Report:
-        from jobsight.analytics.reports.summary import summarise
         s, p = self.settings, self.period
         scope, key = ("cluster", None) if kind == "admin" else (kind, name)
         totals_row = (self.totals.get((scope, key)) or [{}])[0]

@@ -13,7 +13,7 @@ import html
 import json
 
 from jobsight.analytics.render import terminal_safe
-from jobsight.analytics.reports.data import Report
+from jobsight.analytics.reports.report import Report
 from jobsight.analytics.reports.sections import Section, fmt, headline, sections
 
 USED, WASTED, UNRATED = "#2b8a3e", "#e8590c", "#adb5bd"

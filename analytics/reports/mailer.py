@@ -14,8 +14,8 @@ from email.utils import formatdate, make_msgid
 from pathlib import Path
 
 from jobsight.analytics.errors import UserError
-from jobsight.analytics.reports.data import Report
 from jobsight.analytics.reports.html import render_html
+from jobsight.analytics.reports.report import Report
 from jobsight.analytics.reports.settings import ReportSettings
 from jobsight.analytics.reports.text import render_text
 

@@ -7,7 +7,7 @@ import html
 import re
 
 from jobsight.analytics.render import terminal_safe
-from jobsight.analytics.reports.data import Report
+from jobsight.analytics.reports.report import Report
 from jobsight.analytics.reports.sections import fmt, headline, sections
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from jobsight.analytics.reports.data import Report
+from jobsight.analytics.reports.report import Report
 
 
 @dataclass(frozen=True)

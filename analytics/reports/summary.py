@@ -4,7 +4,7 @@ Plain text with user-supplied names in it: each renderer escapes it for its own 
 """
 from __future__ import annotations
 
-from jobsight.analytics.reports.data import Report
+from jobsight.analytics.reports.report import Report
 
 
 def sbu(v: float | None) -> str:

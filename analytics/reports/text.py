@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from jobsight.analytics.render import terminal_safe
-from jobsight.analytics.reports.data import Report
+from jobsight.analytics.reports.report import Report
 from jobsight.analytics.reports.sections import fmt, headline, sections
 
 
