@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one test command (README, .ci/run): set up what the tests need, then run them all.
+# The one test command (README, .ci/run): set up what the tests need, lint, then run the tests.
 #   bash scripts/test.sh [pytest args...]
 # - a virtual environment in .venv with jobsight and its test extras;
 # - as root: the real Slurm harness (scripts/slurm-harness.sh) and headless Chromium, so the tests
@@ -17,9 +17,13 @@ if [ "$(id -u)" = 0 ] && [ -z "${JOBSIGHT_NO_SERVICES:-}" ]; then
   done
 fi
 set +e
+# lint first (configured in pyproject.toml); a lint failure fails the run, after the tests
+.venv/bin/ruff check .
+lint=$?
 .venv/bin/python -m pytest "$@"
 rc=$?
 set -e
+[ "$rc" = 0 ] && [ "$lint" != 0 ] && { echo "test.sh: ruff check failed" >&2; rc=1; }
 # pytest exits 5 when it collected no test: that is a failure here, not a pass.
 [ "$rc" = 5 ] && echo "test.sh: no tests were collected" >&2
 exit "$rc"
