@@ -44,10 +44,8 @@ EFFICIENCY_BINS = {"cpu": "cpu_eff_pct", "gpu": "gpu_util_pct", "mem": "mem_eff_
 JOB_DAY_SQL = (
     "SELECT CAST(date_trunc('day', start_time) AS TIMESTAMP) AS start_time, cluster, \"user\", account, \"partition\", "
     "count(*) AS jobs, count(*) FILTER (WHERE n_flags > 0) AS flagged_jobs, "
-    # GPU-hours on devices whose mean utilisation was under flags.gpu_idle_pct (all of a job's GPUs
-    # when only Slurm's job-level gres/gpuutil is known)
-    "sum(elapsed_s / 3600.0 * COALESCE(gpus_idle, CASE WHEN gpu_util_pct < "
-    "COALESCE((SELECT value FROM setting WHERE name = 'flags.gpu_idle_pct'), 1) THEN ngpus ELSE 0 END)) AS idle_gpu_hours, "
+    # GPU-hours on GPUs counted idle (job_metrics.idle_gpus: the one rule, in sql/views)
+    "sum(elapsed_s / 3600.0 * idle_gpus) AS idle_gpu_hours, "
     "sum(sbu) AS sbu, sum(wasted_sbu) AS wasted_sbu, sum(core_hours) AS core_hours, sum(gpu_hours) AS gpu_hours, "
     "sum(cpu_eff_pct * core_hours) AS cpu_x_core_h, sum(core_hours) FILTER (WHERE cpu_eff_pct IS NOT NULL) AS cpu_core_h, "
     "sum(gpu_util_pct * gpu_hours) AS gpu_x_gpu_h, sum(gpu_hours) FILTER (WHERE gpu_util_pct IS NOT NULL) AS gpu_gpu_h, "

@@ -6,7 +6,17 @@ CREATE OR REPLACE MACRO wmean(v, w) AS
          THEN sum(v * w) / sum(CASE WHEN v IS NOT NULL THEN w END)
          ELSE avg(v) END;
 
-CREATE OR REPLACE MACRO setting_value(n) AS (SELECT value FROM setting WHERE name = n);
+-- A setting from jobsight.toml (analytics/config.py writes every one, defaults included, each time a
+-- command opens the database read-write). The defaults live only there: a missing setting is an
+-- error, never a silent fallback.
+CREATE OR REPLACE MACRO setting_value(n) AS (
+    SELECT CASE WHEN count(*) = 1 AND max(value) IS NOT NULL THEN max(value)
+                ELSE error('jobsight: setting ' || n || ' is not in the setting table; open the database read-write with this jobsight') END
+    FROM setting WHERE name = n);
+CREATE OR REPLACE MACRO setting_text(n) AS (
+    SELECT CASE WHEN count(*) = 1 AND max(text) IS NOT NULL THEN max(text)
+                ELSE error('jobsight: setting ' || n || ' is not in the setting table; open the database read-write with this jobsight') END
+    FROM setting WHERE name = n);
 
 -- Each sample weighs the time until the next sample of the same device (the last one: the time
 -- since the previous), capped at samples.max_gap_s so that a gap in the record does not let one
@@ -15,7 +25,7 @@ CREATE OR REPLACE VIEW sample_weighted AS
 SELECT s.*,
        LEAST(COALESCE(date_diff('millisecond', s.time, LEAD(s.time) OVER w),
                       date_diff('millisecond', LAG(s.time) OVER w, s.time), 0) / 1000.0,
-             COALESCE(setting_value('samples.max_gap_s'), 600)) AS weight_s
+             setting_value('samples.max_gap_s')) AS weight_s
 FROM sample s
 WINDOW w AS (PARTITION BY s.cluster, s.job_id_raw, s.host, s.device ORDER BY s.time);
 
@@ -51,7 +61,7 @@ SELECT cluster, job_id_raw,
        wmean(util_mean_pct, util_weight_s)              AS gpu_util_pct,
        min(util_mean_pct)                               AS gpu_util_min_device_pct,
        max(mem_peak_bytes * 100.0 / NULLIF(mem_total_bytes, 0)) AS gpu_mem_peak_pct,
-       count(*) FILTER (WHERE util_mean_pct < COALESCE(setting_value('flags.gpu_idle_pct'), 1)) AS gpus_idle,
+       count(*) FILTER (WHERE util_mean_pct < setting_value('flags.gpu_idle_pct')) AS gpus_idle,
        sum(energy_j) / 3.6e6                            AS gpu_energy_kwh
 FROM job_gpu_devices
 GROUP BY cluster, job_id_raw;

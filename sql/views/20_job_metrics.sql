@@ -29,6 +29,12 @@ SELECT j.* EXCLUDE (mem_peak_bytes),
     g.gpu_util_min_device_pct,
     g.gpu_mem_peak_pct,
     g.gpus_idle,
+    -- GPUs counted idle in idle GPU-hours (reports, dashboard): per device from samples; where only
+    -- Slurm's job-level gres/gpuutil is known, all of the job's GPUs when that mean is under
+    -- flags.gpu_idle_pct (the gpu_idle flag's rule).
+    COALESCE(g.gpus_idle,
+             CASE WHEN j.ngpus > 0 AND j.gpu_util_tres < setting_value('flags.gpu_idle_pct') THEN j.ngpus END,
+             0)                                                          AS idle_gpus,
     g.gpus_sampled,
     g.gpu_energy_kwh,
     j.elapsed_s * COALESCE(j.ncpus, 0) / 3600.0                          AS core_hours,
@@ -68,13 +74,13 @@ WITH charged AS (
     LEFT JOIN job_rate r USING (cluster, job_id_raw)
 ), priced AS (
     SELECT c.*,
-        CASE WHEN (SELECT text FROM setting WHERE name = 'charging.policy') = 'slurm-billing' AND c.billing IS NOT NULL
-                 THEN c.billing * c.elapsed_s / 3600.0 * COALESCE(setting_value('charging.factor'), 1)
+        CASE WHEN setting_text('charging.policy') = 'slurm-billing' AND c.billing IS NOT NULL
+                 THEN c.billing * c.elapsed_s / 3600.0 * setting_value('charging.factor')
              WHEN c.has_rate
                  THEN c.elapsed_s / 3600.0 * (c.charged_cores * c.per_core_h + c.charged_gpus * c.per_gpu_h
                                               + c.mem_gib * c.per_gb_h)
              ELSE c.core_hours END AS sbu,
-        CASE WHEN (SELECT text FROM setting WHERE name = 'charging.policy') = 'slurm-billing' AND c.billing IS NOT NULL THEN 'billing'
+        CASE WHEN setting_text('charging.policy') = 'slurm-billing' AND c.billing IS NOT NULL THEN 'billing'
              WHEN c.has_rate THEN 'table'
              ELSE 'core-hours' END AS sbu_source,
         CASE WHEN COALESCE(c.ngpus, 0) > 0 THEN 'gpu'

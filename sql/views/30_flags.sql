@@ -18,11 +18,11 @@ SELECT DISTINCT j.cluster, j."partition" FROM jobs j JOIN charge_rate r ON r."pa
 CREATE OR REPLACE VIEW job_flags AS
 WITH m AS (
     SELECT *,
-        elapsed_s >= COALESCE(setting_value('flags.min_runtime_s'), 300) AS long_enough,
+        elapsed_s >= setting_value('flags.min_runtime_s') AS long_enough,
         cpu_eff_pct * ncpus / 100.0 AS cores_used,
         -- the --mem that would have fitted: peak plus headroom, whole GiB
-        '--mem=' || CAST(GREATEST(1, ceil(gib(mem_peak_bytes) * COALESCE(setting_value('flags.mem_headroom'), 1.2))) AS BIGINT) || 'G' AS mem_advice,
-        '--time=' || slurm_time(elapsed_s * COALESCE(setting_value('flags.time_headroom'), 1.5)) AS time_advice
+        '--mem=' || CAST(GREATEST(1, ceil(gib(mem_peak_bytes) * setting_value('flags.mem_headroom'))) AS BIGINT) || 'G' AS mem_advice,
+        '--time=' || slurm_time(elapsed_s * setting_value('flags.time_headroom')) AS time_advice
     FROM job_metrics
     WHERE state IS DISTINCT FROM 'PENDING'
 ), f AS (
@@ -30,15 +30,15 @@ WITH m AS (
         printf('%d GPU(s) at %.1f%% mean utilisation for %.1f h: %.1f SBU burned on idle GPUs',
                ngpus, gpu_util_pct, elapsed_s / 3600.0, sbu) AS message,
         'Check that the code really uses the GPU (e.g. torch.cuda.is_available()); for interactive work request a GPU only while you need it, or drop --gres=gpu' AS advice
-    FROM m WHERE long_enough AND ngpus > 0 AND gpu_util_pct < COALESCE(setting_value('flags.gpu_idle_pct'), 1)
+    FROM m WHERE long_enough AND ngpus > 0 AND gpu_util_pct < setting_value('flags.gpu_idle_pct')
     UNION ALL
     SELECT m.*, 'gpu_low_util',
-        CASE WHEN gpu_util_pct < COALESCE(setting_value('flags.gpu_low_util_alarm_pct'), 15) THEN 'alarm' ELSE 'warn' END,
+        CASE WHEN gpu_util_pct < setting_value('flags.gpu_low_util_alarm_pct') THEN 'alarm' ELSE 'warn' END,
         printf('GPU utilisation %.1f%% (mean over %d GPU(s)); %.1f of %.1f SBU wasted', gpu_util_pct, ngpus, wasted_sbu, sbu),
         'Feed the GPU faster: more DataLoader workers (--cpus-per-task), pinned memory, larger batches; profile with the sidecar time series'
     FROM m WHERE long_enough AND ngpus > 0
-        AND gpu_util_pct >= COALESCE(setting_value('flags.gpu_idle_pct'), 1)
-        AND gpu_util_pct < COALESCE(setting_value('flags.gpu_low_util_pct'), 25)
+        AND gpu_util_pct >= setting_value('flags.gpu_idle_pct')
+        AND gpu_util_pct < setting_value('flags.gpu_low_util_pct')
     UNION ALL
     SELECT m.*, 'gpu_unused_devices', 'alarm',
         printf('%d of %d GPUs idle (least-used GPU at %.1f%%)', gpus_idle, ngpus, gpu_util_min_device_pct),
@@ -49,37 +49,37 @@ WITH m AS (
         printf('Peak GPU memory %.1f%% of the device and %.1f%% utilisation', gpu_mem_peak_pct, gpu_util_pct),
         'A MIG slice or a smaller GPU would do: ask for the smallest GPU type your site offers'
     FROM m WHERE long_enough AND ngpus > 0
-        AND gpu_mem_peak_pct < COALESCE(setting_value('flags.gpu_fits_smaller_mem_pct'), 20)
-        AND gpu_util_pct < COALESCE(setting_value('flags.gpu_fits_smaller_util_pct'), 50)
+        AND gpu_mem_peak_pct < setting_value('flags.gpu_fits_smaller_mem_pct')
+        AND gpu_util_pct < setting_value('flags.gpu_fits_smaller_util_pct')
     UNION ALL
     SELECT m.*, 'cpu_low_eff',
-        CASE WHEN cpu_eff_pct < COALESCE(setting_value('flags.cpu_low_eff_alarm_pct'), 50) THEN 'alarm' ELSE 'warn' END,
+        CASE WHEN cpu_eff_pct < setting_value('flags.cpu_low_eff_alarm_pct') THEN 'alarm' ELSE 'warn' END,
         printf('CPU efficiency %.1f%%: %.1f of %d cores busy on average', cpu_eff_pct, cores_used, ncpus),
         CASE WHEN ncpus > 1
              THEN printf('--cpus-per-task=%d (or --ntasks), or make the code use the cores it asks for', GREATEST(1, CAST(ceil(cores_used) AS BIGINT)))
              ELSE 'The one core waited most of the time: check for I/O waits, sleeps or lock contention' END
     FROM m WHERE long_enough AND COALESCE(ngpus, 0) = 0
-        AND cpu_eff_pct < COALESCE(setting_value('flags.cpu_low_eff_pct'), 65)
+        AND cpu_eff_pct < setting_value('flags.cpu_low_eff_pct')
     UNION ALL
     SELECT m.*, 'cpu_serial_on_many', 'alarm',
         printf('About one core busy (%.2f) of %d allocated: serial code on many cores', cores_used, ncpus),
         '--ntasks=1 --cpus-per-task=1, or parallelise the code (threads, MPI, multiprocessing)'
-    FROM m WHERE long_enough AND ncpus >= COALESCE(setting_value('flags.cpu_serial_min_cores'), 4)
-        AND cores_used BETWEEN COALESCE(setting_value('flags.cpu_serial_used_min'), 0.85)
-                           AND COALESCE(setting_value('flags.cpu_serial_used_max'), 1.1)
+    FROM m WHERE long_enough AND ncpus >= setting_value('flags.cpu_serial_min_cores')
+        AND cores_used BETWEEN setting_value('flags.cpu_serial_used_min')
+                           AND setting_value('flags.cpu_serial_used_max')
     UNION ALL
     SELECT m.*, 'mem_oversized', 'warn',
         printf('Peak memory %.1f GiB of %.1f GiB allocated (%.1f%%)', gib(mem_peak_bytes), gib(mem_charged_bytes), mem_eff_pct),
         mem_advice
     FROM m WHERE long_enough
-        AND mem_eff_pct < COALESCE(setting_value('flags.mem_oversized_pct'), 35)
-        AND gib(mem_charged_bytes - mem_peak_bytes) >= COALESCE(setting_value('flags.mem_oversized_min_unused_gib'), 4)
+        AND mem_eff_pct < setting_value('flags.mem_oversized_pct')
+        AND gib(mem_charged_bytes - mem_peak_bytes) >= setting_value('flags.mem_oversized_min_unused_gib')
     UNION ALL
     SELECT m.*, 'time_oversized', 'warn',
         printf('Ran %s of a %s limit (%.1f%%)', slurm_time(elapsed_s), slurm_time(timelimit_s), time_eff_pct),
         time_advice || ' (shorter limits start sooner through backfill)'
     FROM m WHERE long_enough AND state = 'COMPLETED'
-        AND time_eff_pct < COALESCE(setting_value('flags.time_oversized_pct'), 20)
+        AND time_eff_pct < setting_value('flags.time_oversized_pct')
     UNION ALL
     SELECT m.*, 'cpu_job_on_gpu_partition', 'warn',
         printf('No GPU requested on GPU partition %s', "partition"),
@@ -87,7 +87,7 @@ WITH m AS (
     FROM m WHERE COALESCE(ngpus, 0) = 0
         AND (cluster, "partition") IN (SELECT (cluster, "partition") FROM gpu_partitions)
     UNION ALL
-    SELECT m.*, 'failed_burn', CASE WHEN sbu >= COALESCE(setting_value('flags.failed_burn_alarm_sbu'), 100) THEN 'alarm' ELSE 'info' END,
+    SELECT m.*, 'failed_burn', CASE WHEN sbu >= setting_value('flags.failed_burn_alarm_sbu') THEN 'alarm' ELSE 'info' END,
         printf('%s (exit %s) after %.1f h: %.1f SBU burned', state, COALESCE(exit_code, '?'), elapsed_s / 3600.0, sbu),
         CASE state WHEN 'OUT_OF_MEMORY' THEN '--mem=' || CAST(ceil(gib(GREATEST(COALESCE(mem_peak_bytes, 0), COALESCE(mem_charged_bytes, 0))) * 1.5) AS BIGINT) || 'G, or reduce the memory the code holds'
                    WHEN 'TIMEOUT' THEN 'Checkpoint and restart, or a longer --time'

@@ -22,8 +22,8 @@ SELECT u.cluster, u.job_id_raw, u.job_id, u."user", u.account, u."partition", u.
        m.job_name, m.cpu_eff_pct, m.gpu_util_pct, m.mem_eff_pct, m.time_eff_pct,
        m.start_time, m.elapsed_s AS job_elapsed_s, m.ncpus, m.ngpus, m.charge_driver,
        u.elapsed_s / 3600.0 * COALESCE(m.mem_charged_bytes, 0) / 1073741824.0 AS mem_gib_hours,
-       -- GPU-hours on GPUs whose mean utilisation was below flags.gpu_idle_pct (job_gpu_stats.gpus_idle)
-       u.elapsed_s / 3600.0 * COALESCE(m.gpus_idle, 0)                        AS idle_gpu_hours
+       -- GPU-hours on GPUs counted idle (job_metrics.idle_gpus)
+       u.elapsed_s / 3600.0 * m.idle_gpus                                     AS idle_gpu_hours
 FROM usage_daily u
 JOIN job_metrics m USING (cluster, job_id_raw);
 
