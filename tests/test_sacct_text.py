@@ -101,9 +101,8 @@ def test_arrays_and_het(mixed):
     assert step(mixed, "4000", "interactive")["elapsed_s"] == 2 * 86400 + 3 * 3600 + 4 * 60 + 5
 
 
-def test_fast_and_per_line_paths_agree(mixed, monkeypatch):
-    monkeypatch.setattr(sacct_text, "FAST_PATH", False)
-    slow = sacct_text.parse(FIX / "mixed-jobs.txt", ParseOptions(timezone="Europe/Amsterdam"))
+def test_fast_and_per_line_paths_agree(mixed):
+    slow = sacct_text.parse(FIX / "mixed-jobs.txt", ParseOptions(timezone="Europe/Amsterdam"), fast_path=False)
     assert_frame_equal(mixed.jobs, slow.jobs)
     assert_frame_equal(mixed.steps, slow.steps)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from polars.testing import assert_frame_equal
 
-from jobsight.analytics.parsers import sacct_text
+from jobsight.analytics.parsers import sacct_columns, sacct_text
 from jobsight.analytics.records import ParseOptions
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "sacct"
@@ -38,14 +38,12 @@ def _dump(path: Path, n: int, seed: int) -> None:
 
 def _parse(path, monkeypatch, mode):
     if mode == "distinct":          # every field of those kinds converted once per distinct value
-        monkeypatch.setattr(sacct_text, "DEDUP_MIN_ROWS", 0)
-        monkeypatch.setattr(sacct_text, "DEDUP_MAX_SHARE", 1.0)
+        monkeypatch.setattr(sacct_columns, "DEDUP_MIN_ROWS", 0)
+        monkeypatch.setattr(sacct_columns, "DEDUP_MAX_SHARE", 1.0)
     elif mode == "columnwise":
-        monkeypatch.setattr(sacct_text, "DEDUP_MIN_ROWS", 1 << 60)
-    else:
-        monkeypatch.setattr(sacct_text, "FAST_PATH", False)
+        monkeypatch.setattr(sacct_columns, "DEDUP_MIN_ROWS", 1 << 60)
     try:
-        return sacct_text.parse(path, ParseOptions(timezone="Europe/Amsterdam"))
+        return sacct_text.parse(path, ParseOptions(timezone="Europe/Amsterdam"), fast_path=mode != "per-line")
     finally:
         monkeypatch.undo()
 

@@ -53,9 +53,8 @@ def _parse(path, monkeypatch, block=None, fast=True, pipeline=2):
     with monkeypatch.context() as m:
         if block:
             m.setattr(sacct_text, "_BLOCK_BYTES", block)
-        m.setattr(sacct_text, "FAST_PATH", fast)
         m.setattr(sacct_text, "PIPELINE", pipeline)
-        return sacct_text.parse(path, ParseOptions(timezone="Europe/Amsterdam"), on_piece=on_piece), pieces
+        return sacct_text.parse(path, ParseOptions(timezone="Europe/Amsterdam"), on_piece=on_piece, fast_path=fast), pieces
 
 
 def _same(a, b):
