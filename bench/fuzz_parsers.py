@@ -39,7 +39,7 @@ CONFIG, META = len(PARSERS), len(PARSERS) + 1          # the two targets that ar
 NAMES = [m.FORMAT for m, _ in PARSERS] + ["config", "sidecar-meta"]
 SEEDS = {0: ["fixtures/sacct/*.txt"], 1: ["fixtures/sacct_json/*.json"], 2: ["fixtures/seff/*.txt"],
          3: ["fixtures/sidecar/*.csv"], 4: ["fixtures/nvidia_smi/*.csv", "fixtures/nvidia_smi/*.log"],
-         5: ["fixtures/pbs/*"], 6: ["fixtures/lsf/*"], CONFIG: ["README.md"], META: ["fixtures/sidecar/*.meta.json"]}
+         5: ["fixtures/pbs/*"], 6: ["fixtures/lsf/*"], CONFIG: ["docs/configuration.md"], META: ["fixtures/sidecar/*.meta.json"]}
 META_CSV = ROOT / "fixtures" / "sidecar" / "jobsight-testclu-4242-gpu01-20261121T100000Z-999.csv"
 META_ROWS = 4
 OPTS = ParseOptions(timezone="Europe/Amsterdam", cluster="fuzz", job_id="4242")
@@ -61,7 +61,7 @@ def seed_corpus(corpus: Path) -> None:
         for g in globs:
             for p in sorted(ROOT.glob(g)):
                 data = p.read_bytes()[:200_000]
-                if k == CONFIG:      # the README's jobsight.toml example
+                if k == CONFIG:      # the documented jobsight.toml example (its first ```toml block)
                     text = data.decode("utf-8")
                     data = text.split("```toml\n", 1)[1].split("```", 1)[0].encode()
                 (corpus / f"{k}-{p.name}").write_bytes(bytes([k]) + data)

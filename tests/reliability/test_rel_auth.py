@@ -85,7 +85,7 @@ ROLES_TOML = f"""
 admins = ["{ROOT_.user}"]
 leads = {{ "acct-lead-k2" = ["{CAROL.user}"] }}
 """
-# who sees whom (README "Who sees what"): a lead sees its own jobs and all jobs of the accounts it leads
+# who sees whom (docs/dashboard.md, "Who sees what"): a lead sees its own jobs and all jobs of the accounts it leads
 VISIBLE = {ALICE.user: {ALICE}, BOB.user: {BOB}, DAVE.user: {DAVE}, CAROL.user: {CAROL, DAVE},
            ROOT_.user: set(PEOPLE)}
 # a stand-in that exists nowhere; answers to it and to a real outsider must not differ

@@ -1,7 +1,7 @@
 """Inputs under fuzzing that the per-parser tests do not cover: jobsight.toml and the sidecar's
 metadata JSON, plus one property over every input format at once.
 
-- jobsight.toml: random edits of the README's example, a wrong type at every known key, huge
+- jobsight.toml: random edits of the documented example (docs/configuration.md), a wrong type at every known key, huge
   numbers, NULs, invalid UTF-8 -> a Config or ONE ConfigError line naming the file (and the line and
   key where the problem is a value); every command given `--config` exits 2 with that line and no
   traceback; valid values at every numeric key load.
@@ -43,15 +43,18 @@ def fuzz(n: int) -> settings:
 # ------------------------------------------------------------------------------------------------
 # jobsight.toml
 
-def readme_example() -> str:
-    """The jobsight.toml example in README.md (its first ```toml block)."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+CONFIG_DOC = ROOT / "docs" / "configuration.md"
+
+
+def documented_example() -> str:
+    """The jobsight.toml example in docs/configuration.md (its first ```toml block)."""
+    text = CONFIG_DOC.read_text(encoding="utf-8")
     m = re.search(r"```toml\n(.*?)```", text, re.S)
-    assert m, "README.md has no ```toml example"
+    assert m, f"{CONFIG_DOC} has no ```toml example"
     return m.group(1)
 
 
-# Every section and key the README and config.py name, with the type it takes.
+# Every section and key docs/configuration.md and config.py name, with the type it takes.
 NUMBER_KEYS = ([f"flags.{k}" for k in DEFAULT_FLAGS] + [f"samples.{k}" for k in DEFAULT_SAMPLES]
                + ["charging.factor", "budgets.proj-astro"] + [f"charging.rates.{k}" for k in RATE_KEYS])
 STRING_KEYS = ["cluster", "charging.rates.partition", "charging.rates.gpu_type"]
@@ -139,7 +142,7 @@ def test_valid_rate_values_load(tmp_path):
 
 @st.composite
 def mutated_toml(draw) -> bytes:
-    data = bytearray(readme_example().encode("utf-8"))
+    data = bytearray(documented_example().encode("utf-8"))
     for _ in range(draw(st.integers(1, 5))):
         op = draw(st.sampled_from(["insert", "delete", "replace", "truncate", "crlf", "huge", "dupline"]))
         pos = draw(st.integers(0, len(data)))
@@ -172,8 +175,8 @@ def test_mutated_config_loads_or_gives_one_error_naming_the_file(tmp_path, raw):
         assert err.startswith(f"{p}") and "\n" not in err and len(err) < 1000, err
 
 
-def test_readme_example_loads(tmp_path):
-    p, err = config_error(tmp_path, readme_example())
+def test_documented_example_loads(tmp_path):
+    p, err = config_error(tmp_path, documented_example())
     assert err is None
     cfg = load_config(p)
     assert (cfg.policy, cfg.flags["gpu_low_util_pct"], cfg.budgets) == ("table", 25.0, {"proj-astro": 50000.0})
@@ -230,7 +233,7 @@ def test_bad_config_from_the_shell_exits_2_without_traceback(tmp_path):
 SIDECAR_CSV = FIXTURES / "sidecar" / "jobsight-testclu-4242-gpu01-20261121T100000Z-999.csv"
 SIDECAR_META = SIDECAR_CSV.with_name(SIDECAR_CSV.stem + ".meta.json")
 SIDECAR_ROWS = 4          # the fixture's data lines, all good
-# what README's "Metadata JSON" says each stored key is
+# what docs/sidecar.md ("Metadata JSON") says each stored key is
 META_TYPES = {"job_id": "job_id", "cluster": "text", "host": "text", "scheduler": "text", "cpu_method": "text",
               "driver_version": "text", "nvml_version": "text", "started_at": "time", "interval_s": "seconds",
               "alloc_cores": "count", "gpus": "list"}
