@@ -22,24 +22,10 @@ Never raises out of sample(); imports pynvml lazily so the sidecar runs where it
 from __future__ import annotations
 
 import shutil
-import sys
 from typing import Any, Callable
 
+from .gpu_rows import blank_row, warn
 from .gpu_select import Inventory, job_gpu_uuids
-
-FIELDS = ("util_pct", "mem_used_bytes", "mem_total_bytes", "power_w", "energy_j",
-          "sm_clock_mhz", "temperature_c", "sm_active_pct")
-
-
-def warn(msg: str) -> None:
-    print(f"jobsight sidecar: {msg}", file=sys.stderr, flush=True)
-
-
-def blank_row(uuid: str, index: int | None) -> dict[str, Any]:
-    row: dict[str, Any] = dict.fromkeys(FIELDS)
-    row["device"] = uuid
-    row["gpu_index"] = index
-    return row
 
 
 class _Device:

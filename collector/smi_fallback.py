@@ -13,8 +13,8 @@ import threading
 import time
 from typing import Any
 
+from .gpu_rows import blank_row, warn
 from .gpu_select import Inventory, job_gpu_uuids
-from .gpus import blank_row, warn
 
 QUERY = "uuid,index,utilization.gpu,memory.used,memory.total,power.draw,temperature.gpu,clocks.sm"
 MIB = 1024 * 1024
