@@ -62,7 +62,9 @@ def post_callback(client, key: str, spec: dict, value_of, user: str):
 
 def record_instances(monkeypatch, module, name: str) -> list:
     """Every instance of module.<name> made while the test runs (through a recording subclass), so a
-    test can tell which road the code took and how that ended."""
+    test can tell which road the code took and how that ended. The subclass replaces the class in
+    `module` and in the module that defines it, where its callers look it up when `module` only
+    re-exports it (the class there may be an earlier recording subclass)."""
     made: list = []
     real = getattr(module, name)
 
@@ -70,5 +72,7 @@ def record_instances(monkeypatch, module, name: str) -> list:
         def __init__(self, *args, **kwargs):
             made.append(self)
             super().__init__(*args, **kwargs)
-    monkeypatch.setattr(module, name, Recording)
+    homes = {sys.modules[c.__module__] for c in real.__mro__}
+    for target in {module, *(m for m in homes if getattr(m, name, None) is real)}:
+        monkeypatch.setattr(target, name, Recording)
     return made

@@ -1,0 +1,214 @@
+"""Loading a parsed file: its one transaction, its ingest_log row and the row accounting, whichever
+route read it (load_pieces; load_result for a file parsed whole). Every input row of a file ends up
+exactly once as stored, updated, unchanged, rejected (with line and reason, in the `reject` table)
+or dropped (counted); load_pieces checks that sum against the parser's count of rows read and
+refuses to commit when it does not add up. Jobs and steps are merged by the rule in ingest_merge;
+samples are deduplicated on (cluster, job_id_raw, host, device, time) by _SampleLoader.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Iterable, Optional, Protocol
+
+import duckdb
+import polars as pl
+
+from jobsight.analytics.ingest_merge import _load_sidecar_runs, _merge_records, _q, _refresh_job_usage, _run, _select_casts
+from jobsight.analytics.records import ParseResult
+
+
+@dataclass
+class FileReport:
+    path: str
+    format: Optional[str] = None
+    status: str = "ingested"          # ingested | already ingested | unreadable | unrecognised | failed | skipped
+    rows_in: int = 0
+    stored: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    rejected: int = 0
+    dropped: int = 0
+    ingest_id: Optional[int] = None
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    error: Optional[str] = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class AccountingError(RuntimeError):
+    """The loader's row accounting does not add up: a bug, and the file is not committed."""
+
+
+class EarlyRows(Protocol):
+    """Rows a route inserted before load_pieces runs, in a transaction it holds open for it
+    (_EarlyInsert, _BulkInsert): finish() says whether they stand; if not, it has rolled them back."""
+
+    ingest_id: Optional[int]
+    inserted: dict[str, int]     # table -> rows inserted
+
+    def finish(self) -> bool: ...
+
+
+def load_result(con: duckdb.DuckDBPyConnection, result: ParseResult, source_file: str,
+                checksum: Optional[str], options: dict, early: Optional[EarlyRows] = None) -> FileReport:
+    """Load one parsed file in one transaction and record it in ingest_log. With `early`, its job
+    and step rows were inserted while it was parsed (in the transaction early holds open)."""
+    return load_pieces(con, [result], result.format, source_file, checksum, options, early)
+
+
+def load_pieces(con: duckdb.DuckDBPyConnection, pieces: Iterable[ParseResult], fmt: str, source_file: str,
+                checksum: Optional[str], options: dict, early: Optional[EarlyRows] = None) -> FileReport:
+    """Load one file, given as one or more parsed pieces (a big sidecar CSV is parsed and loaded a
+    piece at a time, so memory stays bounded), in ONE transaction, and record it in ingest_log.
+    The counts are summed over the pieces and checked once, for the whole file."""
+    t0 = time.monotonic()
+    rep = FileReport(path=source_file, format=fmt)
+    ingest_id = None
+    if early is not None:
+        ingest_id = early.ingest_id   # kept when the early inserts were rolled back (no gap in the ids)
+        if not early.finish():
+            early = None              # a repeated key: loaded the ordinary way, in a new transaction
+    if early is None:
+        con.execute("BEGIN TRANSACTION")
+    try:
+        if ingest_id is None:
+            ingest_id = con.execute("SELECT nextval('ingest_id_seq')").fetchall()[0][0]
+        rep.ingest_id = ingest_id
+        con.execute("INSERT INTO ingest_log (ingest_id, source_file, checksum, format, rows_in, started_at, options) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [ingest_id, source_file, checksum, fmt, 0,
+                     datetime.now(timezone.utc).replace(tzinfo=None), json.dumps(options, sort_keys=True)])
+        samples = _SampleLoader(con, ingest_id)
+        for result in pieces:
+            _load_piece(con, result, rep, samples, ingest_id, source_file, early)
+        accounted = rep.stored + rep.updated + rep.unchanged + rep.rejected + rep.dropped
+        if accounted != rep.rows_in:
+            raise AccountingError(
+                f"{source_file}: {rep.rows_in} rows read but {accounted} accounted for (stored {rep.stored}, "
+                f"updated {rep.updated}, unchanged {rep.unchanged}, rejected {rep.rejected}, dropped {rep.dropped})")
+        con.execute("UPDATE ingest_log SET rows_in = ?, stored = ?, updated = ?, unchanged = ?, rejected = ?, "
+                    "dropped = ?, finished_at = ? WHERE ingest_id = ?",
+                    [rep.rows_in, rep.stored, rep.updated, rep.unchanged, rep.rejected, rep.dropped,
+                     datetime.now(timezone.utc).replace(tzinfo=None), ingest_id])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    rep.seconds = time.monotonic() - t0
+    return rep
+
+
+def _load_piece(con, result: ParseResult, rep: FileReport, samples: _SampleLoader, ingest_id: int,
+                source_file: str, early: Optional[EarlyRows] = None) -> None:
+    rep.rows_in += result.rows_in
+    rep.rejected += len(result.rejects)
+    rep.dropped += result.dropped
+    rep.notes += result.notes
+    touched: list[pl.DataFrame] = []
+    for frame, table, keys, tcols in (
+            (result.jobs, "job", ["cluster", "job_id_raw"], ["end_time", "start_time", "submit_time", "eligible_time"]),
+            (result.steps, "step", ["cluster", "job_id_raw", "step_id"], ["end_time", "start_time"])):
+        if early is not None:   # inserted while parsing, every row (a failed insert rolled them all back)
+            s, u, n = early.inserted.get(table, 0), 0, 0
+        else:
+            s, u, n = _merge_records(con, frame, table, keys, tcols, ingest_id)
+        rep.stored += s
+        rep.updated += u
+        rep.unchanged += n
+        if frame is not None and frame.height:
+            touched.append(frame.select("cluster", "job_id_raw"))
+    if touched:
+        _refresh_job_usage(con, pl.concat(touched, rechunk=False))   # repeats are fine: IN (...) is a semi-join
+    s, dup = samples.add(result.samples)
+    if early is not None:   # a BulkRead's samples, inserted by DuckDB before
+        s += early.inserted.get("sample", 0)
+    rep.stored += s
+    rep.unchanged += dup
+    _load_sidecar_runs(con, result.sidecar_runs, ingest_id, source_file)
+    if result.rejects:
+        rj = pl.DataFrame({"ingest_id": [ingest_id] * len(result.rejects),
+                           "source_file": [source_file] * len(result.rejects),
+                           "line_no": [r.line_no for r in result.rejects],
+                           "reason": [r.reason for r in result.rejects],
+                           "raw": [r.raw for r in result.rejects]},
+                          schema={"ingest_id": pl.Int64, "source_file": pl.String, "line_no": pl.Int64,
+                                  "reason": pl.String, "raw": pl.String})
+        _run(con, "INSERT INTO reject (ingest_id, source_file, line_no, reason, raw) "
+                  "SELECT ingest_id, source_file, line_no, reason, raw FROM _rj", _rj=rj)
+
+
+class _SampleLoader:
+    """Inserts one file's samples, a piece at a time (the 50M-row path), dropping rows whose
+    (cluster, job_id_raw, host, device, time) is already stored, by an earlier ingest or by an
+    earlier piece of this file, or repeated within the piece. The costly checks are skipped when
+    they cannot find anything: a sidecar file is one (cluster, job, host) whose times rise per
+    device, so it has no duplicates of its own, and a job/host seen by no earlier ingest has none
+    in the table."""
+
+    DEVICE = ["cluster", "job_id_raw", "host", "device"]
+    OWNER = ["cluster", "job_id_raw", "host"]
+
+    def __init__(self, con, ingest_id: int):
+        self.con, self.ingest_id = con, ingest_id
+        self.prior: dict[tuple, bool] = {}             # owner -> has samples from earlier ingests
+        self.last: Optional[pl.DataFrame] = None       # per device: latest time this file loaded so far
+
+    def _prior_owners(self, owners: pl.DataFrame) -> bool:
+        rows = [tuple(r) for r in owners.iter_rows()]
+        new = [r for r in rows if r not in self.prior]
+        if new:
+            # only owners this file has not loaded yet: the table then holds earlier ingests' rows only
+            hit = _owners_with_samples(self.con, pl.DataFrame(new, schema=owners.schema, orient="row"))
+            for r in new:
+                self.prior[r] = r in hit
+        return any(self.prior[r] for r in rows)
+
+    def add(self, frame: Optional[pl.DataFrame]) -> tuple[int, int]:
+        """Insert a piece; returns (stored, duplicates)."""
+        if frame is None or frame.height == 0:
+            return 0, 0
+        keys = self.DEVICE + ["time"]
+        total = frame.height
+        # one owner (a sidecar file): comparing with the first row is a plain scan, hashing is not
+        single = all(frame.select([pl.col(c).eq_missing(pl.col(c).first()).all() for c in self.OWNER]).row(0))
+        owners = frame.head(1).select(self.OWNER) if single else frame.select(self.OWNER).unique()
+        by = ["device"] if single else self.DEVICE
+        rising = frame.select((pl.col("time").diff().over(by) > pl.duration(microseconds=0)).fill_null(True).all()).item()
+        if not rising:
+            frame = frame.unique(subset=keys, keep="first", maintain_order=True)
+        span = frame.group_by(by).agg(pl.col("time").min().alias("_t0"), pl.col("time").max().alias("_t1"))
+        if single:
+            span = span.with_columns(**{c: pl.lit(owners[c][0], dtype=owners[c].dtype) for c in self.OWNER})
+        after_earlier = True   # every time in this piece is later than this file's earlier pieces'
+        if self.last is not None:
+            j = span.join(self.last, on=self.DEVICE, how="inner", nulls_equal=True)
+            after_earlier = j.height == 0 or bool((j["_t0"] > j["_last"]).all())
+            self.last = (pl.concat([self.last, span.select(self.DEVICE + [pl.col("_t1").alias("_last")])])
+                         .group_by(self.DEVICE).agg(pl.col("_last").max()))
+        else:
+            self.last = span.select(self.DEVICE + [pl.col("_t1").alias("_last")])
+        check = self._prior_owners(owners) or not after_earlier
+        cols, sel = _select_casts(self.con, frame, "sample", self.ingest_id)
+        collist = ", ".join(_q(c) for c in cols)
+        if check:
+            stored = _run(self.con, f"""INSERT INTO sample ({collist}) SELECT * FROM (SELECT {sel} FROM _incoming) i
+                                     WHERE NOT EXISTS (SELECT 1 FROM sample s WHERE s.cluster = i.cluster
+                                     AND s.job_id_raw = i.job_id_raw AND s.host = i.host AND s.device = i.device
+                                     AND s.time = i.time)""", _incoming=frame)[0][0]
+        else:
+            stored = _run(self.con, f"INSERT INTO sample ({collist}) SELECT {sel} FROM _incoming", _incoming=frame)[0][0]
+        return stored, total - stored
+
+
+def _owners_with_samples(con, owners: pl.DataFrame) -> set[tuple]:
+    """The (cluster, job_id_raw, host) of `owners` that already have rows in table sample."""
+    return {tuple(r) for r in _run(
+        con, "SELECT DISTINCT o.cluster, o.job_id_raw, o.host FROM _owners o JOIN sample s "
+        "ON s.cluster = o.cluster AND s.job_id_raw = o.job_id_raw AND s.host = o.host", _owners=owners)}
+
+
