@@ -82,7 +82,7 @@ def free_port() -> int:
 def test_production_server_serves_behind_a_url_prefix(db):
     require_service(importlib.util.find_spec("waitress") is not None, "waitress not installed (pip install waitress)")
     port = free_port()
-    code = ("import sys, argparse; from analytics import dashboard_cli as d; p = argparse.ArgumentParser(); "
+    code = ("import sys, argparse; from jobsight.analytics import dashboard_cli as d; p = argparse.ArgumentParser(); "
             "d.configure(p); sys.exit(d.run(p.parse_args(sys.argv[1:])))")
     proc = subprocess.Popen([sys.executable, "-c", code, "--db", str(db), "--port", str(port), "--auth", "header",
                              "--url-prefix", "/jobsight/"], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),

@@ -211,7 +211,7 @@ def test_in_process_loader_for_the_benchmark(tmp_path):
     code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
             "from fake_nvml import load_in_process, eight_gpu_config\n"
             "load_in_process(sys.argv[3], eight_gpu_config())\n"
-            "from collector.gpus import open_gpus\n"
+            "from jobsight.collector.gpus import open_gpus\n"
             "src = open_gpus({}, 'auto', 10.0); rows = src.sample(); src.close()\n"
             "print(src.meta()['gpu_method'], len(rows), rows[7]['power_w'], rows[7]['mem_used_bytes'])\n")
     env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "FAKE_NVML_CONFIG")}

@@ -68,15 +68,15 @@ def ingest_limited(db: Path, folder: Path, limit: int, whole_file: bool = False)
     """`jobsight ingest --json` in a child under RLIMIT_AS = limit, printing its peak RSS and
     address space on stderr. whole_file: the control, every file parsed in one piece."""
     stream = 1 << 62 if whole_file else 0
-    code = ("import sys, analytics.ingest as i\n"
+    code = ("import sys, jobsight.analytics.ingest as i, jobsight.analytics.ingest_routes as r\n"
             f"if {stream}: i.STREAM_BYTES = {stream}\n"
             "made = []\n"
-            "class Bulk(i._BulkInsert):\n"          # which files DuckDB read itself, and whether that stood
+            "class Bulk(r._BulkInsert):\n"          # which files DuckDB read itself, and whether that stood
             "    def __init__(self, *a):\n"
             "        made.append(self)\n"
             "        super().__init__(*a)\n"
-            "i._BulkInsert = Bulk\n"
-            "from analytics.cli import main\n"
+            "i._BulkInsert = r._BulkInsert = Bulk\n"
+            "from jobsight.analytics.cli import main\n"
             "rc = main(sys.argv[1:])\n"
             "st = dict(l.split(':', 1) for l in open('/proc/self/status'))\n"
             "print('peak', st['VmHWM'].split()[0], st['VmPeak'].split()[0], file=sys.stderr)\n"
