@@ -138,7 +138,8 @@ def _merge_records(con, frame: pl.DataFrame, table: str, keys: list[str], time_c
             explained = f"""coalesce(json_exists({table}.null_reasons, '$."{c}"'), false)"""
             return f"{_q(c)} = CASE WHEN {explained} THEN {table}.{_q(c)} ELSE coalesce({table}.{_q(c)}, a.{_q(c)}) END"
         sets = ", ".join(fill(c) for c in data_cols if c not in ("source", "null_reasons"))
-        con.execute(f"UPDATE {table} SET {sets} FROM _act a WHERE {where} AND a._action = 'fill'")
+        # ingest_id: the last ingest that changed the row (the stored metrics recompute such rows' jobs)
+        con.execute(f"UPDATE {table} SET {sets}, ingest_id = a.ingest_id FROM _act a WHERE {where} AND a._action = 'fill'")
     stored = counts.get("insert", 0)
     updated = counts.get("replace", 0) + counts.get("fill", 0)
     unchanged = counts.get("same", 0) + (total - winners)

@@ -1,19 +1,22 @@
-"""Open a database for the metric commands: schema migrated, metric views (sql/views/) current,
-settings from jobsight.toml written where the views read them.
+"""Open a database for the metric commands: schema migrated, settings from jobsight.toml written
+where the SQL reads them, stored per-job results current (analytics/store.py), reader views
+(sql/views/) in place.
 
-Views are re-created on every read-write open (they hold no data), so a database always answers
-with the formulas of the jobsight that last wrote it; users querying the file with plain DuckDB
-see the same numbers as the CLI. A read-only open checks that the stored views are this
-version's and refuses otherwise, rather than answer with other formulas.
+A read-write open refreshes the stored results (only the jobs ingested since the last refresh, or
+everything once after a change of settings or definitions) and re-creates the reader views, so a
+database always answers with the formulas of the jobsight that last wrote it; users querying the
+file with plain DuckDB see the same numbers as the CLI. A read-only open checks that the views are
+this version's and refuses otherwise, rather than answer with other formulas.
 """
 from __future__ import annotations
 
 import hashlib
+import sys
 from pathlib import Path
 
 import duckdb
 
-from jobsight.analytics import db
+from jobsight.analytics import db, store
 from jobsight.analytics.config import Config, ConfigError, apply_to_db, load_config
 from jobsight.analytics.errors import UserError
 
@@ -25,11 +28,16 @@ def view_files() -> list[Path]:
 
 
 def views_checksum() -> str:
+    """This jobsight's SQL: the per-job definitions and the reader views."""
     h = hashlib.sha256()
-    for p in view_files():
+    for p in store.metric_files() + view_files():
         h.update(p.name.encode())
         h.update(p.read_bytes())
     return h.hexdigest()[:16]
+
+
+def _say(message: str) -> None:
+    print(f"jobsight: {message}", file=sys.stderr, flush=True)
 
 
 def apply_views(con: duckdb.DuckDBPyConnection) -> None:
@@ -62,6 +70,11 @@ def open_db(path: str | Path, config: Config | str | None = None,
             raise UserError(f"{path}: its metric views are from another jobsight version; "
                             "open it once read-write (e.g. `jobsight flags --db ...`) to refresh them")
         return con, cfg
-    apply_to_db(con, cfg)
-    apply_views(con)
+    try:
+        apply_to_db(con, cfg)
+        store.refresh(con, say=_say)
+        apply_views(con)
+    except BaseException:
+        con.close()
+        raise
     return con, cfg

@@ -5,11 +5,10 @@ dashboard never reads the live database. After a successful ingest, ``publish(db
 
 1. holding DuckDB's shared (read) lock on ``<db>``, so that no writer is at work, copies it (and
    its ``.wal``, if any) to a temporary name in the same directory;
-2. opens the copy and materialises what the dashboard reads: the metric views (``dash_job_metrics``,
-   ``dash_job_flags``) and per-day aggregates (``dash_job_day``, ``dash_flag_day``,
-   ``dash_usage_daily``, ``dash_flag_top``); at a million jobs the views are far too slow to
-   recompute per click. In the copy, the job_metrics view then reads the stored rows (same
-   numbers). It records when it was published, checkpoints and closes the copy;
+2. opens the copy and materialises what the dashboard reads from the stored per-job results:
+   ``dash_job_metrics`` and ``dash_job_flags`` (with the dashboard's row order and flag counts) and
+   per-day aggregates (``dash_job_day``, ``dash_flag_day``, ``dash_usage_daily``,
+   ``dash_flag_top``). It records when it was published, checkpoints and closes the copy;
 3. fsyncs the copy and ``os.replace``-s it onto ``<db>.snapshot``, then fsyncs the directory.
 
 A reader therefore sees either the old snapshot or the new one, never a half-written file.
@@ -32,6 +31,7 @@ from typing import Iterator
 import duckdb
 
 from jobsight.analytics import db as dbmod
+from jobsight.analytics import store
 from jobsight.analytics.errors import UserError
 
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -65,22 +65,17 @@ USAGE_DAY_SQL = ("SELECT period_start, cluster, \"user\", account, \"partition\"
 FLAG_ORDER = "COALESCE(wasted_sbu, 0) DESC, sbu DESC, cluster, job_id_raw, code"
 TOP_FLAGS_PER_DAY = 500
 
-# What publish() materialises in the snapshot. job_metrics (the costly view: it reads every sample)
-# is computed once into a temporary table, and the snapshot's job_metrics view then reads the
-# stored rows, so that job_flags and usage_daily build on them instead of recomputing them.
-# The dashboard's queries use a dash_* table when it exists and the views otherwise (a database
-# with no snapshot yet). Flags are stored by project and user, so that the grid of a user, a lead
-# or one project reads few row groups.
+# What publish() materialises in the snapshot, from the stored per-job results (analytics/store.py):
+# aggregates the dashboard reads instead of a million rows per click. The dashboard's queries use a
+# dash_* table when it exists and the stored tables otherwise (a database with no snapshot yet).
+# Flags are stored by project and user, so that the grid of a user, a lead or one project reads few
+# row groups.
 MATERIALISE_STEPS: list[str] = [
-    "CREATE OR REPLACE TEMP TABLE _metrics AS SELECT * FROM job_metrics",
-    "CREATE OR REPLACE VIEW job_metrics AS SELECT * FROM _metrics",
     'CREATE OR REPLACE TABLE dash_job_flags AS SELECT * FROM job_flags ORDER BY account, "user", start_time, cluster, job_id_raw',
     # n_flags: how many flags the job has (0 for none), so counts need no join
-    "CREATE OR REPLACE TABLE dash_job_metrics AS SELECT m.*, COALESCE(f.n_flags, 0) AS n_flags FROM _metrics m "
+    "CREATE OR REPLACE TABLE dash_job_metrics AS SELECT m.*, COALESCE(f.n_flags, 0) AS n_flags FROM job_metrics m "
     "LEFT JOIN (SELECT cluster, job_id_raw, count(*) AS n_flags FROM dash_job_flags GROUP BY ALL) f "
     "USING (cluster, job_id_raw) ORDER BY m.start_time, m.cluster, m.job_id_raw",
-    "CREATE OR REPLACE VIEW job_metrics AS SELECT * EXCLUDE (n_flags) FROM dash_job_metrics",
-    "DROP TABLE _metrics",
     "CREATE OR REPLACE TABLE dash_usage_daily AS " + USAGE_DAY_SQL.format(src="usage_daily") + " ORDER BY period_start",
     "CREATE OR REPLACE TABLE dash_job_day AS " + JOB_DAY_SQL.format(src="dash_job_metrics") + " ORDER BY start_time",
     "CREATE OR REPLACE TABLE dash_flag_day AS " + FLAG_DAY_SQL.format(src="dash_job_flags") + " ORDER BY start_time",
@@ -160,6 +155,7 @@ def publish(db_path: str | os.PathLike) -> Path:
             raise UserError(f"{src}: cannot open the copy for the snapshot: {exc}") from exc
         try:
             dbmod.configure_engine(con)   # memory_limit under `ulimit -v`; no progress bar on stdout
+            store.refresh(con)            # a no-op after `jobsight ingest`, which refreshed the database
             materialise(con)
             con.execute("CHECKPOINT")
         except duckdb.Error as exc:

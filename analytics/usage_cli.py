@@ -1,6 +1,6 @@
 """`jobsight usage`: billing units burned and wasted, by user, account, partition or period.
 
-Usage is split by day with job_usage_by('day') (sql/views/40_usage.sql), filtered to the whole
+Usage is split by day (usage_daily, sql/views/40_usage.sql), filtered to the whole
 days of --since/--until, then summed by the key: a job crossing the window's edge or a week
 boundary counts only with the share of its time inside, and a window may start mid-week.
 """
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
                sum(sbu) AS sbu, sum(wasted_sbu) AS wasted_sbu,
                sum(wasted_sbu) * 100.0 / NULLIF(sum(sbu) FILTER (WHERE wasted_sbu IS NOT NULL), 0) AS wasted_pct,
                sum(core_hours) AS core_hours, sum(gpu_hours) AS gpu_hours
-        FROM job_usage_by('day'){where}
+        FROM usage_daily{where}
         GROUP BY ALL
         ORDER BY {'1' if args.by in ('day', 'week', 'month') else 'sbu DESC NULLS LAST, 1'}""", params)
     render.emit(rows, args.format, [args.by] + COLUMNS, empty="no usage in this period")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from jobsight.analytics import store
 from jobsight.analytics.config import parse_config
 from jobsight.analytics.session import open_db
 from jobsight.analytics.snapshot import ReadHandle, SnapshotReader, publish
@@ -65,6 +66,7 @@ def build_db(path: Path) -> Path:
     add_job(con, "4", user="bob", account="proj-b", partition="gpu", elapsed_s=7200, ngpus=2, billing=200)
     add_samples(con, "4", "GPU-0000bbbb", [0, 0], [0, 0], 40e9, gpu_index=0)
     add_samples(con, "4", "GPU-0000cccc", [0, 0], [0, 0], 40e9, gpu_index=1)
+    store.refresh(con)      # rows written by hand: compute their stored results, as an ingest does
     con.close()
     return path
 
@@ -212,6 +214,7 @@ def test_long_series_are_bucketed(tmp_path, monkeypatch):
     add_job(con, "9", elapsed_s=3600, ncpus=1)
     add_samples(con, "9", "cpu", [50.0] * 30, [GiB] * 30, 2 * GiB, step_s=60)
     monkeypatch.setattr(queries, "MAX_POINTS_PER_SERIES", 10)
+    store.refresh(con)
     s = queries.job_samples(ReadHandle.of(con), ALICE, "c1", "9")
     assert 1 < len(s) <= 11 and set(s["util_pct"]) == {50.0}
     con.close()
@@ -239,6 +242,7 @@ def test_job_lookup_by_printed_id_and_ambiguity(tmp_path):
     add_job(con, "7_1", job_id_raw="8", elapsed_s=60)               # array task: printed 7_1, raw 8
     add_job(con, "5", cluster="c2", elapsed_s=60)
     add_job(con, "5", elapsed_s=60)                                 # raw id 5 on two clusters
+    store.refresh(con)
     h = ReadHandle.of(con)
     assert queries.job(h, ALICE, None, "7_1")["job_id_raw"] == "8"
     assert queries.job(h, ALICE, None, "8")["job_id"] == "7_1"

@@ -14,7 +14,7 @@ import duckdb
 import pytest
 from conftest import ROOT
 
-from jobsight.analytics import ingest
+from jobsight.analytics import ingest, store
 from jobsight.analytics.config import Config, parse_config
 from jobsight.analytics.records import ParseOptions
 from jobsight.analytics.reports.data import gather
@@ -90,7 +90,7 @@ def test_idle_threshold_moves_every_reader_together(tres_db):
         con.close()
 
 
-SQL_FILES = sorted((ROOT / "sql" / "views").glob("*.sql"))
+SQL_FILES = sorted((ROOT / "sql" / "metrics").glob("*.sql")) + sorted((ROOT / "sql" / "views").glob("*.sql"))
 SETTING_REF = re.compile(r"setting_(?:value|text)\('([a-z_.]+)'\)")
 
 
@@ -98,7 +98,7 @@ def test_every_setting_the_sql_reads_has_its_default_in_config():
     written = {name for name, _, _ in Config().settings()}
     read = {m for f in SQL_FILES for m in SETTING_REF.findall(f.read_text())}
     assert len(read) >= 20
-    assert read <= written, f"read by sql/views but never written by analytics/config.py: {read - written}"
+    assert read <= written, f"read by sql/ but never written by analytics/config.py: {read - written}"
 
 
 def test_no_default_is_written_in_the_sql():
@@ -112,6 +112,6 @@ def test_a_missing_setting_is_an_error_not_a_silent_default(tres_db):
     try:
         con.execute("DELETE FROM setting WHERE name = 'flags.gpu_idle_pct'")
         with pytest.raises(duckdb.Error, match="flags.gpu_idle_pct is not in the setting table"):
-            con.execute("SELECT * FROM job_metrics").fetchall()
+            store.refresh(con)
     finally:
         con.close()

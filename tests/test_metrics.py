@@ -1,10 +1,11 @@
-"""Metric views (sql/views/) on hand-made jobs: every expected number is worked out in the comments."""
+"""Stored per-job metrics (sql/metrics/) on hand-made jobs: every expected number is worked out in the comments."""
 from __future__ import annotations
 
 import datetime as dt
 
 import pytest
 
+from jobsight.analytics import store
 from jobsight.analytics.config import parse_config
 from jobsight.analytics.session import open_db
 
@@ -39,11 +40,13 @@ def con(tmp_path):
 
 
 def metrics(con, job_id):
+    store.refresh(con)      # the rows above were written by hand, not by an ingest
     cur = con.execute("SELECT * FROM job_metrics WHERE job_id_raw = ?", [job_id])
     return dict(zip([d[0] for d in cur.description], cur.fetchone()))
 
 
 def flags(con, job_id):
+    store.refresh(con)
     return {r[0]: r[1:] for r in con.execute(
         "SELECT code, severity, message, advice FROM job_flags WHERE job_id_raw = ?", [job_id]).fetchall()}
 
@@ -143,6 +146,7 @@ def test_period_split_across_midnight_and_weeks(con):
     # 22:00 Sunday 15 Nov -> 02:00 Monday 16 Nov: half the SBU in each day and each ISO week.
     start = dt.datetime(2026, 11, 15, 22, 0)
     add_job(con, "10", start_time=start, elapsed_s=4 * 3600, ncpus=1, billing=10)
+    store.refresh(con)
     days = con.execute("SELECT period_start::DATE, sbu FROM usage_daily WHERE job_id_raw = '10' ORDER BY 1").fetchall()
     assert days == [(dt.date(2026, 11, 15), pytest.approx(20.0)), (dt.date(2026, 11, 16), pytest.approx(20.0))]
     weeks = con.execute("SELECT strftime(period_start, '%G-W%V'), sbu FROM usage_weekly WHERE job_id_raw = '10' ORDER BY 1").fetchall()

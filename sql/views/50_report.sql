@@ -1,11 +1,11 @@
--- Numbers the weekly reports (`jobsight report`) need beyond job_metrics, job_flags and
--- job_usage_by. Every report number is one of these macros over [since, until): a job that ran
--- across the range's edges counts with its share of the time inside (usage_daily), exactly as
--- `jobsight usage` counts it, so report sums equal usage sums for the same days.
+-- Numbers the weekly reports (`jobsight report`) need beyond the stored job_metrics, job_flags and
+-- job_day. Every report number is one of these macros over [since, until): a job that ran across
+-- the range's edges counts with its share of the time inside (job_day), exactly as `jobsight usage`
+-- counts it, so report sums equal usage sums for the same days.
 --
 -- The macros read their rows through query_table(src): `src` names report_job_day (or a table
--- holding a slice of it: `jobsight report` materialises the window once, so that 1,000 reports
--- cost one evaluation of job_metrics, not one per macro) and `flags` names job_flags (or a slice).
+-- holding a slice of it: `jobsight report` takes the window's rows once for 1,000 reports) and
+-- `flags` names job_flags (or a slice).
 -- With plain DuckDB:  SELECT * FROM report_totals('report_job_day', DATE '2026-11-16', DATE '2026-11-23');
 
 -- Allocation-weighted mean of an efficiency: each job weighs what it held of the resource that
@@ -16,16 +16,7 @@ CREATE OR REPLACE MACRO alloc_weighted(v, w) AS
     sum(v * w) / NULLIF(sum(CASE WHEN v IS NOT NULL THEN w END), 0);
 
 -- One row per job and UTC day it ran, with the job's share of that day and its efficiencies.
-CREATE OR REPLACE VIEW report_job_day AS
-SELECT u.cluster, u.job_id_raw, u.job_id, u."user", u.account, u."partition", u.state,
-       u.period_start AS day, u.fraction, u.sbu, u.wasted_sbu, u.core_hours, u.gpu_hours, u.elapsed_s,
-       m.job_name, m.cpu_eff_pct, m.gpu_util_pct, m.mem_eff_pct, m.time_eff_pct,
-       m.start_time, m.elapsed_s AS job_elapsed_s, m.ncpus, m.ngpus, m.charge_driver,
-       u.elapsed_s / 3600.0 * COALESCE(m.mem_charged_bytes, 0) / 1073741824.0 AS mem_gib_hours,
-       -- GPU-hours on GPUs counted idle (job_metrics.idle_gpus)
-       u.elapsed_s / 3600.0 * m.idle_gpus                                     AS idle_gpu_hours
-FROM usage_daily u
-JOIN job_metrics m USING (cluster, job_id_raw);
+CREATE OR REPLACE VIEW report_job_day AS SELECT * FROM job_day;
 
 CREATE OR REPLACE MACRO report_days(since, until) AS TABLE
 SELECT * FROM report_job_day WHERE day >= since AND day < until;

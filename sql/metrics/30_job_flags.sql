@@ -1,4 +1,4 @@
--- job_flags: one row per (job, flag) with severity, a message carrying the job's numbers and the
+-- calc_job_flags (stored as job_flags): one row per (job, flag) with severity, a message carrying the job's numbers and the
 -- concrete advice (the #SBATCH request that would have fit). Thresholds are `flags.*` settings
 -- (jobsight.toml [flags]); a job with no data for a metric gets no flag for it ("unknown").
 
@@ -10,12 +10,14 @@ CREATE OR REPLACE MACRO slurm_time(s) AS
                      (CAST(ceil(s / 60.0) AS BIGINT) % 1440) // 60, CAST(ceil(s / 60.0) AS BIGINT) % 60)
          ELSE printf('%02d:%02d:00', CAST(ceil(s / 60.0) AS BIGINT) // 60, CAST(ceil(s / 60.0) AS BIGINT) % 60) END;
 
-CREATE OR REPLACE VIEW gpu_partitions AS
+-- Partitions that hold GPUs: a GPU job ran there, or the charging table prices GPUs there. It spans
+-- jobs, so analytics/store.py refreshes the flags of a partition's jobs when this set changes.
+CREATE OR REPLACE VIEW calc_gpu_partitions AS
 SELECT DISTINCT cluster, "partition" FROM jobs WHERE ngpus > 0 AND "partition" IS NOT NULL
 UNION
 SELECT DISTINCT j.cluster, j."partition" FROM jobs j JOIN charge_rate r ON r."partition" = j."partition" WHERE r.per_gpu_h > 0;
 
-CREATE OR REPLACE VIEW job_flags AS
+CREATE OR REPLACE VIEW calc_job_flags AS
 WITH m AS (
     SELECT *,
         elapsed_s >= setting_value('flags.min_runtime_s') AS long_enough,
@@ -23,7 +25,7 @@ WITH m AS (
         -- the --mem that would have fitted: peak plus headroom, whole GiB
         '--mem=' || CAST(GREATEST(1, ceil(gib(mem_peak_bytes) * setting_value('flags.mem_headroom'))) AS BIGINT) || 'G' AS mem_advice,
         '--time=' || slurm_time(elapsed_s * setting_value('flags.time_headroom')) AS time_advice
-    FROM job_metrics
+    FROM job_metrics SEMI JOIN metric_flag_scope USING (cluster, job_id_raw)
     WHERE state IS DISTINCT FROM 'PENDING'
 ), f AS (
     SELECT m.*, 'gpu_idle' AS code, 'alarm' AS severity,
@@ -85,7 +87,7 @@ WITH m AS (
         printf('No GPU requested on GPU partition %s', "partition"),
         'Submit CPU-only work to a CPU partition'
     FROM m WHERE COALESCE(ngpus, 0) = 0
-        AND (cluster, "partition") IN (SELECT (cluster, "partition") FROM gpu_partitions)
+        AND (cluster, "partition") IN (SELECT (cluster, "partition") FROM metric_gpu_partitions)
     UNION ALL
     SELECT m.*, 'failed_burn', CASE WHEN sbu >= setting_value('flags.failed_burn_alarm_sbu') THEN 'alarm' ELSE 'info' END,
         printf('%s (exit %s) after %.1f h: %.1f SBU burned', state, COALESCE(exit_code, '?'), elapsed_s / 3600.0, sbu),

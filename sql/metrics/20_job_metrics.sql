@@ -1,7 +1,45 @@
--- job_metrics: one row per job with its efficiencies, what it was charged and what it wasted.
+-- calc_job_metrics (stored as job_metrics): one row per job with its efficiencies, what it was charged and what it wasted.
 -- Formulas and where they follow seff / reportseff / jobstats: README, "Metrics".
 
-CREATE OR REPLACE VIEW job_efficiency AS
+CREATE OR REPLACE VIEW calc_job_gpu_stats AS
+SELECT cluster, job_id_raw,
+       any_value(source)                                AS gpu_source,
+       count(*)                                         AS gpus_sampled,
+       wmean(util_mean_pct, util_weight_s)              AS gpu_util_pct,
+       min(util_mean_pct)                               AS gpu_util_min_device_pct,
+       max(mem_peak_bytes * 100.0 / NULLIF(mem_total_bytes, 0)) AS gpu_mem_peak_pct,
+       count(*) FILTER (WHERE util_mean_pct < setting_value('flags.gpu_idle_pct')) AS gpus_idle,
+       sum(energy_j) / 3.6e6                            AS gpu_energy_kwh
+FROM job_gpu_devices SEMI JOIN metric_scope USING (cluster, job_id_raw)
+GROUP BY cluster, job_id_raw;
+
+-- The job's CPU and memory as the sidecar saw them (its `cpu` rows): per host first, then summed
+-- (memory) or time-weighted (CPU) over hosts, as jobstats does per node.
+CREATE OR REPLACE VIEW calc_job_cpu_samples AS
+WITH per_host AS (
+    SELECT cluster, job_id_raw, host,
+           wmean(util_pct, weight_s)                                 AS util_pct,
+           sum(CASE WHEN util_pct IS NOT NULL THEN weight_s END)     AS weight_s,
+           max(mem_used_bytes)                                       AS mem_peak_bytes,
+           max(mem_total_bytes)                                      AS mem_limit_bytes,
+           count(*)                                                  AS n_samples,
+           min(time) AS first_time, max(time) AS last_time
+    FROM calc_sample_weighted
+    WHERE device = 'cpu'
+    GROUP BY cluster, job_id_raw, host
+)
+SELECT cluster, job_id_raw,
+       count(*)                    AS hosts_sampled,
+       wmean(util_pct, weight_s)   AS cpu_util_pct,
+       sum(mem_peak_bytes)         AS mem_peak_bytes,
+       sum(mem_limit_bytes)        AS mem_limit_bytes,
+       sum(n_samples)              AS n_samples,
+       min(first_time)             AS first_time,
+       max(last_time)              AS last_time
+FROM per_host
+GROUP BY cluster, job_id_raw;
+
+CREATE OR REPLACE VIEW calc_job_efficiency AS
 SELECT j.* EXCLUDE (mem_peak_bytes),
     -- CPU: sacct's TotalCPU over the whole allocation (seff), else the sidecar's cgroup CPU.
     -- A TotalCPU of 0 with sidecar samples present is sacct -X or a killed step: trust the samples.
@@ -39,21 +77,21 @@ SELECT j.* EXCLUDE (mem_peak_bytes),
     g.gpu_energy_kwh,
     j.elapsed_s * COALESCE(j.ncpus, 0) / 3600.0                          AS core_hours,
     j.elapsed_s * COALESCE(j.ngpus, 0) / 3600.0                          AS gpu_hours
-FROM jobs j
-LEFT JOIN job_cpu_samples c USING (cluster, job_id_raw)
-LEFT JOIN job_gpu_stats   g USING (cluster, job_id_raw);
+FROM scope_jobs j
+LEFT JOIN calc_job_cpu_samples c USING (cluster, job_id_raw)
+LEFT JOIN calc_job_gpu_stats   g USING (cluster, job_id_raw);
 
 -- The charge_rate row that applies to a job: its partition before '*', its GPU type before any.
-CREATE OR REPLACE VIEW job_rate AS
+CREATE OR REPLACE VIEW calc_job_rate AS
 SELECT j.cluster, j.job_id_raw, r.* EXCLUDE ("partition", gpu_type)
-FROM jobs j
+FROM scope_jobs j
 JOIN charge_rate r
   ON (r."partition" = j."partition" OR r."partition" = '*')
  AND (r.gpu_type IS NULL OR r.gpu_type = j.gpu_type)
 QUALIFY row_number() OVER (PARTITION BY j.cluster, j.job_id_raw
                            ORDER BY (r."partition" = j."partition") DESC, (r.gpu_type IS NOT NULL) DESC) = 1;
 
-CREATE OR REPLACE VIEW job_metrics AS
+CREATE OR REPLACE VIEW calc_job_metrics AS
 WITH charged AS (
     SELECT e.*,
         COALESCE(e.mem_charged_bytes, 0) / 1073741824.0 AS mem_gib,
@@ -70,8 +108,8 @@ WITH charged AS (
         r.mem_per_core_gb IS NOT NULL AND COALESCE(e.ngpus, 0) = 0
             AND ceil(COALESCE(e.mem_charged_bytes, 0) / 1073741824.0 / r.mem_per_core_gb)
                 > GREATEST(COALESCE(e.ncpus, 0), r.min_cores) AS mem_drove_charge
-    FROM job_efficiency e
-    LEFT JOIN job_rate r USING (cluster, job_id_raw)
+    FROM calc_job_efficiency e
+    LEFT JOIN calc_job_rate r USING (cluster, job_id_raw)
 ), priced AS (
     SELECT c.*,
         CASE WHEN setting_text('charging.policy') = 'slurm-billing' AND c.billing IS NOT NULL

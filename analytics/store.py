@@ -1,0 +1,194 @@
+"""Stored per-job results, kept current: job_gpu_devices, job_metrics, job_flags and job_day.
+
+The definitions are the views of sql/metrics/ (calc_*), which compute the jobs listed in the table
+metric_scope. ``refresh(con)`` brings the stored tables up to date in one transaction:
+
+- **incremental**: the jobs whose accounting or samples an ingest stored or changed since the last
+  refresh (rows with an ingest_id above the stored watermark; rows written by hand, without an
+  ingest_id, at every refresh) are recomputed, and their old rows replaced; so are the flags of a
+  partition's jobs when the partition gains or loses GPUs (the cpu_job_on_gpu_partition flag spans
+  jobs). Nothing else is read or written.
+- **full**: after a change of the settings (jobsight.toml), of the charging table or of the files
+  in sql/metrics/, every stored table is rebuilt once, and ``say`` is told why.
+
+A refresh killed at any point leaves the previous stored results and watermark (DuckDB rolls the
+transaction back), so readers never see a half-refreshed state and the next refresh completes it.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+import duckdb
+
+METRICS_DIR = Path(__file__).resolve().parents[1] / "sql" / "metrics"
+KEY = "cluster, job_id_raw"
+
+
+@dataclass(frozen=True)
+class Stored:
+    table: str      # the stored table readers use
+    view: str       # its definition in sql/metrics/ (computes the jobs of `scope`)
+    scope: str      # the table listing the jobs to (re)compute
+    order: str      # row order of a full build: what readers filter on
+
+
+# In dependency order: each file of sql/metrics/ ends with the view of one stored table, and later
+# files read the stored tables of earlier ones.
+STORED = (
+    Stored("job_gpu_devices", "calc_job_gpu_devices", "metric_scope", KEY),
+    Stored("job_metrics", "calc_job_metrics", "metric_scope", f"start_time, {KEY}"),
+    Stored("job_flags", "calc_job_flags", "metric_flag_scope", f"start_time, {KEY}, code"),
+    Stored("job_day", "calc_job_day", "metric_scope", f"day, {KEY}"),
+)
+
+
+@dataclass(frozen=True)
+class Refresh:
+    mode: str               # "full", "incremental" or "current" (nothing to do)
+    jobs: int = 0           # jobs whose metrics were computed
+    flag_jobs: int = 0      # jobs whose flags were computed (jobs, plus those of changed GPU partitions)
+    reason: str = ""
+
+
+def metric_files() -> list[Path]:
+    files = sorted(METRICS_DIR.glob("*.sql"))
+    if len(files) != len(STORED):
+        raise RuntimeError(f"{METRICS_DIR}: expected {len(STORED)} definition files, found {len(files)}")
+    return files
+
+
+def definitions_checksum(con: duckdb.DuckDBPyConnection) -> str:
+    """What the stored results depend on besides the data: sql/metrics/, the settings and the charging table."""
+    h = hashlib.sha256()
+    for p in metric_files():
+        h.update(p.name.encode() + b"\0" + p.read_bytes())
+    for table, where in (("setting", " WHERE name <> 'views.checksum'"), ("charge_rate", "")):
+        for row in con.execute(f"SELECT * FROM {table}{where} ORDER BY ALL").fetchall():
+            h.update(repr(row).encode())
+    return h.hexdigest()[:16]
+
+
+def _state(con) -> dict[str, str]:
+    return dict(con.execute("SELECT name, value FROM metric_state").fetchall())
+
+
+def _set_state(con, **values: str) -> None:
+    for name, value in values.items():
+        con.execute("DELETE FROM metric_state WHERE name = ?", [name])
+        con.execute("INSERT INTO metric_state VALUES (?, ?)", [name, str(value)])
+
+
+def _stored_tables(con) -> set[str]:
+    return {r[0] for r in con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' AND table_type = 'BASE TABLE'"
+    ).fetchall()}
+
+
+def _hand_written(con) -> bool:
+    return any(con.execute(f"SELECT EXISTS (SELECT 1 FROM {t} WHERE ingest_id IS NULL)").fetchone()[0]
+               for t in ("job", "step", "sample"))
+
+
+def _watermark_now(con) -> int:
+    return int(con.execute("SELECT COALESCE(max(ingest_id), 0) FROM ingest_log").fetchone()[0])
+
+
+def refresh(con: duckdb.DuckDBPyConnection, say: Optional[Callable[[str], None]] = None,
+            full: bool = False) -> Refresh:
+    """Bring the stored results up to date; see the module docstring. ``full``: recompute every job
+    (for rows written into the tables by hand, which carry no ingest_id)."""
+    state = _state(con)
+    defs = definitions_checksum(con)
+    missing = [s.table for s in STORED if s.table not in _stored_tables(con)]
+    if full or missing or state.get("definitions") != defs:
+        reason = ("asked for" if full else "no stored results yet" if missing and not state.get("definitions")
+                  else "the settings, the charging table or the metric definitions changed")
+        return _in_transaction(con, lambda: _full(con, defs, reason, say))
+    watermark = int(state.get("ingest_watermark", 0))
+    if _watermark_now(con) <= watermark and not _hand_written(con):
+        return Refresh("current")
+    return _in_transaction(con, lambda: _incremental(con, watermark))
+
+
+def _in_transaction(con, work: Callable[[], Refresh]) -> Refresh:
+    con.execute("BEGIN TRANSACTION")
+    try:
+        result = work()
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return result
+
+
+def _full(con, defs: str, reason: str, say) -> Refresh:
+    n = con.execute("SELECT count(*) FROM job").fetchone()[0]
+    if say and n:
+        say(f"{reason}: computing the stored metrics of all {n:,} jobs (once)")
+    watermark = _watermark_now(con)
+    for s in reversed(STORED):
+        con.execute(f"DROP TABLE IF EXISTS {s.table}")
+    con.execute("DELETE FROM metric_scope")
+    con.execute(f"INSERT INTO metric_scope SELECT DISTINCT {KEY} FROM job")
+    con.execute("DELETE FROM metric_flag_scope")
+    con.execute(f"INSERT INTO metric_flag_scope SELECT {KEY} FROM metric_scope")
+    for path, s in zip(metric_files(), STORED):
+        con.execute(path.read_text(encoding="utf-8"))
+        if s.table == "job_flags":
+            con.execute("DELETE FROM metric_gpu_partitions")
+            con.execute("INSERT INTO metric_gpu_partitions SELECT * FROM calc_gpu_partitions")
+        con.execute(f"CREATE TABLE {s.table} AS SELECT * FROM {s.view} ORDER BY {s.order}")
+    _clear_scope(con)
+    _set_state(con, definitions=defs, ingest_watermark=watermark, last_refresh=f"full {n}")
+    return Refresh("full", n, n, reason)
+
+
+def _incremental(con, watermark: int) -> Refresh:
+    con.execute("DELETE FROM metric_scope")
+    con.execute(f"""
+        INSERT INTO metric_scope
+        SELECT DISTINCT {KEY} FROM (
+            SELECT {KEY} FROM job WHERE ingest_id > $w OR ingest_id IS NULL
+            UNION ALL SELECT {KEY} FROM step WHERE ingest_id > $w OR ingest_id IS NULL
+            UNION ALL SELECT {KEY} FROM sample WHERE ingest_id > $w OR ingest_id IS NULL)""", {"w": watermark})
+    # only jobs with an accounting record have results; samples of a job not yet known wait for it
+    con.execute(f"DELETE FROM metric_scope WHERE ({KEY}) NOT IN (SELECT ({KEY}) FROM job)")
+    n = con.execute("SELECT count(*) FROM metric_scope").fetchone()[0]
+    devices, metrics, flags, days = STORED
+    for s in (devices, metrics):
+        _replace(con, s)
+    # partitions that gained or lost GPUs change the flags of every job in them
+    con.execute("""
+        CREATE OR REPLACE TEMP TABLE _gpu_partitions_changed AS
+        (SELECT * FROM calc_gpu_partitions EXCEPT SELECT * FROM metric_gpu_partitions)
+        UNION ALL
+        (SELECT * FROM metric_gpu_partitions EXCEPT SELECT * FROM calc_gpu_partitions)""")
+    con.execute("DELETE FROM metric_flag_scope")
+    con.execute(f"""
+        INSERT INTO metric_flag_scope
+        SELECT {KEY} FROM metric_scope
+        UNION
+        SELECT {KEY} FROM job WHERE (cluster, "partition") IN (SELECT (cluster, "partition") FROM _gpu_partitions_changed)""")
+    con.execute("DROP TABLE _gpu_partitions_changed")
+    con.execute("DELETE FROM metric_gpu_partitions")
+    con.execute("INSERT INTO metric_gpu_partitions SELECT * FROM calc_gpu_partitions")
+    n_flags = con.execute("SELECT count(*) FROM metric_flag_scope").fetchone()[0]
+    for s in (flags, days):
+        _replace(con, s)
+    _clear_scope(con)
+    _set_state(con, ingest_watermark=_watermark_now(con), last_refresh=f"incremental {n} {n_flags}")
+    return Refresh("incremental", n, n_flags)
+
+
+def _replace(con, s: Stored) -> None:
+    """The stored rows of the jobs in the table's scope, replaced by freshly computed ones."""
+    con.execute(f"DELETE FROM {s.table} WHERE ({KEY}) IN (SELECT ({KEY}) FROM {s.scope})")
+    con.execute(f"INSERT INTO {s.table} SELECT * FROM {s.view}")
+
+
+def _clear_scope(con) -> None:
+    con.execute("DELETE FROM metric_scope")
+    con.execute("DELETE FROM metric_flag_scope")

@@ -1,0 +1,206 @@
+"""Stored per-job results (analytics/store.py): computed once, kept current by ingests, rebuilt
+once after a change of settings, and never half-refreshed.
+
+Each test compares the stored tables with a from-scratch recompute of the same database, so the
+incremental path has to reach exactly what a full build gives.
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from jobsight.analytics import ingest, store
+from jobsight.analytics.config import parse_config
+from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.session import open_db
+from jobsight.collector.csv_schema import COLUMNS, HEADER
+
+OPTS = ParseOptions(timezone="UTC", cluster="c1")
+HDR = "JobID|JobIDRaw|User|Account|Partition|State|Start|End|Elapsed|Timelimit|NCPUS|TotalCPU|ReqMem|AllocTRES\n"
+
+
+def job_line(jid: str, state: str = "COMPLETED", user: str = "ann", partition: str = "cpu", hours: int = 2,
+             gpus: int = 0, cpu: str = "01:00:00") -> str:
+    end = f"2026-11-17T{10 + hours:02d}:00:00" if state != "RUNNING" else "Unknown"
+    tres = f"billing={max(gpus * 10, 4)},cpu=4,mem=16G,node=1" + (f",gres/gpu={gpus}" if gpus else "")
+    return (f"{jid}|{jid}|{user}|prj|{partition}|{state}|2026-11-17T10:00:00|{end}|{hours:02d}:00:00|1-00:00:00|4|"
+            f"{cpu}|16G|{tres}\n")
+
+
+def sidecar_file(folder: Path, jid: str, utils: list[float], first_minute: int = 0) -> Path:
+    path = folder / f"jobsight-c1-{jid}-n1-20261117T10{first_minute:02d}00Z-1.csv"
+    rows = []
+    for i, u in enumerate(utils):
+        cell = {c: "" for c in COLUMNS}
+        m = first_minute + i
+        cell.update(time=f"2026-11-17T{10 + m // 60:02d}:{m % 60:02d}:00.000Z", job_id=jid, cluster="c1",
+                    host="n1", device="GPU-aaaa", util_pct=str(u), mem_used_bytes="1000", mem_total_bytes="80000",
+                    gpu_index="0")
+        rows.append(",".join(cell[c] for c in COLUMNS))
+    path.write_text(HEADER + "\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+def stored(con) -> dict[str, list]:
+    return {s.table: con.execute(f"SELECT * FROM {s.table} ORDER BY ALL").fetchall() for s in store.STORED}
+
+
+def stored_of(db: Path) -> dict[str, list]:
+    con = duckdb.connect(str(db))
+    try:
+        return stored(con)
+    finally:
+        con.close()
+
+
+def recomputed(db: Path, tmp: Path) -> dict[str, list]:
+    """The stored tables of a copy of the database, rebuilt from scratch."""
+    copy = tmp / f"full-{random.random()}.duckdb"
+    shutil.copy(db, copy)
+    con = duckdb.connect(str(copy))
+    try:
+        assert store.refresh(con, full=True).mode == "full"
+        return stored(con)
+    finally:
+        con.close()
+
+
+def ingest_files(db: Path, *paths: Path, config=None):
+    con, _ = open_db(db, config or parse_config({}))
+    try:
+        return ingest.ingest_paths(con, list(paths), OPTS), store.refresh(con)
+    finally:
+        con.close()
+
+
+@pytest.fixture()
+def base(tmp_path) -> Path:
+    """Four GPU jobs (two on partition gpu, with samples) and ten CPU jobs, stored."""
+    db = tmp_path / "jobs.duckdb"
+    dump = tmp_path / "a.txt"
+    lines = [job_line(str(100 + i), cpu=f"0{i % 4}:30:00") for i in range(10)]
+    lines += [job_line(str(200 + i), partition="gpu", gpus=2, cpu="00:10:00") for i in range(4)]
+    dump.write_text(HDR + "".join(lines), encoding="utf-8")
+    reps, first = ingest_files(db, dump, sidecar_file(tmp_path, "200", [0, 0, 0, 0]),
+                               sidecar_file(tmp_path, "201", [90, 80, 95, 85]))
+    assert [r.status for r in reps] == ["ingested"] * 3
+    assert first == store.Refresh("incremental", 14, 14)     # open_db had built them empty
+    con, _ = open_db(db, parse_config({}))
+    try:
+        assert con.execute("SELECT count(*) FROM job_metrics").fetchone()[0] == 14
+        assert con.execute("SELECT value FROM metric_state WHERE name = 'last_refresh'").fetchone()[0] == "incremental 14 14"
+    finally:
+        con.close()
+    return db
+
+
+def test_a_second_ingest_recomputes_only_the_jobs_it_changed(base, tmp_path):
+    con, _ = open_db(base, parse_config({}))
+    before = stored(con)
+    con.close()
+    # 103 comes back FAILED (was COMPLETED); 202 gets samples; 100 is repeated unchanged
+    dump = tmp_path / "b.txt"
+    dump.write_text(HDR + job_line("103", state="FAILED", cpu="03:30:00") + job_line("100", cpu="00:30:00"),
+                    encoding="utf-8")
+    reps, refresh = ingest_files(base, dump, sidecar_file(tmp_path, "202", [0, 0, 0]))
+    assert (reps[0].updated, reps[0].unchanged, reps[1].stored) == (1, 1, 3)
+    assert refresh == store.Refresh("incremental", 2, 2)
+    after = stored_of(base)
+    assert after == recomputed(base, tmp_path)
+    state = dict(con_rows(base, "SELECT job_id_raw, state FROM job_metrics"))
+    assert state["103"] == "FAILED"
+    assert ("202", "gpu_idle") in con_rows(base, "SELECT job_id_raw, code FROM job_flags")
+    assert ("202", "gpu_idle") not in [(r[0], r[-4]) for r in before["job_flags"]]
+    # every other job's rows are the very same stored rows
+    others = {t: [r for r in rows if r[1] not in ("103", "202")] for t, rows in before.items()}
+    assert others == {t: [r for r in rows if r[1] not in ("103", "202")] for t, rows in after.items()}
+
+
+def con_rows(db: Path, sql: str) -> list:
+    con = duckdb.connect(str(db))
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def test_samples_before_their_job_count_once_it_arrives(tmp_path):
+    db = tmp_path / "jobs.duckdb"
+    _, r1 = ingest_files(db, sidecar_file(tmp_path, "300", [0, 0, 0]))
+    assert con_rows(db, "SELECT count(*) FROM job_metrics") == [(0,)]
+    dump = tmp_path / "late.txt"
+    dump.write_text(HDR + job_line("300", partition="gpu", gpus=1), encoding="utf-8")
+    _, r2 = ingest_files(db, dump)
+    assert r2.mode == "incremental" and r2.jobs == 1
+    assert con_rows(db, "SELECT gpu_util_pct, gpu_util_source FROM job_metrics") == [(0.0, "sidecar")]
+    assert stored_of(db) == recomputed(db, tmp_path)
+
+
+def test_a_new_gpu_partition_reflags_the_cpu_jobs_already_there(base, tmp_path):
+    """cpu_job_on_gpu_partition spans jobs: the first GPU job on partition 'cpu' changes the flags of
+    the ten CPU jobs stored there, and the refresh recomputes exactly those flags."""
+    assert ("100", "cpu_job_on_gpu_partition") not in con_rows(base, "SELECT job_id_raw, code FROM job_flags")
+    dump = tmp_path / "gpu-on-cpu.txt"
+    dump.write_text(HDR + job_line("900", partition="cpu", gpus=1), encoding="utf-8")
+    _, refresh = ingest_files(base, dump)
+    assert refresh == store.Refresh("incremental", 1, 11)
+    flagged = {r[0] for r in con_rows(base, "SELECT job_id_raw FROM job_flags WHERE code = 'cpu_job_on_gpu_partition'")}
+    assert flagged == {str(100 + i) for i in range(10)}
+    assert stored_of(base) == recomputed(base, tmp_path)
+
+
+def test_a_settings_change_recomputes_everything_once_and_says_so(base, capsys):
+    idle = "SELECT count(*) FROM job_flags WHERE code = 'gpu_idle'"
+    assert con_rows(base, idle) == [(1,)]         # 200 sampled at 0 %; 201 at ~87 %; 202, 203 unmeasured
+    con, _ = open_db(base, parse_config({"flags": {"gpu_idle_pct": 95}}))
+    con.close()
+    assert "computing the stored metrics of all 14 jobs (once)" in capsys.readouterr().err
+    assert con_rows(base, "SELECT value FROM metric_state WHERE name = 'last_refresh'") == [("full 14",)]
+    con, _ = open_db(base, parse_config({"flags": {"gpu_idle_pct": 95}}))
+    con.close()
+    assert capsys.readouterr().err == ""           # nothing to do the second time
+    assert con_rows(base, idle) == [(2,)]         # 201 is under 95 %
+
+
+# A child that refreshes from scratch, in a loop, until it is killed.
+CHILD = r"""
+import sys, duckdb
+from jobsight.analytics import store
+con = duckdb.connect(sys.argv[1])
+print("ready", flush=True)
+while True:
+    store.refresh(con, full=True)
+"""
+
+
+def test_kill_9_during_a_refresh_leaves_the_last_results_and_the_next_run_completes(base, tmp_path):
+    # stored results left stale on purpose: the new data below is ingested without a refresh
+    con = duckdb.connect(str(base))
+    dump = tmp_path / "c.txt"
+    dump.write_text(HDR + job_line("104", state="FAILED") + job_line("500", partition="gpu", gpus=4), encoding="utf-8")
+    ingest.ingest_paths(con, [dump], OPTS)
+    con.close()
+    stale = stored_of(base)
+    want = recomputed(base, tmp_path)
+    assert stale != want
+    rng = random.Random(7)
+    for _ in range(6):
+        proc = subprocess.Popen([sys.executable, "-c", CHILD, str(base)], stdout=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(rng.uniform(0.0, 0.6))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert stored_of(base) in (stale, want)       # all of one refresh or none of it
+    con, _ = open_db(base, parse_config({}))         # the next run completes what is missing
+    con.close()
+    assert stored_of(base) == want
