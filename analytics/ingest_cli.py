@@ -99,7 +99,8 @@ def run(args) -> int:
         con.close()
     failed = [r for r in reports if r.status in ("unreadable", "unrecognised", "failed")]
     changed = any(r.stored or r.updated for r in reports)
-    snap = _refresh_and_publish(args.db, cfg, progress) if changed else {"published": None, "error": None}
+    snap = (_refresh_and_publish(args.db, cfg, progress) if changed
+            else {"published": None, "error": None, "metrics_refresh": None})
     if args.json:
         totals = {k: sum(getattr(r, k) for r in reports)
                   for k in ("rows_in", "stored", "updated", "unchanged", "rejected", "dropped")}
@@ -122,21 +123,25 @@ def _config(args):
 
 
 def _refresh_and_publish(db_path, cfg, progress) -> dict:
-    """After a run that stored or updated rows: metric views and settings brought up to date (as
-    every read-write open by the metric commands does), then the dashboard's read-only snapshot
-    published. The ingested data is committed by then: a failure here is reported on stderr (and in
+    """After a run that stored or updated rows: settings and the stored per-job results brought up
+    to date (the jobs this run touched; as every read-write open by the metric commands does), then
+    the dashboard's read-only snapshot published. The ingested data is committed by then: a failure here is reported on stderr (and in
     --json) but does not change the exit code, which is about inputs."""
     from jobsight.analytics import session, snapshot
-    out = {"published": None, "error": None}
+    out = {"published": None, "error": None, "metrics_refresh": None}
     try:
         con, _ = session.open_db(db_path, cfg)
-        con.close()   # closing checkpoints the file, which publish() copies
+        try:
+            row = con.execute("SELECT value FROM metric_state WHERE name = 'last_refresh'").fetchone()
+            out["metrics_refresh"] = row[0] if row else None    # e.g. "incremental 5 5": jobs, flagged-scope jobs
+        finally:
+            con.close()   # closing checkpoints the file, which publish() copies
         out["published"] = str(snapshot.publish(db_path))
         if progress:
-            progress(f"metric views refreshed; dashboard snapshot published: {out['published']}")
+            progress(f"stored metrics refreshed ({out['metrics_refresh']}); dashboard snapshot published: {out['published']}")
     except Exception as exc:   # noqa: BLE001 - the ingest itself succeeded; say why the rest did not
         out["error"] = str(exc)
-        print(f"jobsight ingest: warning: data ingested, but views/snapshot not refreshed: {exc}",
+        print(f"jobsight ingest: warning: data ingested, but metrics/snapshot not refreshed: {exc}",
               file=sys.stderr, flush=True)
     return out
 

@@ -106,7 +106,7 @@ def refresh(con: duckdb.DuckDBPyConnection, say: Optional[Callable[[str], None]]
     if full or missing or state.get("definitions") != defs:
         reason = ("asked for" if full else "no stored results yet" if missing and not state.get("definitions")
                   else "the settings, the charging table or the metric definitions changed")
-        return _in_transaction(con, lambda: _full(con, defs, reason, say))
+        return _in_transaction(con, lambda: _full(con, defs, reason, say, state.get("definitions")))
     watermark = int(state.get("ingest_watermark", 0))
     if _watermark_now(con) <= watermark and not _hand_written(con):
         return Refresh("current")
@@ -124,9 +124,10 @@ def _in_transaction(con, work: Callable[[], Refresh]) -> Refresh:
     return result
 
 
-def _full(con, defs: str, reason: str, say) -> Refresh:
+def _full(con, defs: str, reason: str, say, state_defs: Optional[str]) -> Refresh:
+    """Every stored table rebuilt; ``say`` is told when it replaces results computed otherwise."""
     n = con.execute("SELECT count(*) FROM job").fetchone()[0]
-    if say and n:
+    if say and n and state_defs:
         say(f"{reason}: computing the stored metrics of all {n:,} jobs (once)")
     watermark = _watermark_now(con)
     for s in reversed(STORED):

@@ -98,13 +98,15 @@ def test_changed_database_gets_views_settings_and_snapshot(tmp_path, capsys, mon
                    str(FIX / "mixed-jobs.txt")])
     doc = json.loads(capsys.readouterr().out)
     snap = Path(str(dbp) + ".snapshot")
-    assert rc == 0 and doc["snapshot"] == {"published": str(snap), "error": None}
+    # a new database: the stored results are built for all its jobs (later ingests: their own jobs only)
+    assert rc == 0 and doc["snapshot"] == {"published": str(snap), "error": None, "metrics_refresh": "full 8"}
     con = duckdb.connect(str(dbp), read_only=True)
     assert con.execute("SELECT value FROM setting WHERE name = 'charging.factor'").fetchone() == (2.5,)
     assert con.execute("SELECT text FROM setting WHERE name = 'views.checksum'").fetchone() == (session.views_checksum(),)
     con.close()
     s = duckdb.connect(str(snap), read_only=True)
     assert s.execute("SELECT count(*) FROM jobs").fetchone() == (8,)   # the 8 jobs of mixed-jobs.txt
+    assert s.execute("SELECT count(*) FROM job_metrics").fetchone() == (8,)
     s.close()
     # nothing stored or updated: no new snapshot
     snap.unlink()
