@@ -34,10 +34,13 @@ from jobsight.analytics.ingest_routes import (
 )
 from jobsight.analytics.ingest_routes import _BulkInsert as _BulkInsert
 from jobsight.analytics.ingest_walk import (
+    Entry,
     FileScan,
+    NotRegularFile,
     _seen_name,
     _start_scan,
     already_ingested,
+    check_regular,
     detect,
     import_parsers,
     read_head,
@@ -48,7 +51,7 @@ from jobsight.analytics.ingest_walk import (
 from jobsight.analytics.parsers import PARSER_MODULES
 from jobsight.analytics.records import ParseOptions
 
-__all__ = ["AccountingError", "FileReport", "FileScan", "already_ingested", "detect", "ingest_file", "ingest_paths",
+__all__ = ["AccountingError", "Entry", "FileReport", "FileScan", "already_ingested", "detect", "ingest_file", "ingest_paths",
            "load_parsers", "load_pieces", "load_result", "read_head", "scan_file", "sha256_file", "walk"]
 
 BIG_FILE = 64 << 20     # progress lines for files this big even when ingesting just one
@@ -65,20 +68,28 @@ def ingest_paths(con, paths: Iterable[str | Path], opts: ParseOptions, fmt: Opti
                  progress: Optional[Callable[[str], None]] = None,
                  on_file: Optional[Callable[[FileReport], None]] = None) -> list[FileReport]:
     parsers = load_parsers(warn=progress)
-    files = walk(paths)
-    reports = []
-    for i, (path, explicit) in enumerate(files, 1):
-        if progress:
-            try:
-                size = path.stat().st_size
-            except OSError:
-                size = 0
-            if len(files) > 1 or size > BIG_FILE:
-                progress(f"[{i}/{len(files)}] {path}" + (f" ({size / 1e6:.0f} MB)" if size > BIG_FILE else ""))
-        if not path.exists():
-            rep = FileReport(path=str(path), status="unreadable", error="no such file or directory")
+    entries = walk(paths)
+    n = sum(1 for e in entries if e.skip is None)
+    reports, i = [], 0
+    for entry in entries:
+        path = entry.path
+        if entry.skip is not None:   # never opened: a FIFO, a device, a link out of the folder, ...
+            # named on the command line: an input that cannot be read; found in a folder: a note
+            rep = FileReport(path=str(path), status="unreadable" if entry.explicit else "skipped", error=entry.skip)
         else:
-            rep = ingest_file(con, path, opts, parsers, fmt=fmt, explicit=explicit, progress=progress)
+            i += 1
+            if progress:
+                try:
+                    size = path.stat().st_size
+                except OSError:
+                    size = 0
+                if n > 1 or size > BIG_FILE:
+                    progress(f"[{i}/{n}] {path}" + (f" ({size / 1e6:.0f} MB)" if size > BIG_FILE else ""))
+            if not path.exists():
+                rep = FileReport(path=str(path), status="unreadable", error="no such file or directory")
+            else:
+                rep = ingest_file(con, path, opts, parsers, fmt=fmt, explicit=entry.explicit, progress=progress,
+                                  within=entry.within)
         reports.append(rep)
         if on_file:
             on_file(rep)
@@ -87,12 +98,15 @@ def ingest_paths(con, paths: Iterable[str | Path], opts: ParseOptions, fmt: Opti
 
 def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleType],
                 fmt: Optional[str] = None, explicit: bool = True,
-                progress: Optional[Callable[[str], None]] = None) -> FileReport:
-    """Ingest one file: pick its route, run it (while the file is hashed, where that pays) and report."""
+                progress: Optional[Callable[[str], None]] = None, within: Optional[str] = None) -> FileReport:
+    """Ingest one file: pick its route, run it (while the file is hashed, where that pays) and report.
+    Only a regular file is read (a FIFO would block the run); `within`: the file was found by a
+    walk of this (real) folder, and is not read if it now leads outside it."""
     rep = FileReport(path=str(path))
     t0 = time.monotonic()
     try:
-        mod = _parser_for(path, parsers, fmt, explicit, rep)
+        check_regular(path, within)
+        mod = _parser_for(path, parsers, fmt, explicit, rep, within)
         if mod is None:
             return rep
         rep.format = mod.FORMAT
@@ -100,6 +114,9 @@ def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleTy
         file = SourceFile(con, path, mod, opts, str(Path(path).resolve()), _options(opts, fmt), t0)
         route = _pick_route(file, size, progress)
         checksum = _Checksum.start(file, route, size, rep)
+    except NotRegularFile as exc:
+        rep.status, rep.error = ("unreadable" if explicit else "skipped"), str(exc).removeprefix(f"{path}: ")
+        return rep
     except OSError as exc:
         return _failed(rep, exc)
     if checksum.scan is not None and not checksum.new():   # hashed first: these bytes are in already
@@ -122,14 +139,14 @@ def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleTy
 
 
 def _parser_for(path: Path, parsers: dict[str, ModuleType], fmt: Optional[str], explicit: bool,
-                rep: FileReport) -> Optional[ModuleType]:
+                rep: FileReport, within: Optional[str] = None) -> Optional[ModuleType]:
     """The parser named by fmt, else the first that recognises the file; None (rep says why) if none."""
     if fmt:
         mod = parsers.get(fmt)
         if mod is None:
             rep.status, rep.error = "failed", f"format {fmt!r} is not available in this installation"
         return mod
-    mod = detect(path, parsers)
+    mod = detect(path, parsers, within)
     if mod is None:
         rep.status = "unrecognised" if explicit else "skipped"
         rep.error = "format not recognised (use --format to name it)"

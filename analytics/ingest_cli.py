@@ -98,6 +98,7 @@ def run(args) -> int:
     finally:
         con.close()
     failed = [r for r in reports if r.status in ("unreadable", "unrecognised", "failed")]
+    skipped = [r for r in reports if r.status == "skipped"]   # in a folder: not read, with the reason; not a failure
     changed = any(r.stored or r.updated for r in reports)
     snap = (_refresh_and_publish(args.db, cfg, progress) if changed
             else {"published": None, "error": None, "metrics_refresh": None})
@@ -105,12 +106,13 @@ def run(args) -> int:
         totals = {k: sum(getattr(r, k) for r in reports)
                   for k in ("rows_in", "stored", "updated", "unchanged", "rejected", "dropped")}
         json.dump({"db": str(args.db), "files": [r.as_dict() for r in reports], "totals": totals,
-                   "failed": len(failed), "snapshot": snap}, sys.stdout, indent=2, default=str)
+                   "failed": len(failed), "skipped": len(skipped), "snapshot": snap}, sys.stdout, indent=2, default=str)
         print()
     elif len(reports) > 1:
         t = {k: sum(getattr(r, k) for r in reports) for k in ("stored", "updated", "rejected")}
         print(f"total: {len(reports)} files, {t['stored']} stored, {t['updated']} updated, {t['rejected']} rejected"
-              + (f", {len(failed)} could not be read" if failed else ""))
+              + (f", {len(failed)} could not be read" if failed else "")
+              + (f", {len(skipped)} skipped" if skipped else ""))
     return 1 if failed else 0
 
 

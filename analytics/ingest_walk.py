@@ -1,17 +1,26 @@
 """Finding the files to ingest and what they are: the folder walk, the parser registry and format
 detection, the sha256 scan (at once or in a thread while the file is read), and the lookup of an
-ingest that already loaded the same bytes."""
+ingest that already loaded the same bytes.
+
+What a folder walk reads (docs/ingest.md): regular files only. FIFOs, sockets and devices are
+listed as skipped from their stat alone, never opened (opening a FIFO blocks until a writer comes,
+so one planted in a user's folder would stall root's cron ingest). A symlink is followed only when
+it leads inside the folder given, and a folder or file reached twice (a link, a loop) is read once;
+a dangling link is a note. The opens here (open_regular) are O_NONBLOCK with an fstat after the
+open, and inside a folder walk they check where the opened file really is, so a swap between the
+walk and the open is refused too."""
 from __future__ import annotations
 
 import hashlib
 import importlib
 import json
 import os
+import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, NamedTuple, Optional
 
 HEAD_BYTES = 65536
 
@@ -39,13 +48,72 @@ def import_parsers(names: Iterable[str], warn: Callable[[str], None] | None = No
     return found
 
 
-def read_head(path: Path) -> str:
-    with open(path, "rb") as fh:
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISDIR, "a folder"))
+
+
+def kind(mode: int) -> str:
+    """What a st_mode is, in words: 'a FIFO (named pipe)', 'a socket', ..."""
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def not_regular(mode: int) -> str:
+    """The reason a file of this st_mode is not read."""
+    return f"{kind(mode)}, not a regular file: not read"
+
+
+class NotRegularFile(OSError):
+    """A path that is not a regular file, or (in a folder walk) one that leads outside the folder
+    given; never read. An OSError, so a caller that only knows "cannot read" still stops."""
+
+
+def _inside(root: str, real: str) -> bool:
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _opened_where(fd: int, path: Path) -> str:
+    """The real path of the file open on fd (Linux: /proc/self/fd), else of path (racy, but the
+    best there is)."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(path)
+
+
+def open_regular(path: Path, within: Optional[str] = None) -> int:
+    """A read-only descriptor of the regular file `path`, or NotRegularFile: stat first (nothing
+    else is ever opened), then an O_NONBLOCK open (a FIFO swapped in after the stat does not block
+    it) and an fstat of what was opened; with `within` (a folder walk's real folder), also where
+    the opened file really is. The caller closes the descriptor."""
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise NotRegularFile(f"{path}: {not_regular(st.st_mode)}")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFile(f"{path}: {not_regular(st.st_mode)} (replaced after it was listed)")
+        if within is not None and not _inside(within, _opened_where(fd, path)):
+            raise NotRegularFile(f"{path}: leads outside {within} (changed after it was listed): not read")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def check_regular(path: Path, within: Optional[str] = None) -> None:
+    """Raise NotRegularFile (or OSError) unless `path` opens as a regular file (see open_regular)."""
+    os.close(open_regular(path, within))
+
+
+def read_head(path: Path, within: Optional[str] = None) -> str:
+    with os.fdopen(open_regular(path, within), "rb") as fh:
         return fh.read(HEAD_BYTES).decode("utf-8", errors="replace")
 
 
-def detect(path: Path, parsers: dict[str, ModuleType]) -> Optional[ModuleType]:
-    head = read_head(path)
+def detect(path: Path, parsers: dict[str, ModuleType], within: Optional[str] = None) -> Optional[ModuleType]:
+    head = read_head(path, within)
     for mod in parsers.values():
         try:
             if mod.sniff(head, path):
@@ -67,7 +135,7 @@ def scan_file(path: Path, delimiter: Optional[bytes] = None) -> FileScan:
     over bytes already in memory: ~1 s per GB, against ~3 s for the hash)."""
     h = hashlib.sha256()
     newlines = delimiters = 0
-    with open(path, "rb") as fh:
+    with os.fdopen(open_regular(path), "rb") as fh:
         while chunk := fh.read(8 << 20):
             h.update(chunk)
             if delimiter is not None:
@@ -103,22 +171,98 @@ def _seen_name(con, path: Path) -> bool:
                             [str(Path(path).resolve())]).fetchall())
 
 
-def walk(paths: Iterable[str | Path]) -> list[tuple[Path, bool]]:
-    """(file, given explicitly?) for each path; folders are walked recursively in name order.
-    Sidecar metadata (*.meta.json) is read by the sidecar parser beside its CSV, not on its own."""
-    out: list[tuple[Path, bool]] = []
+class Entry(NamedTuple):
+    """One thing walk() found: a file to read, or (skip set) one it will not read, and why."""
+    path: Path
+    explicit: bool                  # named on the command line (not found by a folder walk)
+    skip: Optional[str] = None      # why it is not read: not a regular file, a link out of the folder, ...
+    within: Optional[str] = None    # found by a folder walk: the real path of the folder given
+
+
+def walk(paths: Iterable[str | Path]) -> list[Entry]:
+    """The Entry of each path; folders are walked recursively, in name order (a folder's files,
+    then its subfolders). Sidecar metadata (*.meta.json) is read by the sidecar parser beside its
+    CSV, not on its own; hidden files are left out. Only stat/lstat is used: nothing is opened."""
+    out: list[Entry] = []
     for p in paths:
         p = Path(p)
-        if p.is_dir():
-            for root, dirs, files in os.walk(p):
-                dirs.sort()
-                for f in sorted(files):
-                    if f.startswith(".") or f.endswith(".meta.json"):
-                        continue
-                    out.append((Path(root) / f, False))
+        try:
+            st = os.stat(p)
+        except OSError:
+            out.append(Entry(p, True))        # missing or unreadable: ingest_paths says which
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            out += _walk_folder(p)
+        elif stat.S_ISREG(st.st_mode):
+            out.append(Entry(p, True))
         else:
-            out.append((p, True))
+            out.append(Entry(p, True, not_regular(st.st_mode)))
     return out
+
+
+def _walk_folder(top: Path) -> list[Entry]:
+    """A folder given on the command line, walked without following symlinks out of it: a link is
+    followed when its target is inside `top`; a folder or file is listed once however many ways
+    lead to it (links, loops, hard links)."""
+    root = os.path.realpath(top)
+    out: list[Entry] = []
+    seen: dict[tuple[int, int], Path] = {}      # (st_dev, st_ino) -> the path it was first reached by
+    stack = [top]                               # not recursion: a deep nest of folders is no RecursionError
+    while stack:
+        folder = stack.pop()
+        try:
+            st = os.stat(folder)
+            key = (st.st_dev, st.st_ino)
+            if key in seen:
+                out.append(Entry(folder, False, f"same folder as {seen[key]} (already walked)", root))
+                continue
+            seen[key] = folder
+            with os.scandir(folder) as it:
+                names = sorted(e.name for e in it)
+        except OSError as exc:
+            out.append(Entry(folder, folder == top, f"cannot list folder: {exc.strerror or exc}", root))
+            continue
+        subfolders: list[Path] = []
+        for name in names:
+            entry = _entry(folder / name, name, root, seen)
+            if isinstance(entry, Path):
+                subfolders.append(entry)
+            elif entry is not None:
+                out.append(entry)
+        stack += reversed(subfolders)
+    return out
+
+
+def _entry(path: Path, name: str, root: str, seen: dict) -> Entry | Path | None:
+    """What the walk does with one name in a folder: a subfolder to walk (its Path), an Entry (a
+    file to read, or one skipped with the reason), or None (a hidden or *.meta.json name that is
+    not a folder)."""
+    quiet = name.startswith(".") or name.endswith(".meta.json")
+    try:
+        st = os.lstat(path)
+    except OSError as exc:   # gone since the folder was listed
+        return None if quiet else Entry(path, False, f"cannot stat: {exc.strerror or exc}", root)
+    if stat.S_ISLNK(st.st_mode):
+        if quiet:
+            return None
+        real = os.path.realpath(path)
+        if not _inside(root, real):
+            return Entry(path, False, f"symlink to {real}, outside {root}: not followed", root)
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            return Entry(path, False, f"broken symlink ({exc.strerror or exc}): not followed", root)
+    if stat.S_ISDIR(st.st_mode):
+        return path
+    if quiet:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return Entry(path, False, not_regular(st.st_mode), root)
+    key = (st.st_dev, st.st_ino)
+    if key in seen:
+        return Entry(path, False, f"same file as {seen[key]} (already listed)", root)
+    seen[key] = path
+    return Entry(path, False, None, root)
 
 
 def already_ingested(con, checksum: str, options: Optional[dict] = None) -> Optional[int]:
