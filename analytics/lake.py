@@ -15,11 +15,15 @@ jobs is written to a staging folder, then its directory in each table is swapped
 one away, rename the new one in, delete the old). Re-running an export never duplicates rows;
 cluster-months the database holds nothing for (pruned from it) are left as they are.
 
-sql/lake/NN_<view>.sql are single SELECTs in the subset of SQL that DuckDB and Spark SQL share:
-no `::`, no macros, no QUALIFY, no DuckDB-only functions, double literals written `1e0` (Spark reads
-`1.0` as DECIMAL), every divisor guarded with NULLIF (Spark's ANSI mode fails on division by zero).
-They read the tables lake_samples, lake_jobs, lake_setting and lake_charge_rate, and each engine
-creates them as temporary views named by the file: lake_views() gives (name, SELECT) in order.
+The per-job metrics are sql/metrics/NN_lake_<view>.sql: single SELECTs in the subset of SQL that
+DuckDB and Spark SQL share, the one definition the database's stored job_gpu_devices and job_metrics
+are computed with too (analytics/store.py). The rules: no `::`, no macros, no QUALIFY, no `* EXCLUDE`,
+no double-quoted identifiers, no DuckDB-only functions, double literals written `1e0` (Spark reads
+`1.0` as DECIMAL), every divisor guarded with NULLIF (Spark's ANSI mode fails on division by zero),
+`(LAG(x) OVER w)` in parentheses (Spark reads `OVER w - x` as a window named `w-x`),
+no setting defaults (a cluster whose settings lack one gets no result). They read the tables
+lake_samples, lake_jobs, lake_setting and lake_charge_rate, and each engine creates them as
+temporary views named by the file: lake_views() gives (name, SELECT) in order.
 """
 from __future__ import annotations
 
@@ -33,7 +37,10 @@ import duckdb
 
 from jobsight.analytics.errors import UserError
 
-LAKE_SQL_DIR = Path(__file__).resolve().parents[1] / "sql" / "lake"
+# The portable metric SQL: sql/metrics/NN_lake_<view>.sql (the DuckDB-only files there come after).
+LAKE_SQL_DIR = Path(__file__).resolve().parents[1] / "sql" / "metrics"
+PORTABLE_GLOB = "[0-9][0-9]_lake_*.sql"
+SETTINGS_VIEW = "lake_config"      # the file that reads lake_setting: one row of settings per cluster
 PARTITIONED = ("samples", "jobs")          # cluster / month
 PER_CLUSTER = ("setting", "charge_rate")   # cluster only: the settings in force at the last export
 INPUT_VIEWS = {t: f"lake_{t}" for t in PARTITIONED + PER_CLUSTER}
@@ -54,22 +61,61 @@ SAMPLE_MONTH = "strftime(time, '%Y-%m')"
 JOB_MONTH = (f"COALESCE(strftime(COALESCE(submit_time, eligible_time, start_time, end_time), '%Y-%m'), "
              f"'{UNDATED}')")
 
-# What goes into each table's files. time_ms (epoch milliseconds) is the portable clock: DuckDB and
-# Spark share no function from TIMESTAMP to a number; the metric views' sample weights use it.
+# time_ms, epoch milliseconds, is the portable clock of the sample weights: DuckDB and Spark share no
+# function from TIMESTAMP to a number. Rounded down, as date_diff('millisecond', ...) counts (DuckDB's
+# epoch_ms() rounds to the nearest): the lake's files and the database's refresh (store.py) use this
+# one expression, so both weigh sub-millisecond times alike.
+TIME_MS = "epoch_us(time) // 1000"
+
+# What goes into each table's files.
 EXPORT_SQL = {
-    "samples": f"SELECT *, epoch_ms(time) AS time_ms, {SAMPLE_MONTH} AS month FROM samples",
+    "samples": f"SELECT *, {TIME_MS} AS time_ms, {SAMPLE_MONTH} AS month FROM samples",
     "jobs": f"SELECT *, {JOB_MONTH} AS month FROM jobs",
 }
 SORT = {"samples": "cluster, month, job_id_raw, host, device, time", "jobs": "cluster, month, job_id_raw"}
 
 
+def portable_files() -> list[Path]:
+    """The portable metric SQL files, in order."""
+    return sorted(LAKE_SQL_DIR.glob(PORTABLE_GLOB))
+
+
 def lake_views() -> list[tuple[str, str]]:
-    """(view name, SELECT) for every sql/lake file, in file order."""
+    """(view name, SELECT) for every portable metric file, in file order."""
     out = []
-    for p in sorted(LAKE_SQL_DIR.glob("*.sql")):
+    for p in portable_files():
         name = p.stem.split("_", 1)[1]
         out.append((name, p.read_text(encoding="utf-8").strip().rstrip(";")))
     return out
+
+
+_SETTING_READ = re.compile(r"\bname\s*=\s*'([a-z_.]+)'\s+THEN\s+(value|text)\b", re.IGNORECASE)
+
+
+def settings_read() -> dict[str, str]:
+    """The settings the portable SQL reads from lake_setting: {name: 'value' or 'text'}."""
+    select = dict(lake_views())[SETTINGS_VIEW]
+    return {name: column.lower() for name, column in _SETTING_READ.findall(select)}
+
+
+def missing_settings(rows) -> dict[str, list[str]]:
+    """{cluster: [setting, ...]} for each cluster of (cluster, name, value, text) rows that lacks a
+    setting the portable SQL reads (or has it empty): such a cluster's jobs get no results."""
+    read = settings_read()
+    have: dict[str, set[str]] = {}
+    for cluster, name, value, text in rows:
+        names = have.setdefault(cluster, set())
+        if name in read and (text if read[name] == "text" else value) is not None:
+            names.add(name)
+    return {c: sorted(set(read) - names) for c, names in sorted(have.items()) if set(read) - names}
+
+
+def _check_settings(lake: str | Path, rows) -> None:
+    missing = missing_settings(rows)
+    if missing:
+        which = "; ".join(f"cluster {c}: {', '.join(names)}" for c, names in missing.items())
+        raise UserError(f"{lake}: settings missing from setting/ ({which}): re-export those clusters "
+                        "with this jobsight (`jobsight lake export`); the metric SQL has no defaults")
 
 
 def parse_month(text: str, option: str) -> str:
@@ -203,6 +249,7 @@ def attach(con: duckdb.DuckDBPyConnection, lake: str | Path) -> None:
                             f"(write one with `jobsight lake export --db DB --out {lake}`)")
         con.execute(f"CREATE OR REPLACE TEMPORARY VIEW {INPUT_VIEWS[table]} AS SELECT * FROM "
                     f"{_read_parquet(lake, table)}")
+    _check_settings(lake, con.execute(f"SELECT cluster, name, value, text FROM {INPUT_VIEWS['setting']}").fetchall())
     for name, select in lake_views():
         con.execute(f"CREATE OR REPLACE TEMPORARY VIEW {name} AS {select}")
 
@@ -214,5 +261,7 @@ def attach_spark(spark, lake: str | Path) -> None:
     for table in PARTITIONED + PER_CLUSTER:
         path = _under(lake, table)
         spark.read.option("basePath", path).parquet(path).createOrReplaceTempView(INPUT_VIEWS[table])
+    _check_settings(lake, [tuple(r) for r in spark.sql(
+        f"SELECT cluster, name, value, text FROM {INPUT_VIEWS['setting']}").collect()])
     for name, select in lake_views():
         spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {name} AS {select}")

@@ -5,7 +5,8 @@
     jobsight lake query DIR "SELECT ... FROM lake_job_metrics ..." [--format table|csv|json]
 
 Layout, partition keys and why: analytics/lake.py. The metric views over the lake are the portable
-SQL in sql/lake/, which Spark SQL runs unchanged (README, "Parquet lake and distributed engines").
+SQL of sql/metrics/ (NN_lake_*.sql), which Spark SQL runs unchanged and the database's stored
+job_metrics is computed with (docs/lake.md).
 """
 from __future__ import annotations
 
@@ -19,6 +20,11 @@ from jobsight.analytics.errors import UserError
 from jobsight.analytics.query_filters import add_db_options
 from jobsight.analytics.session import open_db
 
+# What `lake metrics` prints of lake_job_metrics (every column of job_metrics; `lake query` reads them all):
+# CSV and JSON get OUTPUT_COLUMNS, the table the shorter METRIC_COLUMNS.
+OUTPUT_COLUMNS = ["cluster", "job_id_raw", "job_id", "account", "partition", "state", "elapsed_s", "ncpus", "ngpus",
+                  "gpu_util_pct", "gpu_util_source", "gpus_sampled", "gpus_idle", "gpu_util_min_device_pct",
+                  "charged_cores", "charged_gpus", "sbu", "sbu_source", "core_hours", "gpu_hours"]
 METRIC_COLUMNS = ["cluster", "job_id", "account", "partition", "state", "ngpus", "gpu_util_pct",
                   "gpu_util_source", "sbu", "sbu_source", "core_hours", "gpu_hours"]
 
@@ -31,7 +37,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     ex.add_argument("--month", help="only this month (YYYY-MM): its partitions are replaced")
     ex.add_argument("--since", help="from this month (YYYY-MM), inclusive")
     ex.add_argument("--until", help="up to this month (YYYY-MM), inclusive")
-    me = sub.add_parser("metrics", help="per-job GPU utilisation and SBU computed on the lake (sql/lake/)")
+    me = sub.add_parser("metrics", help="per-job GPU utilisation and SBU computed on the lake (lake_job_metrics)")
     me.add_argument("lake", metavar="DIR")
     me.add_argument("--cluster", help="only this cluster's jobs")
     me.add_argument("--month", help="only jobs submitted in this month (YYYY-MM)")
@@ -98,10 +104,12 @@ def run_metrics(args: argparse.Namespace) -> int:
     where = " WHERE " + " AND ".join(clauses) if clauses else ""
     con = _lake_con(args.lake)
     try:
-        rows = render.rows_of(con, f"SELECT * FROM lake_job_metrics m{where} ORDER BY cluster, job_id_raw", params)
+        columns = ", ".join(f'm."{c}"' for c in OUTPUT_COLUMNS)
+        rows = render.rows_of(con, f"SELECT {columns} FROM lake_job_metrics m{where} ORDER BY cluster, job_id_raw",
+                              params)
     finally:
         con.close()
-    render.emit(rows, args.format, list(rows[0]) if rows else METRIC_COLUMNS, METRIC_COLUMNS, empty="no jobs")
+    render.emit(rows, args.format, OUTPUT_COLUMNS, METRIC_COLUMNS, empty="no jobs")
     return 0
 
 

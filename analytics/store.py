@@ -1,7 +1,16 @@
 """Stored per-job results, kept current: job_gpu_devices, job_metrics, job_flags and job_day.
 
-The definitions are the views of sql/metrics/ (calc_*), which compute the jobs listed in the table
-metric_scope. ``refresh(con)`` brings the stored tables up to date in one transaction:
+The definitions are the files of sql/metrics/, in order:
+
+- **portable** (NN_lake_<view>.sql): single SELECTs that DuckDB and Spark SQL both run (rules:
+  analytics/lake.py), over the inputs lake_samples, lake_jobs, lake_setting and lake_charge_rate.
+  The Parquet lake runs them over its files; here each refresh maps the inputs to the jobs listed
+  in the table metric_scope (INPUTS), creates the files' views as TEMP views, and stores
+  lake_job_gpu_devices as job_gpu_devices and lake_job_metrics as job_metrics.
+- **DuckDB-only** (NN_<table>.sql, after them): each ends with the view calc_<table>, which reads
+  the stored tables of the jobs in its scope table: job_flags and job_day.
+
+``refresh(con)`` brings the stored tables up to date in one transaction:
 
 - **incremental**: the jobs whose accounting or samples an ingest stored or changed since the last
   refresh (rows with an ingest_id above the stored watermark; rows written by hand, without an
@@ -13,6 +22,7 @@ metric_scope. ``refresh(con)`` brings the stored tables up to date in one transa
 
 A refresh killed at any point leaves the previous stored results and watermark (DuckDB rolls the
 transaction back), so readers never see a half-refreshed state and the next refresh completes it.
+A setting the SQL reads that is missing from the setting table is an error, never a default.
 """
 from __future__ import annotations
 
@@ -23,7 +33,9 @@ from typing import Callable, Optional
 
 import duckdb
 
-METRICS_DIR = Path(__file__).resolve().parents[1] / "sql" / "metrics"
+from jobsight.analytics import lake
+
+METRICS_DIR = lake.LAKE_SQL_DIR
 KEY = "cluster, job_id_raw"
 
 
@@ -35,14 +47,34 @@ class Stored:
     order: str      # row order of a full build: what readers filter on
 
 
-# In dependency order: each file of sql/metrics/ ends with the view of one stored table, and later
-# files read the stored tables of earlier ones.
+# In dependency order. The first two are portable views (sql/metrics/NN_lake_*.sql); each later one
+# is the last view of the DuckDB-only file sql/metrics/NN_<table>.sql, which reads the stored tables
+# of the earlier ones.
 STORED = (
-    Stored("job_gpu_devices", "calc_job_gpu_devices", "metric_scope", KEY),
-    Stored("job_metrics", "calc_job_metrics", "metric_scope", f"start_time, {KEY}"),
+    Stored("job_gpu_devices", "lake_job_gpu_devices", "metric_scope", KEY),
+    Stored("job_metrics", "lake_job_metrics", "metric_scope", f"start_time, {KEY}"),
     Stored("job_flags", "calc_job_flags", "metric_flag_scope", f"start_time, {KEY}, code"),
     Stored("job_day", "calc_job_day", "metric_scope", f"day, {KEY}"),
 )
+
+# The portable SQL's inputs (lake.INPUT_VIEWS), for the jobs in metric_scope: the same columns as
+# the lake's files. The settings and the charging table apply to every cluster of the database.
+_SCOPE_CLUSTERS = "(SELECT DISTINCT cluster FROM metric_scope)"
+INPUTS = {
+    "samples": f"SELECT s.*, {lake.TIME_MS} AS time_ms FROM samples s SEMI JOIN metric_scope USING ({KEY})",
+    "jobs": f"SELECT j.* FROM jobs j SEMI JOIN metric_scope USING ({KEY})",
+    "setting": f"SELECT c.cluster, s.name, s.value, s.text FROM {_SCOPE_CLUSTERS} c CROSS JOIN setting s",
+    "charge_rate": f"SELECT c.cluster, r.* FROM {_SCOPE_CLUSTERS} c CROSS JOIN charge_rate r",
+}
+# Portable views made TEMP tables rather than views: lake_job_gpu_devices is both stored and read by
+# lake_job_gpu_stats, and a view would weigh the GPU samples twice per refresh.
+MATERIALIZED = ("lake_job_gpu_devices",)
+# The definitions before the portable files (views and a macro of the old sql/metrics/10 and 20):
+# dropped at a full rebuild, so that no stale copy of a formula stays in the database.
+OBSOLETE_VIEWS = ("calc_job_metrics", "calc_job_rate", "calc_job_efficiency", "calc_job_cpu_samples",
+                  "calc_job_gpu_stats", "calc_job_gpu_devices", "calc_sample_weighted", "scope_samples",
+                  "scope_jobs")
+OBSOLETE_MACROS = ("wmean",)
 
 
 @dataclass(frozen=True)
@@ -53,22 +85,70 @@ class Refresh:
     reason: str = ""
 
 
+def _portable(s: Stored) -> bool:
+    return s.view.startswith("lake_")
+
+
 def metric_files() -> list[Path]:
+    """Every definition file, in the order a full rebuild runs them: the portable files, then one
+    DuckDB-only file per remaining stored table."""
     files = sorted(METRICS_DIR.glob("*.sql"))
-    if len(files) != len(STORED):
-        raise RuntimeError(f"{METRICS_DIR}: expected {len(STORED)} definition files, found {len(files)}")
+    portable = lake.portable_files()
+    duck = [s for s in STORED if not _portable(s)]
+    names = {n for n, _ in lake.lake_views()}
+    rest = files[len(portable):]
+    if (files[:len(portable)] != portable or [p.stem.split("_", 1)[-1] for p in rest] != [s.table for s in duck]
+            or not all(s.view in names for s in STORED if _portable(s))):
+        raise RuntimeError(f"{METRICS_DIR}: expected the portable NN_lake_*.sql files, then one file per "
+                           f"stored table {', '.join(s.table for s in duck)}; found {', '.join(p.name for p in files)}")
     return files
 
 
+def _duckdb_file(s: Stored) -> Optional[Path]:
+    """The DuckDB-only file that defines a stored table's view (None for a portable one)."""
+    if _portable(s):
+        return None
+    return next(p for p in metric_files() if p.stem.split("_", 1)[-1] == s.table)
+
+
 def definitions_checksum(con: duckdb.DuckDBPyConnection) -> str:
-    """What the stored results depend on besides the data: sql/metrics/, the settings and the charging table."""
+    """What the stored results depend on besides the data: sql/metrics/, the inputs the portable SQL
+    reads here, the settings and the charging table."""
     h = hashlib.sha256()
     for p in metric_files():
         h.update(p.name.encode() + b"\0" + p.read_bytes())
+    h.update(repr(sorted(INPUTS.items())).encode())
     for table, where in (("setting", " WHERE name <> 'views.checksum'"), ("charge_rate", "")):
         for row in con.execute(f"SELECT * FROM {table}{where} ORDER BY ALL").fetchall():
             h.update(repr(row).encode())
     return h.hexdigest()[:16]
+
+
+def _check_settings(con) -> None:
+    """Every setting the portable SQL reads is in the setting table: it has no default (a cluster
+    without one would get no results), so a missing one is an error, as in the DuckDB-only files."""
+    have = {name: (value, text) for name, value, text in con.execute("SELECT name, value, text FROM setting").fetchall()}
+    for name, column in lake.settings_read().items():
+        if have.get(name, (None, None))[column == "text"] is None:
+            raise duckdb.InvalidInputException(f"jobsight: setting {name} is not in the setting table; "
+                                               "open the database read-write with this jobsight")
+
+
+def _create_views(con) -> None:
+    """The portable SQL over the jobs of metric_scope: its inputs and its views, as TEMP objects."""
+    _check_settings(con)
+    for table, select in INPUTS.items():
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {lake.INPUT_VIEWS[table]} AS {select}")
+    for name, select in lake.lake_views():
+        kind = "TABLE" if name in MATERIALIZED else "VIEW"
+        con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {select}")
+
+
+def _drop_views(con) -> None:
+    for name, _ in reversed(lake.lake_views()):
+        con.execute(f"DROP {'TABLE' if name in MATERIALIZED else 'VIEW'} IF EXISTS temp.{name}")
+    for table in INPUTS:
+        con.execute(f"DROP VIEW IF EXISTS temp.{lake.INPUT_VIEWS[table]}")
 
 
 def _state(con) -> dict[str, str]:
@@ -134,14 +214,22 @@ def _full(con, defs: str, reason: str, say, state_defs: Optional[str]) -> Refres
         con.execute(f"DROP TABLE IF EXISTS {s.table}")
     con.execute("DELETE FROM metric_scope")
     con.execute(f"INSERT INTO metric_scope SELECT DISTINCT {KEY} FROM job")
+    for view in OBSOLETE_VIEWS:
+        con.execute(f"DROP VIEW IF EXISTS main.{view}")
+    for macro in OBSOLETE_MACROS:
+        con.execute(f"DROP MACRO IF EXISTS main.{macro}")
     con.execute("DELETE FROM metric_flag_scope")
     con.execute(f"INSERT INTO metric_flag_scope SELECT {KEY} FROM metric_scope")
-    for path, s in zip(metric_files(), STORED):
-        con.execute(path.read_text(encoding="utf-8"))
+    _create_views(con)
+    for s in STORED:
+        path = _duckdb_file(s)
+        if path is not None:
+            con.execute(path.read_text(encoding="utf-8"))
         if s.table == "job_flags":
             con.execute("DELETE FROM metric_gpu_partitions")
             con.execute("INSERT INTO metric_gpu_partitions SELECT * FROM calc_gpu_partitions")
         con.execute(f"CREATE TABLE {s.table} AS SELECT * FROM {s.view} ORDER BY {s.order}")
+    _drop_views(con)
     _clear_scope(con)
     _set_state(con, definitions=defs, ingest_watermark=watermark, last_refresh=f"full {n}")
     return Refresh("full", n, n, reason)
@@ -159,8 +247,10 @@ def _incremental(con, watermark: int) -> Refresh:
     con.execute(f"DELETE FROM metric_scope WHERE ({KEY}) NOT IN (SELECT ({KEY}) FROM job)")
     n = con.execute("SELECT count(*) FROM metric_scope").fetchone()[0]
     devices, metrics, flags, days = STORED
+    _create_views(con)
     for s in (devices, metrics):
         _replace(con, s)
+    _drop_views(con)
     # partitions that gained or lost GPUs change the flags of every job in them
     con.execute("""
         CREATE OR REPLACE TEMP TABLE _gpu_partitions_changed AS

@@ -1,11 +1,17 @@
-"""The Parquet lake (`jobsight lake`, analytics/lake.py) and its portable metric SQL (sql/lake/).
+"""The Parquet lake (`jobsight lake`, analytics/lake.py) and the portable metric SQL over it
+(sql/metrics/NN_lake_*.sql: the one definition of job_gpu_devices and job_metrics, which the
+database's refresh runs too).
 
 One database for the module: a generated cluster ("demo", two months of sacct, sidecar and
 nvidia-smi data through the real ingest) plus a hand-made cluster ("hand") whose two jobs have
 GPU utilisation and SBU worked out below by hand. Checked:
 - the Hive layout and that every row lands in its month's partition, counted in Python;
-- the lake SQL run by DuckDB over the Parquet files equals job_metrics (sql/views) job by job, under
-  both charging policies, so the two definitions cannot drift apart silently;
+- the portable files keep to the SQL that Spark runs too, and read only their inputs;
+- the lake SQL run by DuckDB over the Parquet files equals the stored job_metrics job by job, under
+  both charging policies. The SQL is the same files now (store.py runs them over the database), so
+  this no longer compares two definitions: it checks that the export carries every input the SQL
+  reads (time_ms, settings, charging table) and that the database's input mapping (store.INPUTS)
+  and the lake's give the same results;
 - re-exporting a month, or everything, never duplicates rows;
 - DuckDB reads only the partitions a month filter names;
 - Spark (local mode, partition discovery) gets the same per-job results as DuckDB from the same SQL.
@@ -37,7 +43,9 @@ TABLE_POLICY = {"charging": {"policy": "table", "preset": "snellius", "rates": [
      "cores_per_gpu": 18, "mem_per_gpu_gb": 120}]}}
 POLICIES = {"slurm-billing": {}, "table": TABLE_POLICY}
 COMPARED = ["gpu_util_pct", "gpu_util_source", "gpus_sampled", "gpus_idle", "gpu_util_min_device_pct",
-            "charged_cores", "charged_gpus", "sbu", "sbu_source", "core_hours", "gpu_hours"]
+            "charged_cores", "charged_gpus", "sbu", "sbu_source", "core_hours", "gpu_hours",
+            "cpu_eff_pct", "cpu_eff_source", "mem_peak_bytes", "mem_charged_bytes", "mem_eff_pct", "time_eff_pct",
+            "gpu_mem_peak_pct", "idle_gpus", "gpu_energy_kwh", "charge_driver", "charge_eff_pct", "wasted_sbu"]
 REL = 1e-9   # summation order differs between engines: the last bits of a double may too
 
 # The hand cluster. H1: 2 GPUs, 1 h, straddles the month boundary. GPU-a samples every 10 s with
@@ -175,32 +183,57 @@ def test_hive_layout_puts_every_row_in_its_month(db, tmp_path):
     assert "cluster" not in cols and "month" not in cols and "time_ms" in cols
 
 
-# ---------------------------------------------------------------------- lake SQL == sql/views
+# ------------------------------------------------------------- the portable metric SQL
 
-def test_lake_sql_keeps_to_the_portable_subset():
+# What Spark rejects or reads differently, or DuckDB alone has.
+NOT_PORTABLE = (
+    (r"::", "DuckDB cast syntax"), (r"\bQUALIFY\b", "no QUALIFY in Spark"),
+    (r"\bEXCLUDE\b", "no SELECT * EXCLUDE in Spark"), (r'"', "Spark reads \"x\" as a string"),
+    (r"(?<![\w.])\d+\.\d+(?![\d.eE])", "Spark reads 1.0 as DECIMAL: write 1e0"),
+    (r"\b(wmean|setting_value|setting_text|gib|slurm_time|date_diff|datediff|epoch_ms|epoch_us|epoch|to_seconds"
+     r"|any_value|printf|strftime|generate_series|unnest|list|struct_pack|error|raise_error|arg_max|arg_min)\s*\(",
+     "DuckDB-only (or differently spelt) function, or a jobsight macro"),
+    (r"\bOVER\s+\w+\s*[-+*/]", "Spark parses `OVER w - x` as window `w-x`"),
+    (r"\b(SEMI|ANTI|ASOF|POSITIONAL)\s+JOIN\b", "DuckDB's join spelling"), (r"\bLATERAL\b", "no LATERAL"),
+    (r"//", "DuckDB integer division"), (r"\bGROUP\s+BY\s+ALL\b|\bORDER\s+BY\s+ALL\b", "DuckDB's BY ALL"),
+    (r"\bCREATE\b|;", "one SELECT per file"),
+)
+INPUTS = set(lake.INPUT_VIEWS.values())
+
+
+def test_portable_sql_keeps_to_the_subset_spark_runs():
     """What Spark would reject or read differently, caught even where Spark is not installed."""
     views = lake.lake_views()
-    assert [name for name, _ in views][-1] == "lake_job_metrics"
-    for name, select in views:
+    names = [name for name, _ in views]
+    assert names[-1] == "lake_job_metrics" and {"lake_job_gpu_devices", "lake_config"} <= set(names)
+    assert {s.view for s in store.STORED if s.view.startswith("lake_")} == {"lake_job_gpu_devices", "lake_job_metrics"}
+    for i, (name, select) in enumerate(views):
         code = re.sub(r"--[^\n]*", "", select)
         assert code.lstrip().upper().startswith("SELECT"), name
-        for pattern, why in ((r"::", "DuckDB cast syntax"), (r"\bQUALIFY\b", "no QUALIFY in Spark"),
-                             (r"\bEXCLUDE\b", "no SELECT * EXCLUDE in Spark"), (r'"', "Spark reads \"x\" as a string"),
-                             (r"(?<![\w.])\d+\.\d+(?![\d.eE])", "Spark reads 1.0 as DECIMAL: write 1e0"),
-                             (r"\b(wmean|setting_value|date_diff|epoch_ms|any_value)\s*\(", "DuckDB-only function"),
-                             (r"\bOVER\s+\w+\s*[-+*/]", "Spark parses `OVER w - x` as window `w-x`")):
+        for pattern, why in NOT_PORTABLE:
             assert not re.search(pattern, code, re.IGNORECASE), f"{name}: {why}"
+        # reads only the four inputs and the views of earlier files
+        read = set(re.findall(r"\b(?:FROM|JOIN)\s+(\w+)", code, re.IGNORECASE))
+        assert read <= INPUTS | set(names[:i]), f"{name} reads {read - INPUTS - set(names[:i])}"
+    # the portable files come first in sql/metrics/: the DuckDB-only ones read what they store
+    files = [p.name for p in store.metric_files()]
+    assert files[:len(views)] == [p.name for p in lake.portable_files()]
+    assert not any("_lake_" in f for f in files[len(views):])
 
 
 @pytest.mark.parametrize("policy", sorted(POLICIES))
-def test_lake_sql_equals_job_metrics(db, tmp_path, policy):
+def test_lake_sql_over_parquet_equals_job_metrics(db, tmp_path, policy):
     out = tmp_path / "lake"
     _export(db, out, policy)
     con, _ = open_db(db, parse_config(POLICIES[policy]))
     views = _by_job(con, "job_metrics")
+    columns = [r[0] for r in con.execute("DESCRIBE job_metrics").fetchall()]
     con.close()
     lk = _lake_metrics(out)
     assert _diff(views, lk) == []
+    with duckdb.connect() as lcon:
+        lake.attach(lcon, out)
+        assert [r[0] for r in lcon.execute("DESCRIBE lake_job_metrics").fetchall()] == columns
     # the comparison covers every route through the formulas, not one easy case
     sources = Counter(r["sbu_source"] for r in lk.values())
     gpu_sources = Counter(r["gpu_util_source"] for r in lk.values())
@@ -293,6 +326,24 @@ def test_cli_export_metrics_and_errors(db, tmp_path, capsys):
     assert "--month '2026-13': give a month as YYYY-MM" in capsys.readouterr().err
     assert jobsight(["lake", "metrics", str(tmp_path / "nowhere")]) == 2
     assert "no samples/ Parquet files" in capsys.readouterr().err
+
+
+def test_a_lake_missing_a_setting_is_refused_not_given_a_default(db, tmp_path, capsys):
+    out = tmp_path / "lake"
+    _export(db, out)
+    setting = out / "setting" / "cluster=hand" / "setting.parquet"
+    _rows(f"COPY (SELECT * FROM '{setting}' WHERE name <> 'samples.max_gap_s') TO '{setting}.new' (FORMAT parquet)")
+    setting.with_suffix(".parquet.new").replace(setting)
+    assert jobsight(["lake", "metrics", str(out)]) == 2
+    assert "settings missing from setting/ (cluster hand: samples.max_gap_s)" in capsys.readouterr().err
+    # the SQL alone (an engine without jobsight's check) gives that cluster no rows, not defaults
+    con = duckdb.connect()
+    for table in lake.PARTITIONED + lake.PER_CLUSTER:
+        con.execute(f"CREATE TEMP VIEW {lake.INPUT_VIEWS[table]} AS SELECT * FROM {lake._read_parquet(out, table)}")
+    for name, select in lake.lake_views():
+        con.execute(f"CREATE TEMP VIEW {name} AS {select}")
+    assert con.execute("SELECT DISTINCT cluster FROM lake_job_metrics").fetchall() == [("demo",)]
+    con.close()
 
 
 def test_export_refuses_cluster_names_unfit_for_a_directory(db, tmp_path, capsys):

@@ -3,7 +3,8 @@
 - A GPU job known only from Slurm's job-level gres/gpuutil counts the same idle GPU-hours in the
   weekly report and on the dashboard (live views and a published snapshot).
 - Thresholds and charging options have their defaults only in analytics/config.py: the SQL reads
-  the setting table, has no fallback of its own, and fails loudly when a setting is missing.
+  the setting table (the portable files: lake_setting, pivoted in one file), has no fallback of its
+  own, and fails loudly when a setting is missing (the portable files alone: give no result).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import duckdb
 import pytest
 from conftest import ROOT
 
-from jobsight.analytics import ingest, store
+from jobsight.analytics import ingest, lake, store
 from jobsight.analytics.config import Config, parse_config
 from jobsight.analytics.records import ParseOptions
 from jobsight.analytics.reports.data import gather
@@ -92,11 +93,39 @@ def test_idle_threshold_moves_every_reader_together(tres_db):
 
 SQL_FILES = sorted((ROOT / "sql" / "metrics").glob("*.sql")) + sorted((ROOT / "sql" / "views").glob("*.sql"))
 SETTING_REF = re.compile(r"setting_(?:value|text)\('([a-z_.]+)'\)")
+# The portable files (sql/metrics/NN_lake_*.sql, which Spark runs too) read lake_setting instead: one
+# file pivots it to one row of columns per cluster.
+PORTABLE_FILES = lake.portable_files()
+PIVOT_REF = re.compile(r"\bname\s*=\s*'([a-z_.]+)'\s+THEN\s+(value|text)\b", re.IGNORECASE)
+PIVOT_COLUMN = re.compile(r"max\(CASE WHEN name = '[a-z_.]+' THEN (?:value|text) END\)\s+AS\s+(\w+)", re.IGNORECASE)
+
+
+def _pivot() -> tuple[set[str], set[str]]:
+    """(the settings the portable files read, the columns they become)."""
+    text = "\n".join(f.read_text() for f in PORTABLE_FILES)
+    return {n for n, _ in PIVOT_REF.findall(text)}, set(PIVOT_COLUMN.findall(text))
+
+
+def _call_arguments(text: str, function: str) -> list[list[str]]:
+    """The arguments of every call of `function` in `text`, split at its own commas."""
+    out = []
+    for m in re.finditer(rf"\b{function}\s*\(", text, re.IGNORECASE):
+        depth, i, args, start = 1, m.end(), [], m.end()
+        while depth and i < len(text):
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            if (depth == 1 and text[i] == ",") or depth == 0:
+                args.append(text[start:i].strip())
+                start = i + 1
+            i += 1
+        out.append(args)
+    return out
 
 
 def test_every_setting_the_sql_reads_has_its_default_in_config():
     written = {name for name, _, _ in Config().settings()}
-    read = {m for f in SQL_FILES for m in SETTING_REF.findall(f.read_text())}
+    pivoted, columns = _pivot()
+    assert pivoted == set(lake.settings_read()) and len(columns) == len(pivoted) >= 4
+    read = {m for f in SQL_FILES for m in SETTING_REF.findall(f.read_text())} | pivoted
     assert len(read) >= 20
     assert read <= written, f"read by sql/ but never written by analytics/config.py: {read - written}"
 
@@ -105,13 +134,44 @@ def test_no_default_is_written_in_the_sql():
     text = "\n".join(f.read_text() for f in SQL_FILES)
     assert not re.findall(r"COALESCE\(\s*setting_(?:value|text)\(", text)
     assert "FROM setting WHERE name = '" not in text          # every read goes through the two macros
+    # nor in the portable files: no pivoted setting column is an argument of COALESCE (or IFNULL, NVL)
+    _, columns = _pivot()
+    assert _call_arguments("COALESCE(c.max_gap_s, 600e0)", "COALESCE") == [["c.max_gap_s", "600e0"]]
+    for f in PORTABLE_FILES:
+        code = re.sub(r"--[^\n]*", "", f.read_text())
+        for function in ("COALESCE", "IFNULL", "NVL"):
+            for args in _call_arguments(code, function):
+                given = [a for a in args if re.fullmatch(rf"(\w+\.)?({'|'.join(columns)})", a)]
+                assert not given, f"{f.name}: {function}({', '.join(args)}) gives {given} a default"
 
 
-def test_a_missing_setting_is_an_error_not_a_silent_default(tres_db):
+@pytest.mark.parametrize("name", ["flags.gpu_idle_pct", "samples.max_gap_s", "charging.policy"])
+def test_a_missing_setting_is_an_error_not_a_silent_default(tres_db, name):
     con = duckdb.connect(str(tres_db))
     try:
-        con.execute("DELETE FROM setting WHERE name = 'flags.gpu_idle_pct'")
-        with pytest.raises(duckdb.Error, match="flags.gpu_idle_pct is not in the setting table"):
+        con.execute("DELETE FROM setting WHERE name = ?", [name])
+        with pytest.raises(duckdb.Error, match=f"{re.escape(name)} is not in the setting table"):
             store.refresh(con)
+    finally:
+        con.close()
+
+
+def test_a_cluster_missing_a_setting_gets_no_portable_results(tres_db):
+    """Where the portable SQL runs without jobsight's check (Spark over a lake), a cluster whose
+    settings lack one the SQL reads gets no rows, never rows computed with a default."""
+    con = duckdb.connect(str(tres_db))
+    try:
+        con.execute("INSERT INTO metric_scope SELECT cluster, job_id_raw FROM job")
+        for table, select in store.INPUTS.items():
+            con.execute(f"CREATE TEMP VIEW {lake.INPUT_VIEWS[table]} AS {select}")
+        for name, select in lake.lake_views():
+            con.execute(f"CREATE TEMP VIEW {name} AS {select}")
+        assert con.execute("SELECT count(*) FROM lake_job_metrics").fetchone()[0] == 3
+        for name in lake.settings_read():
+            con.execute(f"CREATE OR REPLACE TEMP VIEW lake_setting AS {store.INPUTS['setting']} "
+                        f"WHERE s.name <> '{name}'")
+            assert lake.missing_settings(con.execute("SELECT * FROM lake_setting").fetchall()) == {"c1": [name]}
+            assert con.execute("SELECT count(*) FROM lake_job_metrics").fetchone()[0] == 0, name
+            assert con.execute("SELECT count(*) FROM lake_job_gpu_devices").fetchone()[0] == 0, name
     finally:
         con.close()

@@ -1,6 +1,20 @@
 -- calc_job_flags (stored as job_flags): one row per (job, flag) with severity, a message carrying the job's numbers and the
 -- concrete advice (the #SBATCH request that would have fit). Thresholds are `flags.*` settings
 -- (jobsight.toml [flags]); a job with no data for a metric gets no flag for it ("unknown").
+-- DuckDB only (printf, macros, row constructors): it reads the stored job_metrics, which the
+-- portable files before it define.
+
+-- A setting from jobsight.toml (analytics/config.py writes every one, defaults included, each time a
+-- command opens the database read-write). The defaults live only there: a missing setting is an
+-- error, never a silent fallback.
+CREATE OR REPLACE MACRO setting_value(n) AS (
+    SELECT CASE WHEN count(*) = 1 AND max(value) IS NOT NULL THEN max(value)
+                ELSE error('jobsight: setting ' || n || ' is not in the setting table; open the database read-write with this jobsight') END
+    FROM setting WHERE name = n);
+CREATE OR REPLACE MACRO setting_text(n) AS (
+    SELECT CASE WHEN count(*) = 1 AND max(text) IS NOT NULL THEN max(text)
+                ELSE error('jobsight: setting ' || n || ' is not in the setting table; open the database read-write with this jobsight') END
+    FROM setting WHERE name = n);
 
 CREATE OR REPLACE MACRO gib(b) AS b / 1073741824.0;
 -- Slurm --time value for a number of seconds, rounded up to whole minutes.

@@ -1,5 +1,5 @@
--- sql/views/20_job_metrics.sql job_rate: the charge_rate row of the job's cluster that applies to
--- it: its partition before '*', its GPU type before any.
+-- The charge_rate row of the job's cluster that applies to it: its partition before '*', its GPU
+-- type before any.
 SELECT cluster, job_id_raw, per_core_h, per_gpu_h, per_gb_h, min_cores, min_gpus,
        mem_per_core_gb, cores_per_gpu, mem_per_gpu_gb
 FROM (
