@@ -62,14 +62,51 @@ def short_hostname(env: dict[str, str]) -> str:
     return _get(env, "SLURMD_NODENAME") or os.uname().nodename.split(".")[0]
 
 
+# What a CSV cell cannot carry so that `jobsight ingest` reads it back as written: the field
+# separator, the quote (the reader takes quotes as text), line breaks and every other control
+# character (C0, DEL, C1), and lone surrogates (bytes of an argument or variable that were not
+# UTF-8, which cannot be written as UTF-8 at all).
+_NOT_IN_CSV = re.compile('[,"\x00-\x1f\x7f-\x9f\ud800-\udfff]')
+
+
+def csv_value(text: str) -> str:
+    """`text` as the sidecar writes it in the CSV's job_id, cluster and host: leading and trailing
+    whitespace removed (the ingester strips it), then each character the CSV cannot carry (see
+    _NOT_IN_CSV) replaced by '_'. Whatever this returns is read back by the ingester unchanged; an
+    empty result means "not known", as an empty cell does."""
+    return _NOT_IN_CSV.sub("_", text.strip())
+
+
+def _short(text: str) -> str:
+    shown = repr(text)   # repr: the line stays one line whatever the value holds
+    return shown if len(shown) <= 80 else shown[:77] + "..."
+
+
 def detect_job(env: dict[str, str], job_id: str | None = None, cluster: str | None = None,
-               pid: int | None = None) -> JobInfo:
-    """The job this sidecar belongs to. `job_id`/`cluster` (from --job-id/--cluster) override."""
+               pid: int | None = None, warn=None) -> JobInfo:
+    """The job this sidecar belongs to. `job_id`/`cluster` (from --job-id/--cluster) override.
+    job_id, cluster and host are made CSV-safe (csv_value); `warn(line)` is called once when that
+    changed any of them (never for a value that needed no change)."""
+    changed: list[str] = []
+
+    def safe(what: str, value: str | None) -> str | None:
+        if value is None:
+            return None
+        clean = csv_value(value)
+        if clean != value:
+            changed.append(f"{what} {_short(value)} as {_short(clean)}")
+        return clean
+
     scheduler, env_job_id = detect_scheduler(env)
     array_job_id, array_task_id = _array_ids(env, scheduler, env_job_id)
-    resolved_id = job_id or env_job_id or f"local-{pid if pid is not None else os.getpid()}"
-    resolved_cluster = cluster or _get(env, "SLURM_CLUSTER_NAME") or _get(env, "JOBSIGHT_CLUSTER") or ""
-    return JobInfo(resolved_id, resolved_cluster, short_hostname(env), scheduler, array_job_id, array_task_id)
+    resolved_id = (safe("job id", job_id) or safe("job id", env_job_id)
+                   or f"local-{pid if pid is not None else os.getpid()}")
+    resolved_cluster = safe("cluster", cluster or _get(env, "SLURM_CLUSTER_NAME") or _get(env, "JOBSIGHT_CLUSTER") or "")
+    host = safe("host", short_hostname(env))
+    if changed and warn is not None:
+        warn("jobsight sidecar: written " + "; ".join(changed)
+             + " (a comma, quote, line break or control character cannot be read back from the CSV)")
+    return JobInfo(resolved_id, resolved_cluster, host, scheduler, array_job_id, array_task_id)
 
 
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?(?::(\d+))?$")

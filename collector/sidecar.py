@@ -47,9 +47,11 @@ __all__ = ["SIDECAR_VERSION", "CgroupCpu", "CpuReading", "Problems", "PsutilCpu"
 
 
 def output_stem(job: jobenv.JobInfo, started: float, pid: int) -> str:
+    """The files' name: each of cluster, job id and host as a safe name of at most 64 characters,
+    so the name stays well under the 255 bytes a file name may have."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(started))
-    cluster = jobenv.safe_name(job.cluster or "nocluster")
-    return f"jobsight-{cluster}-{jobenv.safe_name(job.job_id)}-{jobenv.safe_name(job.host)}-{stamp}-{pid}"
+    cluster, job_id, host = (jobenv.safe_name(v)[:64] for v in (job.cluster or "nocluster", job.job_id, job.host))
+    return f"jobsight-{cluster}-{job_id}-{host}-{stamp}-{pid}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,7 +169,8 @@ class Sidecar:
             if failed is not None:
                 return failed
         try:
-            self.job = jobenv.detect_job(self.env, args.job_id, args.cluster, self.pid)
+            self.job = jobenv.detect_job(self.env, args.job_id, args.cluster, self.pid,
+                                         warn=lambda line: self.problems.warn("identity", line))
             sampler = self._setup(started)
         except Exception as exc:  # never let a sidecar bug take the wrapped command down
             self.problems.warn("setup", f"jobsight sidecar: sampling disabled ({exc!r})")
