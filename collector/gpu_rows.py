@@ -2,15 +2,16 @@
 fields, a row with every measurement blank, and their stderr line."""
 from __future__ import annotations
 
-import sys
 from typing import Any
+
+from .problems import stderr_line
 
 FIELDS = ("util_pct", "mem_used_bytes", "mem_total_bytes", "power_w", "energy_j",
           "sm_clock_mhz", "temperature_c", "sm_active_pct")
 
 
 def warn(msg: str) -> None:
-    print(f"jobsight sidecar: {msg}", file=sys.stderr, flush=True)
+    stderr_line(f"jobsight sidecar: {msg}")
 
 
 def blank_row(uuid: str, index: int | None) -> dict[str, Any]:

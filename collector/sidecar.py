@@ -37,7 +37,7 @@ from .loop import (  # noqa: E402
     sample_until,
 )
 from .options import SIDECAR_VERSION, build_parser, parse_args  # noqa: E402
-from .problems import Problems  # noqa: E402
+from .problems import Problems, guard_std_fds  # noqa: E402
 from .sources import CgroupCpu, CpuReading, PsutilCpu, make_cpu_source, open_gpu_source  # noqa: E402
 from .wrapper import Command  # noqa: E402
 
@@ -55,6 +55,7 @@ def output_stem(job: jobenv.JobInfo, started: float, pid: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    guard_std_fds()   # before anything is opened: stderr closed (2>&-) must not become a file of ours
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = parse_args(argv)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
+from .problems import stderr_line
+
 
 class Command:
     def __init__(self, argv: list[str]) -> None:
@@ -26,7 +28,7 @@ class Command:
             else:  # older python3 on a node, running this file directly
                 self.child = subprocess.Popen(self.argv, preexec_fn=os.setpgrp)
         except OSError as exc:
-            print(f"jobsight sidecar: cannot run {self.argv[0]}: {exc.strerror or exc}", file=sys.stderr, flush=True)
+            stderr_line(f"jobsight sidecar: cannot run {self.argv[0]}: {exc.strerror or exc}")
             return 126 if isinstance(exc, PermissionError) else 127
         signals.child_pgid = self.child.pid
         for sig in list(signals.received):  # arrived while the command was being started

@@ -14,7 +14,8 @@ from __future__ import annotations
 import errno
 import json
 import os
-import sys
+
+from .problems import stderr_line
 
 FILE_MODE = 0o640
 DIR_MODE = 0o750
@@ -78,7 +79,7 @@ class CsvWriter:
     def __init__(self, path: str, columns: tuple[str, ...], warn=None) -> None:
         self.path = path
         self.columns = columns
-        self._warn = warn or (lambda key, msg: print(msg, file=sys.stderr, flush=True))
+        self._warn = warn or (lambda key, msg: stderr_line(msg))
         self.fd: int | None = create_exclusive(path)
         self.failed = False
         self.rows_written = 0

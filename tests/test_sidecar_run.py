@@ -339,3 +339,86 @@ def test_outside_a_job_a_session_cgroup_is_not_used(tmp_path):
     m = meta(out)
     assert (m["cpu_method"], m["cgroup_path"], m["scheduler"]) == ("psutil", None, "none")
     assert all(r["mem_used_bytes"] != "123456789" for r in rows(out))
+
+
+# ---- `jobsight sidecar ... 2>&-` (and `>&-`) in a jobscript ---------------------------------------
+
+# The wrapped command reports its own descriptors 1 and 2: they must be as the jobscript left them.
+FD_CHILD = ("import os, sys, time; print('job-out', *(os.path.exists(f'/proc/self/fd/{n}') for n in (1, 2))); "
+         "time.sleep(0.6); sys.exit(3)")
+# Forced warnings: an unreadable --proc-cgroup, a cluster that cannot be written as given, and
+# (where this machine has no NVIDIA driver) --gpus nvml.
+WARNED = ["--gpus", "nvml", "--cluster", "a,b", "--proc-cgroup", "/nonexistent/cgroup"]
+
+
+def closing(redirections: str, argv: list[str]) -> list[str]:
+    """argv run by sh with `redirections` applied, as a jobscript line `jobsight sidecar ... 2>&-`."""
+    return ["sh", "-c", f'exec "$@" {redirections}', "sh", *argv]
+
+
+def csv_intact(out: Path) -> int:
+    """The sidecar CSV is whole: the ingester reads every line, rejects none, drops none. Its row count."""
+    from jobsight.analytics.parsers import sidecar_csv
+    from jobsight.analytics.records import ParseOptions
+    (path,) = csv_files(out)
+    text = path.read_text()
+    assert text.startswith(HEADER + "\n") and text.endswith("\n") and "jobsight sidecar" not in text
+    res = sidecar_csv.parse(path, ParseOptions())
+    assert (res.rejects, res.dropped, res.rows_in) == ([], 0, text.count("\n") - 1)
+    assert set(res.samples["cluster"]) == {"a_b"}
+    return res.rows_in
+
+
+def test_warnings_are_forced_in_these_runs(tmp_path):
+    """The control for the tests below: with stderr open, these options do print warnings."""
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "jobsight.collector", "run", "--interval", "0.05", *WARNED,
+                        "--out", str(out), "--", sys.executable, "-c", FD_CHILD],
+                       cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert p.returncode == 3 and p.stdout == "job-out True True\n"
+    assert "cannot read /nonexistent/cgroup" in p.stderr and "written cluster 'a,b' as 'a_b'" in p.stderr
+    assert csv_intact(out) >= 2
+
+
+def test_stderr_closed_wrapper_warnings_never_reach_the_jobs_stdout(tmp_path):
+    out = tmp_path / "out"
+    p = subprocess.run(closing("2>&-", [sys.executable, "-m", "jobsight.collector", "run", "--interval", "0.05",
+                                        *WARNED, "--out", str(out), "--", sys.executable, "-c", FD_CHILD]),
+                       cwd=ROOT, env=clean_env(), stdout=subprocess.PIPE, text=True, timeout=60)
+    # the command's output only, and its stderr still closed, as the jobscript made it
+    assert (p.returncode, p.stdout) == (3, "job-out True False\n")
+    assert csv_intact(out) >= 2
+    assert meta(out)["exit_code"] == 3
+
+
+def test_stderr_closed_background_writes_nothing_to_stdout(tmp_path):
+    out = tmp_path / "out"
+    p = subprocess.Popen(closing("2>&-", [sys.executable, "-m", "jobsight.collector", "--interval", "0.05", *WARNED,
+                                          "--out", str(out)]),
+                         cwd=ROOT, env=clean_env(), stdout=subprocess.PIPE, text=True)
+    wait_rows(out, 3, p)
+    p.terminate()                      # sh exec'd the sidecar: this is its SIGTERM
+    stdout, _ = p.communicate(timeout=20)
+    assert (p.returncode, stdout) == (0, "")
+    assert csv_intact(out) >= 3
+
+
+def test_stdout_and_stderr_closed_as_a_plain_file(tmp_path):
+    out = tmp_path / "out"
+    p = subprocess.run(closing(">&- 2>&-", [sys.executable, str(ROOT / "collector" / "sidecar.py"), "run",
+                                            "--interval", "0.05", *WARNED, "--out", str(out), "--",
+                                            sys.executable, "-c", FD_CHILD]),
+                       cwd=tmp_path, env=clean_env(), timeout=60)
+    assert p.returncode == 3
+    assert csv_intact(out) >= 2
+    assert meta(out)["exit_code"] == 3
+
+
+def test_no_stderr_never_means_stdout(monkeypatch, capsys):
+    """print(file=sys.stderr) with sys.stderr None (Python started with 2 closed) writes to stdout."""
+    from jobsight.collector import gpu_rows, problems
+    monkeypatch.setattr(sys, "stderr", None)
+    problems.Problems().warn("k", "jobsight sidecar: a warning")
+    gpu_rows.warn("a GPU warning")
+    problems.stderr_line("jobsight sidecar: another")
+    assert capsys.readouterr().out == ""
