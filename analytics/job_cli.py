@@ -70,7 +70,7 @@ def _pct(v, source=None) -> str:
 
 def text_report(m: dict) -> str:
     t = render.terminal_safe
-    gpus = f"{m['ngpus']} x {m['gpu_type']}" if m.get("ngpus") and m.get("gpu_type") else str(m.get("ngpus") or 0)
+    gpus = f"{m['ngpus']} x {t(m['gpu_type'])}" if m.get("ngpus") and m.get("gpu_type") else str(m.get("ngpus") or 0)
     lines = [
         f"Job ID: {t(m['job_id'])} (raw {t(m['job_id_raw'])})   Cluster: {t(m['cluster'])}",
         f"Name: {t(m['job_name'] or '-')}",
@@ -104,11 +104,11 @@ def text_report(m: dict) -> str:
     if m["flags"]:
         lines += ["", "Flags:"]
         for f in m["flags"]:
-            lines.append(f"  [{f['severity']}] {f['code']}: {t(f['message'])}")
+            lines.append(f"  [{t(f['severity'])}] {t(f['code'])}: {t(f['message'])}")
             lines.append(f"      advice: {t(f['advice'])}")
     else:
         lines += ["", "Flags: none"]
-    return "\n".join(lines)
+    return "\n".join(lines)     # run() escapes anything a line above let through, before a terminal sees it
 
 
 def run(args: argparse.Namespace) -> int:
@@ -117,5 +117,5 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(render.to_json(m))
     else:
-        print(text_report(m))
+        render.print_text(text_report(m))
     return 0

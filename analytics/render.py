@@ -1,30 +1,57 @@
 """Output for the CLI: aligned text tables, CSV and JSON from rows of dicts.
 
-User-supplied strings (job names, accounts) are made inert for each target: control and escape
-characters are shown as visible escapes in the terminal, and CSV cells that a spreadsheet would
-run as a formula get a leading apostrophe.
+Everything a user wrote (job names, users, accounts, hosts) is data, never a terminal command or a
+spreadsheet formula; the rules live here, once, for every writer:
+
+- terminal: control characters (C0, DEL, C1) and the bidi controls that reorder what is shown are
+  printed as visible escapes (``\\x1b``, ``\\u202e``): tables and text always, CSV when stdout is a
+  terminal. JSON writes them as ``\\u`` escapes, which any JSON reader turns back into the data.
+- CSV: a text cell that a spreadsheet would run as a formula (first character, after any leading
+  spaces or control characters, one of ``= + - @``, or a leading tab or CR) gets a leading ``'``;
+  a cell holding a comma, a quote, a CR or a LF is quoted. Numbers stay numbers.
 """
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import io
 import json
 import math
 import re
-from typing import Any, Iterable, Sequence
+import sys
+from typing import Any, Iterable, Sequence, TextIO
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# C0, DEL, C1; the bidi embeddings, overrides and isolates; the bidi marks (ALM, LRM, RLM)
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_UNSAFE_JSON = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_FORMULA_START = ("=", "+", "-", "@")
+# what a spreadsheet may skip before it looks for a formula: whitespace, controls, invisible marks
+_LEADING = re.compile("[\\s\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]*")
+_CSV_QUOTE = re.compile('[,"\r\n]')
 
 
-def terminal_safe(text: str) -> str:
-    """Escape control characters (ANSI sequences, newlines) so a job name cannot drive the terminal."""
-    return _CONTROL.sub(lambda m: repr(m.group(0))[1:-1] if m.group(0) != "\x1b" else "\\x1b", text)
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    return _NAMED.get(ch) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def terminal_safe(text: str, keep: str = "") -> str:
+    """``text`` with every control and bidi character shown as a visible escape, so a job name cannot
+    drive the terminal. ``keep``: layout characters of the output's own (``"\\n"`` for a whole text)."""
+    return _UNSAFE.sub(lambda m: m.group(0) if m.group(0) in keep else _escape(m.group(0)), text)
+
+
+def is_terminal(stream: TextIO | None = None) -> bool:
+    stream = sys.stdout if stream is None else stream
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):       # no isatty, or closed
+        return False
 
 
 def csv_safe(value: Any) -> Any:
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
+    """A text value a spreadsheet would run as a formula, with a leading apostrophe; others as they are."""
+    if isinstance(value, str) and (value.startswith(("\t", "\r"))
+                                   or value[_LEADING.match(value).end():].startswith(_FORMULA_START)):
         return "'" + value
     return value
 
@@ -51,7 +78,7 @@ def cell(value: Any, digits: int = 1) -> str:
 
 
 def table(rows: Sequence[dict], columns: Sequence[str], headers: Sequence[str] | None = None) -> str:
-    headers = list(headers or columns)
+    headers = [terminal_safe(str(h)) for h in (headers or columns)]
     body = [[cell(r.get(c)) for c in columns] for r in rows]
     widths = [max([len(h)] + [len(row[i]) for row in body]) for i, h in enumerate(headers)]
     numeric = [all(_is_number(r.get(c)) for r in rows) and rows for c in columns]
@@ -65,13 +92,27 @@ def _is_number(v: Any) -> bool:
     return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
 
 
-def to_csv(rows: Iterable[dict], columns: Sequence[str]) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(columns)
-    for r in rows:
-        w.writerow([csv_safe(plain(r.get(c))) if r.get(c) is not None else "" for c in columns])
-    return buf.getvalue()
+def csv_field(value: Any, terminal: bool = False) -> str:
+    """One CSV cell: None and NaN empty, times ISO-8601, text formula-guarded (and escaped for a terminal)."""
+    value = plain(value)
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        value = csv_safe(value)
+        if terminal:
+            value = terminal_safe(value)
+    text = str(value)
+    return '"' + text.replace('"', '""') + '"' if _CSV_QUOTE.search(text) else text
+
+
+def csv_line(values: Sequence[Any], terminal: bool = False) -> str:
+    cells = [csv_field(v, terminal) for v in values]
+    return (",".join(cells) if cells != [""] else '""') + "\n"    # a lone empty cell is not an empty line
+
+
+def to_csv(rows: Iterable[dict], columns: Sequence[str], terminal: bool = False) -> str:
+    """The one CSV writer (CLI output and the CSV report). ``terminal``: stdout is a terminal."""
+    return csv_line(columns, terminal) + "".join(csv_line([r.get(c) for c in columns], terminal) for r in rows)
 
 
 def to_json(obj: Any) -> str:
@@ -81,7 +122,9 @@ def to_json(obj: Any) -> str:
         if isinstance(o, (list, tuple)):
             return [conv(v) for v in o]
         return plain(o)
-    return json.dumps(conv(obj), indent=2, ensure_ascii=False)
+    # json.dumps escapes C0 in strings; DEL, C1 and the bidi controls become \\u escapes too (the same
+    # data to a reader). Only strings hold them: the layout's own newlines and spaces are left alone.
+    return _UNSAFE_JSON.sub(lambda m: f"\\u{ord(m.group(0)):04x}", json.dumps(conv(obj), indent=2, ensure_ascii=False))
 
 
 def rows_of(con, sql: str, params: Sequence | None = None) -> list[dict]:
@@ -124,6 +167,11 @@ def emit(rows: Sequence[dict], fmt: str, columns: Sequence[str], table_columns: 
     if fmt == "json":
         print(to_json(list(rows)))
     elif fmt == "csv":
-        print(to_csv(rows, columns), end="")
+        print(to_csv(rows, columns, terminal=is_terminal()), end="")
     else:
-        print(table(rows, table_columns or columns) if rows else empty)
+        print_text(table(rows, table_columns or columns) if rows else empty)
+
+
+def print_text(text: str) -> None:
+    """Print human-readable text: its own newlines kept, any control character left in it escaped."""
+    print(terminal_safe(text, keep="\n"))

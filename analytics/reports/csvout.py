@@ -1,7 +1,7 @@
 """CSV report for pipelines: one file, one row per table row, a `section` column saying which table
 (totals, trend, daily, budget, members, leaderboard, accounts, partitions, top_jobs, flags).
-Raw values at full precision; text cells that a spreadsheet would run as a formula are neutralised
-(render.csv_safe)."""
+Raw values at full precision, written by the CLI's one CSV writer (render.to_csv): text cells that a
+spreadsheet would run as a formula are neutralised, cells holding a CR or LF are quoted."""
 from __future__ import annotations
 
 from jobsight.analytics.render import to_csv
@@ -15,10 +15,11 @@ COLUMNS = ["report", "window", "section", "rank", "label", "day", "user", "accou
            "remaining_sbu"]
 
 
-def render_csv(rep: Report) -> str:
+def render_csv(rep: Report, terminal: bool = False) -> str:
+    """``terminal``: the text goes to a terminal (control characters shown as escapes)."""
     base = {"report": rep.stem, "window": rep.period.label}
     rows = [{**base, "section": "totals", "rank": 1, **{c.key: rep.totals.get(c.key) for c in HEADLINE}}]
     for sec in sections(rep):
         for i, r in enumerate(sec.rows, 1):
             rows.append({**base, "section": sec.key, "rank": i, **{c: r.get(c) for c in COLUMNS if c in r}})
-    return to_csv(rows, COLUMNS)
+    return to_csv(rows, COLUMNS, terminal=terminal)

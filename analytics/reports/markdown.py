@@ -45,4 +45,4 @@ def render_markdown(rep: Report) -> str:
         out.append("")
         if sec.note:
             out += [md_escape(sec.note), ""]
-    return "\n".join(out) + "\n"
+    return terminal_safe("\n".join(out), keep="\n") + "\n"     # the whole text, as the cells are

@@ -21,7 +21,7 @@ def render_text(rep: Report) -> str:
             continue
         show_user = any(c.key == "user" for c in sec.cols)
         out += [_jobs(sec.rows, show_user) if sec.key == "top_jobs" else _table(sec), ""]
-    return "\n".join(out) + "\n"
+    return terminal_safe("\n".join(out), keep="\n") + "\n"   # and whatever a line above let through
 
 
 def _table(sec) -> str:
