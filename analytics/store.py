@@ -66,6 +66,10 @@ INPUTS = {
     "setting": f"SELECT c.cluster, s.name, s.value, s.text FROM {_SCOPE_CLUSTERS} c CROSS JOIN setting s",
     "charge_rate": f"SELECT c.cluster, r.* FROM {_SCOPE_CLUSTERS} c CROSS JOIN charge_rate r",
 }
+# A full rebuild's scope is every job: it reads every sample rather than probe 10^7 samples against
+# the scope (a third of the rebuild), and drops the rows of samples without a job record (whose
+# jobs get no results, as in an incremental refresh) when it stores the portable views.
+EVERY_SAMPLE = f"SELECT s.*, {lake.TIME_MS} AS time_ms FROM samples s"
 # Portable views made TEMP tables rather than views: lake_job_gpu_devices is both stored and read by
 # lake_job_gpu_stats, and a view would weigh the GPU samples twice per refresh.
 MATERIALIZED = ("lake_job_gpu_devices",)
@@ -117,7 +121,7 @@ def definitions_checksum(con: duckdb.DuckDBPyConnection) -> str:
     h = hashlib.sha256()
     for p in metric_files():
         h.update(p.name.encode() + b"\0" + p.read_bytes())
-    h.update(repr(sorted(INPUTS.items())).encode())
+    h.update(repr((sorted(INPUTS.items()), EVERY_SAMPLE)).encode())
     for table, where in (("setting", " WHERE name <> 'views.checksum'"), ("charge_rate", "")):
         for row in con.execute(f"SELECT * FROM {table}{where} ORDER BY ALL").fetchall():
             h.update(repr(row).encode())
@@ -134,10 +138,12 @@ def _check_settings(con) -> None:
                                                "open the database read-write with this jobsight")
 
 
-def _create_views(con) -> None:
-    """The portable SQL over the jobs of metric_scope: its inputs and its views, as TEMP objects."""
+def _create_views(con, every_sample: bool = False) -> None:
+    """The portable SQL over the jobs of metric_scope: its inputs and its views, as TEMP objects.
+    ``every_sample``: lake_samples is every sample (a full rebuild: see EVERY_SAMPLE)."""
     _check_settings(con)
     for table, select in INPUTS.items():
+        select = EVERY_SAMPLE if every_sample and table == "samples" else select
         con.execute(f"CREATE OR REPLACE TEMP VIEW {lake.INPUT_VIEWS[table]} AS {select}")
     for name, select in lake.lake_views():
         kind = "TABLE" if name in MATERIALIZED else "VIEW"
@@ -220,7 +226,7 @@ def _full(con, defs: str, reason: str, say, state_defs: Optional[str]) -> Refres
         con.execute(f"DROP MACRO IF EXISTS main.{macro}")
     con.execute("DELETE FROM metric_flag_scope")
     con.execute(f"INSERT INTO metric_flag_scope SELECT {KEY} FROM metric_scope")
-    _create_views(con)
+    _create_views(con, every_sample=True)
     for s in STORED:
         path = _duckdb_file(s)
         if path is not None:
@@ -228,7 +234,9 @@ def _full(con, defs: str, reason: str, say, state_defs: Optional[str]) -> Refres
         if s.table == "job_flags":
             con.execute("DELETE FROM metric_gpu_partitions")
             con.execute("INSERT INTO metric_gpu_partitions SELECT * FROM calc_gpu_partitions")
-        con.execute(f"CREATE TABLE {s.table} AS SELECT * FROM {s.view} ORDER BY {s.order}")
+        # the jobs of the scope only: lake_samples held every sample (EVERY_SAMPLE)
+        scoped = f" SEMI JOIN {s.scope} USING ({KEY})" if _portable(s) else ""
+        con.execute(f"CREATE TABLE {s.table} AS SELECT v.* FROM {s.view} v{scoped} ORDER BY {s.order}")
     _drop_views(con)
     _clear_scope(con)
     _set_state(con, definitions=defs, ingest_watermark=watermark, last_refresh=f"full {n}")
