@@ -5,10 +5,11 @@ dashboard never reads the live database. After a successful ingest, ``publish(db
 
 1. holding DuckDB's shared (read) lock on ``<db>``, so that no writer is at work, copies it (and
    its ``.wal``, if any) to a temporary name in the same directory;
-2. opens the copy and materialises what the dashboard reads from the stored per-job results:
-   ``dash_job_metrics`` and ``dash_job_flags`` (with the dashboard's row order and flag counts) and
-   per-day aggregates (``dash_job_day``, ``dash_flag_day``, ``dash_usage_daily``,
-   ``dash_flag_top``). It records when it was published, checkpoints and closes the copy;
+2. opens the copy and materialises what the dashboard reads from the stored per-job results, each
+   ``dash_*`` table the view ``dash_src_*`` of sql/views/60_dashboard.sql: ``dash_job_metrics``
+   and ``dash_job_flags`` (in the dashboard's row order), the per-day aggregates ``dash_day`` and
+   ``dash_flag_day``, the histogram's per-day counts ``dash_eff_day`` and the grid's per-day tops
+   ``dash_flag_top``. It records when it was published, checkpoints and closes the copy;
 3. fsyncs the copy and ``os.replace``-s it onto ``<db>.snapshot``, then fsyncs the directory.
 
 A reader therefore sees either the old snapshot or the new one, never a half-written file.
@@ -37,54 +38,35 @@ from jobsight.analytics.errors import UserError
 SNAPSHOT_SUFFIX = ".snapshot"
 log = logging.getLogger("jobsight.snapshot")
 
-# Per day (of job start), cluster, user, account and partition: what the dashboard's overview,
-# tables and filters add up, so that they read ~10^5 rows instead of 10^6 jobs. {src} is
-# dash_job_metrics in a snapshot, or job_metrics plus n_flags computed from the views.
-EFFICIENCY_BINS = {"cpu": "cpu_eff_pct", "gpu": "gpu_util_pct", "mem": "mem_eff_pct", "time": "time_eff_pct"}
-JOB_DAY_SQL = (
-    "SELECT CAST(date_trunc('day', start_time) AS TIMESTAMP) AS start_time, cluster, \"user\", account, \"partition\", "
-    "count(*) AS jobs, count(*) FILTER (WHERE n_flags > 0) AS flagged_jobs, "
-    # GPU-hours on GPUs counted idle (job_metrics.idle_gpus: the one rule, in sql/views)
-    "sum(elapsed_s / 3600.0 * idle_gpus) AS idle_gpu_hours, "
-    "sum(sbu) AS sbu, sum(wasted_sbu) AS wasted_sbu, sum(core_hours) AS core_hours, sum(gpu_hours) AS gpu_hours, "
-    "sum(cpu_eff_pct * core_hours) AS cpu_x_core_h, sum(core_hours) FILTER (WHERE cpu_eff_pct IS NOT NULL) AS cpu_core_h, "
-    "sum(gpu_util_pct * gpu_hours) AS gpu_x_gpu_h, sum(gpu_hours) FILTER (WHERE gpu_util_pct IS NOT NULL) AS gpu_gpu_h, "
-    "sum(mem_eff_pct) AS mem_eff_sum, count(mem_eff_pct) AS mem_eff_n, "
-    "sum(time_eff_pct) AS time_eff_sum, count(time_eff_pct) AS time_eff_n, "
-    # GREATEST skips NULLs (GREATEST(NULL, 0) = 0): unknown efficiencies must be kept out explicitly
-    + ", ".join(f"count(*) FILTER (WHERE {col} IS NOT NULL AND LEAST(floor(GREATEST({col}, 0) / 10), 9) = {b}) AS {m}_b{b}"
-                for m, col in EFFICIENCY_BINS.items() for b in range(10))
-    + " FROM {src} GROUP BY ALL")
-FLAG_DAY_SQL = ("SELECT CAST(date_trunc('day', start_time) AS TIMESTAMP) AS start_time, cluster, \"user\", account, "
-                "\"partition\", code, severity, count(*) AS jobs, sum(sbu) AS sbu FROM {src} GROUP BY ALL")
-USAGE_DAY_SQL = ("SELECT period_start, cluster, \"user\", account, \"partition\", sum(sbu) AS sbu, "
-                 "sum(wasted_sbu) AS wasted_sbu, sum(core_hours) AS core_hours, sum(gpu_hours) AS gpu_hours "
-                 "FROM {src} GROUP BY ALL")
+# What publish() materialises in the snapshot: each dash_* table is the view dash_src_* of
+# sql/views/60_dashboard.sql (the definitions; no metric SQL here), stored in the order its readers
+# filter on, so that a click reads few row groups of ~10^5 pre-aggregated rows instead of 10^6 jobs.
+# The dashboard's queries (dashboard/queries.py) read a dash_* table when it exists and the view of
+# the same name otherwise (a database with no snapshot yet). Flags are stored by project and user,
+# so that the grid of a user, a lead or one project reads few row groups.
+MATERIALISED: list[tuple[str, str]] = [          # (table, row order)
+    ("dash_job_flags", 'account, "user", start_time, cluster, job_id_raw'),
+    ("dash_job_metrics", "start_time, cluster, job_id_raw"),
+    ("dash_day", "day"),
+    ("dash_eff_day", "day"),
+    ("dash_flag_day", "day"),
+]
 
-# The flagged-jobs grid's order (most wasted first) and how many rows of each day dash_flag_top keeps.
+# The flagged-jobs grid's order (most wasted first; dash_src_flag_top in sql/views/60_dashboard.sql
+# ranks by the same) and how many rows of each day dash_flag_top keeps.
 FLAG_ORDER = "COALESCE(wasted_sbu, 0) DESC, sbu DESC, cluster, job_id_raw, code"
 TOP_FLAGS_PER_DAY = 500
 
-# What publish() materialises in the snapshot, from the stored per-job results (analytics/store.py):
-# aggregates the dashboard reads instead of a million rows per click. The dashboard's queries use a
-# dash_* table when it exists and the stored tables otherwise (a database with no snapshot yet).
-# Flags are stored by project and user, so that the grid of a user, a lead or one project reads few
-# row groups.
-MATERIALISE_STEPS: list[str] = [
-    'CREATE OR REPLACE TABLE dash_job_flags AS SELECT * FROM job_flags ORDER BY account, "user", start_time, cluster, job_id_raw',
-    # n_flags: how many flags the job has (0 for none), so counts need no join
-    "CREATE OR REPLACE TABLE dash_job_metrics AS SELECT m.*, COALESCE(f.n_flags, 0) AS n_flags FROM job_metrics m "
-    "LEFT JOIN (SELECT cluster, job_id_raw, count(*) AS n_flags FROM dash_job_flags GROUP BY ALL) f "
-    "USING (cluster, job_id_raw) ORDER BY m.start_time, m.cluster, m.job_id_raw",
-    "CREATE OR REPLACE TABLE dash_usage_daily AS " + USAGE_DAY_SQL.format(src="usage_daily") + " ORDER BY period_start",
-    "CREATE OR REPLACE TABLE dash_job_day AS " + JOB_DAY_SQL.format(src="dash_job_metrics") + " ORDER BY start_time",
-    "CREATE OR REPLACE TABLE dash_flag_day AS " + FLAG_DAY_SQL.format(src="dash_job_flags") + " ORDER BY start_time",
-    # The most wasteful flags of each day: the admin's unfiltered grid over any run of days is the
-    # top of their union (exact, as the order below is the grid's and ends in a unique key).
-    "CREATE OR REPLACE TABLE dash_flag_top AS SELECT * FROM dash_job_flags QUALIFY row_number() OVER ("
-    "PARTITION BY CAST(date_trunc('day', start_time) AS DATE) ORDER BY " + FLAG_ORDER + f") <= {TOP_FLAGS_PER_DAY} "
-    "ORDER BY start_time",
-]
+
+def materialise_steps() -> list[str]:
+    """The statements publish() runs on the snapshot's copy, in order."""
+    steps = [f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM {table.replace('dash_', 'dash_src_', 1)} "
+             f"ORDER BY {order}" for table, order in MATERIALISED]
+    # the most wasteful flags of each day: the admin's unfiltered grid over any run of days is the
+    # top of their union (exact, as the ranking is the grid's and ends in a unique key)
+    steps.append(f"CREATE OR REPLACE TABLE dash_flag_top AS SELECT * FROM dash_src_flag_top({int(TOP_FLAGS_PER_DAY)}) "
+                 "ORDER BY day")
+    return steps
 
 
 def _sql_str(path: Path) -> str:
@@ -105,10 +87,10 @@ def _fsync_path(path: Path, directory: bool = False) -> None:
 
 
 def materialise(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the dash_* tables from the views, in one transaction (on the snapshot's copy only)."""
+    """Create the dash_* tables from the dash_src_* views, in one transaction (on the snapshot's copy only)."""
     con.execute("BEGIN TRANSACTION")
     try:
-        for step in MATERIALISE_STEPS:
+        for step in materialise_steps():
             con.execute(step)
         con.execute("CREATE OR REPLACE TABLE dash_snapshot AS SELECT ?::TIMESTAMP AS published_at",
                     [dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)])

@@ -6,9 +6,12 @@ The scope is applied inside the SQL of every query, with bound parameters, so a 
 request cannot reach rows outside it: a job or project outside the scope looks exactly like one
 that does not exist (no rows, zero totals, the same "not found" text).
 
-Period filters: job-level numbers (counts, efficiencies, flags, tables) take jobs that *started* in
-the period; SBU and hours over time are split by day across the jobs' run time (the usage_daily
-view, as XDMoD does), so the chart and the totals above it add up.
+Periods are UTC days, and a day holds what the weekly reports and `jobsight usage` give it: a job's
+SBU, wasted SBU and hours are split across the days it ran in proportion to its time in each
+(job_day), and a job counts in a period when it ran in it (once, however many of its days it ran;
+a flagged job is one of those with a flag). The relations read here are defined in
+sql/views/60_dashboard.sql: ``dash_src_x`` is a view, ``dash_x`` the same relation materialised by
+a published snapshot (analytics/snapshot.py), read when it exists.
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from jobsight.analytics.snapshot import EFFICIENCY_BINS, FLAG_DAY_SQL, FLAG_ORDER, JOB_DAY_SQL, TOP_FLAGS_PER_DAY, USAGE_DAY_SQL, ReadHandle
+from jobsight.analytics.snapshot import FLAG_ORDER, TOP_FLAGS_PER_DAY, ReadHandle
 
 ROLES = ("admin", "lead", "user")
 
@@ -67,19 +70,29 @@ class Filters:
     codes: tuple[str, ...] = ()
     severities: tuple[str, ...] = ()
 
-    def where(self, scope: Scope, time_col: str = "start_time", alias: str = "",
-              scope_sql: tuple[str, list] | None = None) -> tuple[str, list]:
+    @property
+    def since_ts(self) -> dt.datetime | None:
+        """The period's first day (midnight UTC), for dash_jobs_in_period; None for no lower bound."""
+        return dt.datetime.combine(self.since, dt.time()) if self.since else None
+
+    def where(self, scope: Scope, alias: str = "", scope_sql: tuple[str, list] | None = None,
+              ran: bool = False) -> tuple[str, list]:
         """' WHERE ...' with the scope first (``scope_sql``: one of scope.parts()), then the
-        filters; parameters in order."""
+        filters; parameters in order. The period selects the rows whose ``day`` is in it, or, with
+        ``ran``, the rows of jobs that ran in it (``first_day``/``last_day``: rows of a job, which
+        never ran when they are NULL)."""
         a = f"{alias}." if alias else ""
         sc, params = scope_sql if scope_sql is not None else scope.sql(alias)
         params = list(params)
         clauses = [sc]
+        lo, hi = ("last_day", "first_day") if ran else ("day", "day")
+        if ran:
+            clauses.append(f"{a}first_day IS NOT NULL")
         if self.since:
-            clauses.append(f"{a}{time_col} >= ?")
-            params.append(dt.datetime.combine(self.since, dt.time()))
+            clauses.append(f"{a}{lo} >= ?")
+            params.append(self.since_ts)
         if self.until:
-            clauses.append(f"{a}{time_col} < ?")
+            clauses.append(f"{a}{hi} < ?")
             params.append(dt.datetime.combine(self.until + dt.timedelta(days=1), dt.time()))
         for value, col in ((self.user, '"user"'), (self.account, "account"), (self.partition, '"partition"')):
             if value:
@@ -88,22 +101,10 @@ class Filters:
         return " WHERE " + " AND ".join(clauses), params
 
 
-# Without a snapshot, the same relations as the snapshot's dash_* tables, computed from the views.
-_METRICS_FROM_VIEWS = ("(SELECT m.*, COALESCE(f.n_flags, 0) AS n_flags FROM job_metrics m LEFT JOIN "
-                       "(SELECT cluster, job_id_raw, count(*) AS n_flags FROM job_flags GROUP BY ALL) f "
-                       "USING (cluster, job_id_raw))")
-_FROM_VIEWS = {
-    "job_metrics": _METRICS_FROM_VIEWS,
-    "job_day": f"({JOB_DAY_SQL.format(src=_METRICS_FROM_VIEWS)})",
-    "flag_day": f"({FLAG_DAY_SQL.format(src='job_flags')})",
-    "usage_daily": f"({USAGE_DAY_SQL.format(src='usage_daily')})",
-    "job_flags": "job_flags",
-}
-
-
 def _src(h: ReadHandle, name: str) -> str:
-    """The materialised table of a snapshot when there is one, else the same relation from the views."""
-    return f"dash_{name}" if f"dash_{name}" in h.tables else _FROM_VIEWS[name]
+    """The snapshot's table dash_<name> when there is one, else the view dash_src_<name> it was
+    made from (sql/views/60_dashboard.sql)."""
+    return f"dash_{name}" if f"dash_{name}" in h.tables else f"dash_src_{name}"
 
 
 def _df(h: ReadHandle, sql: str, params: list) -> pd.DataFrame:
@@ -124,17 +125,18 @@ def _flag_filter(f: Filters) -> tuple[str, list]:
 # --- overview -------------------------------------------------------------------------------
 
 def totals(h: ReadHandle, scope: Scope, f: Filters) -> dict[str, float]:
-    """Totals for the period: SBU, wasted SBU, core/GPU-hours (split by day), jobs, flagged jobs
-    and idle-GPU hours (GPU-hours on devices whose mean utilisation was under flags.gpu_idle_pct)."""
-    w, p = f.where(scope, time_col="period_start")
-    u = h.con.execute(
-        f"SELECT COALESCE(sum(sbu), 0), COALESCE(sum(wasted_sbu), 0), COALESCE(sum(core_hours), 0), "
-        f"COALESCE(sum(gpu_hours), 0) FROM {_src(h, 'usage_daily')}{w}", p).fetchone()
+    """Totals for the period: SBU, wasted SBU, core/GPU-hours and idle-GPU hours (GPU-hours on
+    devices counted idle, job_metrics.idle_gpus), all split by day as the reports split them; jobs
+    that ran in the period and how many of them are flagged."""
     w, p = f.where(scope)
-    j = h.con.execute(f"SELECT COALESCE(sum(jobs), 0), COALESCE(sum(idle_gpu_hours), 0), COALESCE(sum(flagged_jobs), 0) "
-                      f"FROM {_src(h, 'job_day')}{w}", p).fetchone()
-    return {"sbu": float(u[0]), "wasted_sbu": float(u[1]), "core_hours": float(u[2]), "gpu_hours": float(u[3]),
-            "jobs": int(j[0]), "idle_gpu_hours": float(j[1]), "flagged_jobs": int(j[2])}
+    r = h.con.execute(
+        "SELECT COALESCE(sum(sbu), 0), COALESCE(sum(wasted_sbu), 0), COALESCE(sum(core_hours), 0), "
+        "COALESCE(sum(gpu_hours), 0), COALESCE(sum(idle_gpu_hours), 0), "
+        "COALESCE(dash_jobs_in_period(jobs_first, jobs_running, day, ?), 0), "
+        "COALESCE(dash_jobs_in_period(flagged_first, flagged_running, day, ?), 0) "
+        f"FROM {_src(h, 'day')}{w}", [f.since_ts, f.since_ts] + p).fetchone()
+    return {"sbu": float(r[0]), "wasted_sbu": float(r[1]), "core_hours": float(r[2]), "gpu_hours": float(r[3]),
+            "idle_gpu_hours": float(r[4]), "jobs": int(r[5]), "flagged_jobs": int(r[6])}
 
 
 def usage_over_time(h: ReadHandle, scope: Scope, f: Filters, grain: str = "day",
@@ -146,56 +148,68 @@ def usage_over_time(h: ReadHandle, scope: Scope, f: Filters, grain: str = "day",
     col = {"account": "account", "partition": '"partition"', "user": '"user"'}.get(stack)
     if col is None:
         raise ValueError(f"unknown stack {stack!r}")
-    w, p = f.where(scope, time_col="period_start")
-    return _df(h, f"SELECT date_trunc('{grain}', period_start) AS period_start, COALESCE({col}, '(none)') AS \"group\", "
+    w, p = f.where(scope)
+    return _df(h, f"SELECT date_trunc('{grain}', day) AS period_start, COALESCE({col}, '(none)') AS \"group\", "
                   f"sum(sbu) AS sbu, COALESCE(sum(wasted_sbu), 0) AS wasted_sbu "
-                  f"FROM {_src(h, 'usage_daily')}{w} GROUP BY ALL ORDER BY 1, 2", p)
+                  f"FROM {_src(h, 'day')}{w} GROUP BY ALL ORDER BY 1, 2", p)
 
 
 EFFICIENCY_LABELS = {"cpu": "CPU", "gpu": "GPU", "mem": "Memory", "time": "Time"}
 
 
 def efficiency_histogram(h: ReadHandle, scope: Scope, f: Filters) -> pd.DataFrame:
-    """Jobs per 10 % efficiency bin (0-10 ... 90-100, >100 counted in the last bin) for each of
-    CPU, GPU, memory and time; bins with no job are left out. Columns: metric, bin (0 ... 90), jobs."""
+    """Jobs that ran in the period per 10 % efficiency bin (0-10 ... 90-100, >100 counted in the
+    last bin) for each of CPU, GPU, memory and time; bins with no job are left out.
+    Columns: metric, bin (0 ... 90), jobs."""
     w, p = f.where(scope)
-    cols = [f"{m}_b{b}" for m in EFFICIENCY_BINS for b in range(10)]
-    row = h.con.execute(f"SELECT {', '.join(f'sum({c})' for c in cols)} FROM {_src(h, 'job_day')}{w}", p).fetchone()
-    recs = [(EFFICIENCY_LABELS[c.split('_b')[0]], int(c.split('_b')[1]) * 10, int(n))
-            for c, n in zip(cols, row) if n]
-    return pd.DataFrame(recs, columns=["metric", "bin", "jobs"])
+    # each job once (dash_job_once: on its first day, or on the period's first day when it started
+    # before), then counted per bin of each metric
+    rows = h.con.execute(
+        "SELECT CASE WHEN grouping(cpu_bin) = 0 THEN 'cpu' WHEN grouping(gpu_bin) = 0 THEN 'gpu' "
+        "WHEN grouping(mem_bin) = 0 THEN 'mem' ELSE 'time' END, "
+        "COALESCE(cpu_bin, gpu_bin, mem_bin, time_bin), sum(n) "
+        "FROM (SELECT cpu_bin, gpu_bin, mem_bin, time_bin, sum(n) AS n "
+        f"FROM {_src(h, 'eff_day')}{w} AND dash_job_once(is_first, day, ?) GROUP BY ALL) "
+        "GROUP BY GROUPING SETS ((cpu_bin), (gpu_bin), (mem_bin), (time_bin))", p + [f.since_ts]).fetchall()
+    metrics = list(EFFICIENCY_LABELS)
+    recs = sorted((metrics.index(m), int(b) * 10, int(n)) for m, b, n in rows if b is not None and n)
+    return pd.DataFrame([(EFFICIENCY_LABELS[metrics[m]], b, n) for m, b, n in recs], columns=["metric", "bin", "jobs"])
 
 
 def flag_counts(h: ReadHandle, scope: Scope, f: Filters) -> pd.DataFrame:
-    """Jobs per flag code and severity. Columns: code, severity, jobs, sbu."""
+    """Jobs that ran in the period per flag code and severity, and their SBU burned in it.
+    Columns: code, severity, jobs, sbu."""
     w, p = f.where(scope)
     fw, fp = _flag_filter(f)
-    return _df(h, f"SELECT code, severity, sum(jobs)::BIGINT AS jobs, sum(sbu) AS sbu FROM {_src(h, 'flag_day')}{w}{fw} "
-                  f"GROUP BY ALL ORDER BY jobs DESC, code, severity", p + fp)
+    return _df(h, "SELECT code, severity, dash_jobs_in_period(jobs_first, jobs_running, day, ?)::BIGINT AS jobs, "
+                  f"sum(sbu) AS sbu FROM {_src(h, 'flag_day')}{w}{fw} "
+                  "GROUP BY ALL ORDER BY jobs DESC, code, severity", [f.since_ts] + p + fp)
 
 
 # --- users / projects -----------------------------------------------------------------------
 
 def entity_table(h: ReadHandle, scope: Scope, f: Filters, by: str = "user") -> pd.DataFrame:
     """One row per user or per account (project): jobs, SBU, wasted SBU, GPU-hours, core-hours,
-    CPU efficiency (core-hour weighted), GPU utilisation (GPU-hour weighted), mean memory and
-    time efficiency, flagged jobs. Only jobs inside the scope count."""
+    CPU efficiency, GPU utilisation, memory and time efficiency (the reports' allocation-weighted
+    means: by core-hours, GPU-hours, GiB-hours and SBU), flagged jobs. Only jobs inside the scope
+    count."""
     col = {"user": '"user"', "account": "account"}.get(by)
     if col is None:
         raise ValueError(f"unknown grouping {by!r}")
     w, p = f.where(scope)
     sql = f"""
-    SELECT COALESCE({col}, '(none)') AS name, sum(jobs)::BIGINT AS jobs,
+    SELECT COALESCE({col}, '(none)') AS name,
+           dash_jobs_in_period(jobs_first, jobs_running, day, ?)::BIGINT AS jobs,
            round(COALESCE(sum(sbu), 0), 2) AS sbu, round(COALESCE(sum(wasted_sbu), 0), 2) AS wasted_sbu,
            round(sum(gpu_hours), 2) AS gpu_hours, round(sum(core_hours), 2) AS core_hours,
-           round(sum(cpu_x_core_h) / NULLIF(sum(cpu_core_h), 0), 1) AS cpu_eff_pct,
-           round(sum(gpu_x_gpu_h) / NULLIF(sum(gpu_gpu_h), 0), 1) AS gpu_util_pct,
-           round(sum(mem_eff_sum) / NULLIF(sum(mem_eff_n), 0), 1) AS mem_eff_pct,
-           round(sum(time_eff_sum) / NULLIF(sum(time_eff_n), 0), 1) AS time_eff_pct,
-           sum(flagged_jobs)::BIGINT AS flagged_jobs
-    FROM {_src(h, 'job_day')}{w}
+           round(sum(cpu_x_w) / NULLIF(sum(cpu_w), 0), 1) AS cpu_eff_pct,
+           round(sum(gpu_x_w) / NULLIF(sum(gpu_w), 0), 1) AS gpu_util_pct,
+           round(sum(mem_x_w) / NULLIF(sum(mem_w), 0), 1) AS mem_eff_pct,
+           round(sum(time_x_w) / NULLIF(sum(time_w), 0), 1) AS time_eff_pct,
+           dash_jobs_in_period(flagged_first, flagged_running, day, ?)::BIGINT AS flagged_jobs
+    FROM {_src(h, 'day')}{w}
     GROUP BY ALL ORDER BY sbu DESC, name"""
-    return _df(h, sql, p)
+    return _df(h, sql, [f.since_ts, f.since_ts] + p)
 
 
 # --- flagged jobs ---------------------------------------------------------------------------
@@ -205,25 +219,26 @@ FLAG_COLUMNS = ["cluster", "job_id", "job_id_raw", "job_name", "user", "account"
 
 
 def flagged_jobs(h: ReadHandle, scope: Scope, f: Filters, limit: int = 500) -> tuple[pd.DataFrame, int]:
-    """The flags in scope matching the filters, most wasted SBU first (at most ``limit`` rows),
-    and how many there are in all."""
+    """The flags of the jobs in scope that ran in the period, matching the filters, most wasted SBU
+    first (at most ``limit`` rows), and how many there are in all."""
     fw, fp = _flag_filter(f)
     src = _src(h, "job_flags")
-    # an admin's grid filtered by period only: the top of the per-day tops gives the same rows,
-    # without sorting every flag of the cluster
-    rows_src = src
+    cols = ", ".join(f'"{c}"' for c in FLAG_COLUMNS)
+    tops, tp = [], []
+    for part in scope.parts():      # disjoint: the top rows are among each part's top
+        w, p = f.where(scope, scope_sql=part, ran=True)
+        tops.append(f"(SELECT {cols} FROM {src}{w}{fw} ORDER BY {FLAG_ORDER} LIMIT ?)")
+        tp += p + fp + [int(limit)]
+    # an admin's grid filtered by period only: the top of the per-day tops (a flag once per day its
+    # job ran) gives the same rows, without sorting every flag of the cluster
     if (scope.role == "admin" and "dash_flag_top" in h.tables and limit <= TOP_FLAGS_PER_DAY
             and not (f.user or f.account or f.partition or f.codes or f.severities)):
-        rows_src = "dash_flag_top"
-    cols = ", ".join(f'"{c}"' for c in FLAG_COLUMNS)
-    counts, tops, cp, tp = [], [], [], []
-    for part in scope.parts():      # disjoint: counts add up, and the top rows are among each part's top
-        w, p = f.where(scope, scope_sql=part)
-        counts.append(f"SELECT count(*) AS n FROM {src}{w}{fw}")
-        cp += p + fp
-        tops.append(f"(SELECT {cols} FROM {rows_src}{w}{fw} ORDER BY {FLAG_ORDER} LIMIT ?)")
-        tp += p + fp + [int(limit)]
-    total = h.con.execute(f"SELECT COALESCE(sum(n), 0) FROM ({' UNION ALL '.join(counts)})", cp).fetchone()[0]
+        w, p = f.where(scope)
+        tops, tp = [f"(SELECT DISTINCT {cols} FROM dash_flag_top{w})"], p
+    # how many: one per flag code of each job that ran in the period, as the flag-count chart counts
+    w, p = f.where(scope)
+    total = h.con.execute("SELECT COALESCE(dash_jobs_in_period(jobs_first, jobs_running, day, ?), 0) "
+                          f"FROM {_src(h, 'flag_day')}{w}{fw}", [f.since_ts] + p + fp).fetchone()[0]
     df = _df(h, f"SELECT * FROM ({' UNION ALL '.join(tops)}) ORDER BY {FLAG_ORDER} LIMIT ?", tp + [int(limit)])
     return df, int(total)
 
@@ -231,7 +246,7 @@ def flagged_jobs(h: ReadHandle, scope: Scope, f: Filters, limit: int = 500) -> t
 def filter_options(h: ReadHandle, scope: Scope) -> dict[str, list[str]]:
     """Users, accounts, partitions and flag codes that occur in the scope (for the dropdowns)."""
     sc, p = scope.sql()
-    src = _src(h, "job_day")
+    src = _src(h, "day")
     out = {}
     for key, col in (("user", '"user"'), ("account", "account"), ("partition", '"partition"')):
         out[key] = [r[0] for r in h.con.execute(

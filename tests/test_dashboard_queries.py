@@ -13,6 +13,7 @@ Totals: 509 SBU, 496 wasted, 17 core-hours (8 + 8 + 1 + 0: job 4 has no ncpus), 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ import pytest
 from jobsight.analytics import store
 from jobsight.analytics.config import parse_config
 from jobsight.analytics.session import open_db
-from jobsight.analytics.snapshot import ReadHandle, SnapshotReader, publish
+from jobsight.analytics.snapshot import FLAG_ORDER, ReadHandle, SnapshotReader, publish
 from jobsight.dashboard import figures, queries
 from jobsight.dashboard.queries import Filters, Scope
 
@@ -223,17 +224,24 @@ def test_long_series_are_bucketed(tmp_path, monkeypatch):
 def test_admin_grid_from_the_per_day_tops_is_exact(db_path, monkeypatch):
     """With 1 row kept per day, the admin's unfiltered grid must still equal the full sort."""
     import jobsight.analytics.snapshot as snap
-    monkeypatch.setattr(snap, "MATERIALISE_STEPS", [s.replace(f"<= {snap.TOP_FLAGS_PER_DAY}", "<= 1")
-                                                    for s in snap.MATERIALISE_STEPS])
+    monkeypatch.setattr(snap, "TOP_FLAGS_PER_DAY", 1)
     monkeypatch.setattr(queries, "TOP_FLAGS_PER_DAY", 1)
     publish(db_path)
     reader = SnapshotReader(db_path)
     with reader.cursor() as h:
-        assert h.con.execute("SELECT count(*) FROM dash_flag_top").fetchone()[0] == 1   # all jobs start on one day
+        assert h.con.execute("SELECT count(*) FROM dash_flag_top").fetchone()[0] == 1   # flagged jobs run on one day only
         df, total = queries.flagged_jobs(h, ADMIN, Filters(), limit=1)
         assert total == 7 and (df.iloc[0]["job_id"], df.iloc[0]["code"]) == ("4", "gpu_fits_smaller")
     reader.close()
     publish(db_path)                                  # leave the normal snapshot for the other tests
+
+
+def test_the_per_day_tops_rank_in_the_grids_order():
+    """dash_src_flag_top (sql/views/60_dashboard.sql) must rank by FLAG_ORDER, or the top of the
+    per-day tops is not the grid's top."""
+    sql = (Path(__file__).resolve().parents[1] / "sql" / "views" / "60_dashboard.sql").read_text(encoding="utf-8")
+    ranked = re.search(r"PARTITION BY d\.day\s+ORDER BY (.*?)\) <= n", sql, re.S).group(1)
+    assert " ".join(ranked.replace("f.", "").split()) == FLAG_ORDER
 
 
 def test_job_lookup_by_printed_id_and_ambiguity(tmp_path):
@@ -262,3 +270,72 @@ def test_lead_grid_is_their_accounts_plus_their_own_jobs(h):
     _, total = queries.flagged_jobs(h, bob_leads_a, Filters(account="proj-b"))
     assert total == 4
     assert [p[0] for p in bob_leads_a.parts()][0] == "account IN (?)"
+
+
+# A job across two midnights: s1 (alice, proj-a) runs Monday 22:00 to Wednesday 02:00, 28 h on one core
+# at 25 % CPU: 28 SBU, 21 wasted, flagged; split by the hours in each day as the reports split it:
+# Monday 2 h (2 SBU), Tuesday 24 h (24 SBU), Wednesday 2 h (2 SBU). s2 (bob, proj-b) runs Tuesday
+# 10:00-11:00 at 100 %: 1 SBU, no flag. Before the split, all of s1 counted on Monday, its start.
+MON, TUE, WED, THU = (dt.date(2026, 11, 16) + dt.timedelta(days=i) for i in range(4))
+
+
+@pytest.fixture(scope="module", params=["views", "snapshot"])
+def span(request, tmp_path_factory):
+    path = tmp_path_factory.mktemp("span") / "span.duckdb"
+    con, _ = open_db(path, parse_config({}))
+    add_job(con, "s1", start_time=dt.datetime(2026, 11, 16, 22), elapsed_s=28 * 3600, timelimit_s=30 * 3600, ncpus=1,
+            billing=1, cpu_time_s=7 * 3600)
+    add_job(con, "s2", user="bob", account="proj-b", start_time=dt.datetime(2026, 11, 17, 10), elapsed_s=3600,
+            timelimit_s=7200, ncpus=1, billing=1, cpu_time_s=3600)
+    store.refresh(con)
+    con.close()
+    if request.param == "views":
+        con, _ = open_db(path, read_only=True)
+        yield ReadHandle.of(con)
+        con.close()
+    else:
+        publish(path)
+        reader = SnapshotReader(path)
+        with reader.cursor() as handle:
+            assert "dash_day" in handle.tables
+            yield handle
+        reader.close()
+
+
+def test_a_job_counts_in_every_period_it_ran_with_its_share(span):
+    def t(since=None, until=None, **kw):
+        r = queries.totals(span, ADMIN, Filters(since=since, until=until, **kw))
+        return r["jobs"], r["flagged_jobs"], round(r["sbu"], 6), round(r["wasted_sbu"], 6)
+    assert t() == (2, 1, 29, 21)
+    assert t(MON, MON) == (1, 1, 2, 1.5)                # 2 of s1's 28 hours; 75 % of them wasted
+    assert t(TUE, TUE) == (2, 1, 25, 18)                # s1 running since Monday counts on Tuesday too
+    assert t(WED, WED) == (1, 1, 2, 1.5)
+    assert t(TUE, WED) == (2, 1, 27, 19.5)              # s1 once, though it ran on both days
+    assert t(MON, WED) == (2, 1, 29, 21)
+    assert t(None, MON) == (1, 1, 2, 1.5)
+    assert t(THU, None) == (0, 0, 0, 0)
+    assert t(WED, WED, user="bob") == (0, 0, 0, 0)
+    users = queries.entity_table(span, ADMIN, Filters(since=WED, until=WED), by="user")
+    assert users[["name", "jobs", "flagged_jobs", "sbu"]].values.tolist() == [["alice", 1, 1, 2.0]]
+    users = queries.entity_table(span, ADMIN, Filters(since=TUE, until=WED), by="user").set_index("name")
+    assert users.loc["alice", "jobs"] == 1 and users.loc["alice", "sbu"] == 26 and users.loc["bob", "jobs"] == 1
+    day = queries.usage_over_time(span, ADMIN, Filters(), "day", "account")
+    assert {(str(r.period_start.date()), r.group): round(r.sbu, 6) for r in day.itertuples()} == \
+        {("2026-11-16", "proj-a"): 2, ("2026-11-17", "proj-a"): 24, ("2026-11-17", "proj-b"): 1,
+         ("2026-11-18", "proj-a"): 2}
+
+
+def test_histogram_flag_counts_and_grid_take_the_jobs_that_ran(span):
+    hist = queries.efficiency_histogram(span, ADMIN, Filters(since=TUE, until=WED))
+    cpu = dict(zip(hist[hist.metric == "CPU"]["bin"], hist[hist.metric == "CPU"]["jobs"]))
+    assert cpu == {20: 1, 90: 1}                        # s1 (25 %) once over its two days, s2 (100 %)
+    assert queries.efficiency_histogram(span, ADMIN, Filters(since=THU)).empty
+    fc = queries.flag_counts(span, ADMIN, Filters(since=WED, until=WED)).set_index("code")
+    assert fc.loc["cpu_low_eff", "jobs"] == 1 and fc.loc["cpu_low_eff", "sbu"] == pytest.approx(2)
+    n_flags = int(queries.flag_counts(span, ADMIN, Filters())["jobs"].sum())
+    for f in (Filters(since=WED, until=WED), Filters(since=MON, until=MON), Filters()):
+        for who in (ADMIN, ALICE):                      # the admin's per-day tops, and a user's own rows
+            df, total = queries.flagged_jobs(span, who, f)
+            assert set(df["job_id"]) == {"s1"} and total == n_flags == len(df)
+    assert queries.flagged_jobs(span, ADMIN, Filters(since=THU))[1] == 0
+    assert queries.flagged_jobs(span, BOB, Filters(since=WED, until=WED))[1] == 0

@@ -46,7 +46,8 @@ def layout(params: dict[str, str], scope: Scope) -> html.Div:
         ])
     return html.Div([
         html.H2("Flagged jobs"),
-        html.P(f"Most wasted SBU first, at most {LIMIT} rows; click a job id to open the job.", className="hint"),
+        html.P(f"The flags of the jobs that ran in the period, most wasted SBU first, at most {LIMIT} rows; "
+               "click a job id to open the job.", className="hint"),
         html.Div(controls, className="controls"),
         dcc.Loading(html.Div([html.Div(id=f"{P}-status", className="status"), grid]), type="default"),
     ])

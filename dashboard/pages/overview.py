@@ -25,7 +25,7 @@ def render(h, scope: Scope, f: Filters, grain: str, stack: str) -> list:
     cards = html.Div([
         common.card("SBU burned", common.number(t["sbu"]), "total-sbu"),
         common.card("SBU wasted", common.number(t["wasted_sbu"]), "total-wasted"),
-        common.card("Jobs started", f"{t['jobs']:,}", "total-jobs"),
+        common.card("Jobs run", f"{t['jobs']:,}", "total-jobs"),       # that ran in the period, as the reports count
         common.card("Flagged jobs", f"{t['flagged_jobs']:,}", "total-flagged"),
         common.card("Core-hours", common.number(t["core_hours"]), "total-core-hours"),
         common.card("GPU-hours", common.number(t["gpu_hours"]), "total-gpu-hours"),
