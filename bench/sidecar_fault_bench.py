@@ -1,4 +1,4 @@
-"""Sidecar under fault: figures for README "Reliability and security" (prints figures; not a test).
+"""Sidecar under fault: figures for docs/reliability.md (prints figures; not a test).
 
     .venv/bin/python bench/sidecar_fault_bench.py [--trials 20] [--procs 2000 10000]
 

@@ -1,4 +1,4 @@
-"""Sidecar CSV schema v1: the contract between the sidecar and the ingester (see README).
+"""Sidecar CSV schema v1: the contract between the sidecar and the ingester (see docs/sidecar.md).
 
 Standard library only: the sidecar imports this where jobsight is not installed.
 """
