@@ -2,8 +2,13 @@
 
 Figures are plain dicts in Plotly's JSON form ({"data": [...], "layout": {...}}), which dcc.Graph
 takes as they are: building them through plotly.graph_objects validates every trace and cost
-200-1000 ms per page at cluster scale. Names from the scheduler (projects, partitions, hosts,
-GPU ids) only appear in legends and hover text, which Plotly renders as text.
+200-1000 ms per page at cluster scale.
+
+Plotly renders a subset of HTML (<a href>, <b>, <i>, <br>, <span style>...) in every text it draws:
+trace names in the legend and hover labels, hover text, category tick labels, titles. Names from
+the scheduler (projects, partitions, hosts, GPU ids) are data, so every string of a figure passes
+through :func:`inert` in :func:`_fig`: ``& < > " '`` become numeric character references, which
+Plotly shows as the characters themselves (it decodes ``&#60;`` but not ``&quot;``).
 """
 from __future__ import annotations
 
@@ -13,6 +18,21 @@ import pandas as pd
 
 GiB = 2**30
 Figure = dict[str, Any]
+_ENTITIES = str.maketrans({"&": "&#38;", "<": "&#60;", ">": "&#62;", '"': "&#34;", "'": "&#39;"})
+# what Plotly draws as text from a trace: these keys (strings or lists of strings) are escaped
+TEXT_KEYS = ("name", "text", "hovertext", "x", "y", "customdata", "legendgroup", "ids")
+
+
+def inert(value: Any) -> Any:
+    """A string (or the strings in a list) as text to Plotly: markup characters as entities."""
+    if isinstance(value, str):
+        return value.translate(_ENTITIES)
+    if isinstance(value, (list, tuple)):
+        strings = "".join(v for v in value if isinstance(v, str))      # one pass over a long series
+        if not any(c in strings for c in "&<>\"'"):
+            return value
+        return [inert(v) for v in value]
+    return value
 
 
 def _times(s: pd.Series) -> list[str]:
@@ -24,9 +44,20 @@ def _nums(s: pd.Series) -> list:
 
 
 def _fig(title: str, data: list[dict], **layout) -> Figure:
+    """The figure, with every text Plotly would draw from the traces, the titles and the
+    annotations made inert (the one place: a new trace or axis gets it too)."""
     base = {"title": {"text": title}, "template": "plotly_white", "margin": {"l": 50, "r": 20, "t": 50, "b": 40},
             "legend": {"orientation": "h", "y": -0.2}}
     base.update(layout)
+    data = [{k: inert(v) if k in TEXT_KEYS else v for k, v in tr.items()} for tr in data]
+    base["title"] = {**base["title"], "text": inert(base["title"]["text"])}
+    for key, axis in base.items():
+        if key.startswith(("xaxis", "yaxis")) and isinstance(axis.get("title"), dict):
+            base[key] = {**axis, "title": {**axis["title"], "text": inert(axis["title"].get("text"))}}
+        if key.startswith(("xaxis", "yaxis")) and "ticktext" in axis:
+            base[key] = {**base[key], "ticktext": inert(axis["ticktext"])}
+    if "annotations" in base:
+        base["annotations"] = [{**a, "text": inert(a.get("text"))} for a in base["annotations"]]
     return {"data": data, "layout": base}
 
 
