@@ -12,6 +12,7 @@ from pathlib import Path
 
 import dash
 from dash import Input, Output, State, dcc, html
+from dash.exceptions import UnsupportedRelativePath
 
 from jobsight.analytics.snapshot import SnapshotReader
 from jobsight.dashboard import callback_requests, common, served_files
@@ -65,7 +66,10 @@ def create_app(reader: SnapshotReader, auth: Auth, url_prefix: str = "/", debug:
     @app.callback(Output("page", "children"), Input("url", "pathname"), State("url", "search"))
     @common.safe()
     def route(pathname, search):
-        path = app.strip_relative_path(pathname or "/") or ""
+        try:
+            path = app.strip_relative_path(pathname or "/") or ""
+        except UnsupportedRelativePath:      # a crafted request: a path outside the app's prefix
+            path = "/not-found"
         return page_for(path, common.parse_search(search))
 
     overview.register(app)

@@ -22,13 +22,24 @@ log = logging.getLogger("jobsight.dashboard")
 READER_KEY = "JOBSIGHT_READER"
 SEVERITIES = ["alarm", "warn", "info"]
 ERROR_TEXT = "Something went wrong while preparing this view; it has been logged. Try again or change the filters."
+MAX_FIELDS = 50
+# the period a filter may name: wide enough for any job, narrow enough for every date sum and timestamp
+FIRST_DAY, LAST_DAY = dt.date(1970, 1, 1), dt.date(2199, 12, 31)
+
+
+class Unusable(ValueError):
+    """A request a page cannot show (a date out of range, too many URL fields): :func:`safe` shows
+    the message, a plain sentence for the user, and logs one line, not a traceback."""
 
 
 # --- URL ------------------------------------------------------------------------------------
 
 def parse_search(search: str | None) -> dict[str, str]:
     """Query string -> {name: first value}; unknown or repeated names are harmless."""
-    raw = parse_qs((search or "").lstrip("?"), keep_blank_values=False, max_num_fields=50)
+    try:
+        raw = parse_qs((search or "").lstrip("?"), keep_blank_values=False, max_num_fields=MAX_FIELDS)
+    except ValueError:
+        raise Unusable(f"This address has more than {MAX_FIELDS} query fields; open the page from the menu.") from None
     return {k: v[0] for k, v in raw.items() if v and len(v[0]) <= 200}
 
 
@@ -53,9 +64,17 @@ def split_list(text: str | None) -> tuple[str, ...]:
     return tuple(x for x in (text or "").split(",") if x)[:20]
 
 
+def _day(text: str | None) -> dt.date | None:
+    day = _date(text)
+    if day is not None and not FIRST_DAY <= day <= LAST_DAY:
+        raise Unusable(f"Dates from {FIRST_DAY} to {LAST_DAY} only; {day} is outside. Choose another period.")
+    return day
+
+
 def filters_from(params: dict[str, str], **fixed: str | None) -> Filters:
-    """Filters from URL parameters; ``fixed`` (the user or project of an entity page) wins."""
-    values = dict(since=_date(params.get("since")), until=_date(params.get("until")),
+    """Filters from URL parameters; ``fixed`` (the user or project of an entity page) wins.
+    A date outside FIRST_DAY..LAST_DAY raises :class:`Unusable`."""
+    values = dict(since=_day(params.get("since")), until=_day(params.get("until")),
                   user=params.get("user") or None, account=params.get("account") or None,
                   partition=params.get("partition") or None,
                   codes=split_list(params.get("code")), severities=split_list(params.get("severity")))
@@ -78,7 +97,17 @@ def scope() -> Scope:
 
 def safe(fallback: Callable[[], Any] | None = None, outputs: int = 1):
     """Wrap a callback: any exception is logged with its traceback on the server and the user gets
-    a plain message (or ``fallback()``), never the traceback."""
+    a plain message (or ``fallback()``), never the traceback. An :class:`Unusable` request is the
+    user's, not a fault: one log line, and its message where ERROR_TEXT would be."""
+    def answer(text: str):
+        if fallback is not None:
+            got = fallback()
+            if isinstance(got, tuple):
+                return tuple(text if v == ERROR_TEXT else v for v in got)
+            return text if got == ERROR_TEXT else got
+        msg = html.Div(text, className="error", role="alert")
+        return msg if outputs == 1 else (msg,) + (None,) * (outputs - 1)
+
     def deco(fn):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
@@ -86,12 +115,12 @@ def safe(fallback: Callable[[], Any] | None = None, outputs: int = 1):
                 return fn(*args, **kwargs)
             except PreventUpdate:
                 raise
+            except Unusable as exc:
+                log.info("callback %s: %s", fn.__name__, exc)
+                return answer(str(exc))
             except Exception:
                 log.exception("callback %s failed", fn.__name__)
-                if fallback is not None:
-                    return fallback()
-                msg = html.Div(ERROR_TEXT, className="error", role="alert")
-                return msg if outputs == 1 else (msg,) + (None,) * (outputs - 1)
+                return answer(ERROR_TEXT)
         return wrapper
     return deco
 

@@ -5,13 +5,19 @@ Flask's static view refuses ``..`` in a path but follows symlinks, so a link in 
 to a file or folder elsewhere would be served; here a path whose real location is outside the
 folder is a 404. Dash answers a request for an unregistered component-suite file with an unhandled
 exception (HTTP 500 and a traceback in the log for every probe of a scanner); here it is a 404 too.
+So is a registered one that is not on disk: Dash registers a source map (``.js.map``) for every
+script, and some packages ship without some of them.
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import flask
 from dash.exceptions import DependencyException
+from dash.fingerprint import check_fingerprint
+
+SUITES = "_dash-component-suites/"
 
 
 def _not_found() -> flask.Response:
@@ -33,6 +39,26 @@ def install(server: flask.Flask, assets_folder: str | Path) -> None:
         except (OSError, ValueError, RuntimeError):     # NUL byte, name too long, symlink loop
             inside = False
         return None if inside else _not_found()
+
+    @server.before_request
+    def _suite_file_exists():
+        rule = flask.request.url_rule
+        if rule is None or SUITES not in rule.rule:
+            return None
+        args = flask.request.view_args or {}
+        package = sys.modules.get(args.get("package_name", ""))
+        where = getattr(package, "__file__", None)
+        if not where:
+            return None                 # not a loaded package: Dash's DependencyException, below
+        # Dash strips a fingerprint (name.v1_2_3m123.js) before it reads; an unfingerprinted path is
+        # read as it is. Either way the file is a sibling of one of these names, or nothing.
+        path = str(args.get("fingerprinted_path", ""))
+        try:
+            path = check_fingerprint(path)[0]
+            found = (Path(where).parent / path).is_file()
+        except (OSError, ValueError):
+            found = False
+        return None if found else _not_found()
 
     @server.errorhandler(DependencyException)
     def _unregistered_script(_exc):
