@@ -2,8 +2,9 @@
 served by waitress as in production, on the database of test_dashboard_queries.build_db.
 
 Each page loads with no browser console errors; a filter changes the numbers and lands in the URL;
-clicking a flagged job opens its time series. Needs chromium + chromedriver
-(scripts/browser-setup.sh start): skipped locally without them, failed under CI.
+clicking a flagged job opens its time series; names with HTML in them (a host <a href=...>, a
+project <b>...</b>) show in the plots as text, never as a link, bold or italics. Needs chromium +
+chromedriver (scripts/browser-setup.sh start): skipped locally without them, failed under CI.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import threading
 
 import pytest
 from conftest import require_service
+from test_dashboard_hostile import ACCOUNT, DEVICE, HOST, PARTITION, build_hostile_db
 from test_dashboard_queries import build_db
 
 from jobsight.analytics.snapshot import SnapshotReader, publish
@@ -22,11 +24,9 @@ from jobsight.dashboard.auth import Auth, Roles
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture(scope="module")
-def server_url(tmp_path_factory):
+def _serve(db):
     require_service(importlib.util.find_spec("waitress") is not None, "waitress not installed (pip install waitress)")
     import waitress.server as waitress
-    db = build_db(tmp_path_factory.mktemp("browser") / "jobs.duckdb")
     publish(db)
     reader = SnapshotReader(db)
     app = create_app(reader, Auth("none", Roles()))
@@ -36,6 +36,16 @@ def server_url(tmp_path_factory):
     yield f"http://127.0.0.1:{server.effective_port}"
     server.close()
     reader.close()
+
+
+@pytest.fixture(scope="module")
+def server_url(tmp_path_factory):
+    yield from _serve(build_db(tmp_path_factory.mktemp("browser") / "jobs.duckdb"))
+
+
+@pytest.fixture(scope="module")
+def hostile_url(tmp_path_factory):
+    yield from _serve(build_hostile_db(tmp_path_factory.mktemp("browser-hostile") / "jobs.duckdb"))
 
 
 @pytest.fixture
@@ -113,4 +123,29 @@ def test_clicking_a_user_opens_the_user_page(browser, server_url):
     browser.wait_for_text_to_equal("#total-sbu", "8.0")
     url = browser.driver.current_url
     assert "/user?" in url and "name=alice" in url
+    assert browser.get_logs() == []
+
+
+def _plot_markup(browser, root: str) -> list[str]:
+    """Elements Plotly made from markup inside the plots under ``root``: links, bold, italics."""
+    found = [f"a: {e.text}" for e in browser.find_elements(f"{root} .main-svg a")]
+    for e in browser.find_elements(f"{root} .main-svg tspan"):
+        style = (e.get_attribute("style") or "").replace(" ", "")
+        if "font-weight:bold" in style or "font-style:italic" in style:
+            found.append(f"tspan {style}: {e.text}")
+    return found
+
+
+def test_names_with_markup_are_text_in_the_plots(browser, hostile_url):
+    visit(browser, hostile_url + "/job?cluster=c1&id=90")
+    browser.wait_for_element("#job-fig-cpu_util .legendtext")
+    legend = [e.text for e in browser.find_elements("#job-content .legendtext")]
+    assert HOST in legend and f"GPU 0 {DEVICE} @ {HOST}" in legend, legend      # shown as typed
+    assert _plot_markup(browser, "#job-content") == []
+    for search, name in (("", ACCOUNT), ("?stack=partition", PARTITION)):
+        visit(browser, hostile_url + "/" + search)
+        browser.wait_for_element("#fig-usage .legendtext")
+        legend = [e.text for e in browser.find_elements("#fig-usage .legendtext")]
+        assert name in legend, legend
+        assert _plot_markup(browser, "#page") == []
     assert browser.get_logs() == []
