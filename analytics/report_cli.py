@@ -12,6 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from jobsight.analytics import render
 from jobsight.analytics.errors import UserError
 from jobsight.analytics.query_filters import add_db_options
 from jobsight.analytics.reports import mailer
@@ -110,7 +111,10 @@ def run(args: argparse.Namespace) -> int:
     to_stdout = (not args.out and not args.email and len(reports) == 1 and len(formats) == 1
                  and formats[0] in ("md", "csv"))
     if to_stdout:
-        sys.stdout.write(RENDERERS[formats[0]](reports[0]))
+        rep = reports[0]
+        # CSV to a terminal shows control characters escaped, as every CSV writer does
+        text = render_csv(rep, terminal=render.is_terminal()) if formats[0] == "csv" else RENDERERS[formats[0]](rep)
+        sys.stdout.write(text)
     elif args.out or not args.email:
         out = Path(args.out or "reports")
         written = write_files(reports, formats, out)
