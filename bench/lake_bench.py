@@ -7,7 +7,7 @@ Builds (unless --db exists) the generated database of bench/dashboard_bench.py: 
 utilisation is a hash, so it compresses worse than real, smooth utilisation: the byte figures are
 an upper bound. Then `jobsight lake export` into --out (timed), the on-disk sizes and the samples'
 compressed bytes per column, and the per-job metrics (GPU utilisation and SBU for every job) three
-ways: job_metrics on the DuckDB file, lake_job_metrics (sql/lake) by DuckDB over the Parquet files,
+ways: job_metrics on the DuckDB file, lake_job_metrics (the portable sql/metrics files) by DuckDB over the Parquet files,
 and the same for one month only (partition pruning); with --spark also by Spark local[2] (pyspark).
 Prints figures only; no assertions.
 """
