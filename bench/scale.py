@@ -5,8 +5,11 @@
 
 Runs the bench scripts, each step in a fresh process so that its peak RSS is its own:
   1. bench/ingest_bench.py     sacct dump (1M jobs) and sidecar CSV (50M rows) vs DuckDB's read_csv
-  2. bench/dashboard_bench.py  --phase generate: a database of 1M jobs / 49.5M samples
-  3. bench/views_bench.py      job_metrics, job_flags, usage_weekly over that database, and lookups
+  2. bench/metrics_bench.py    the stored per-job results: a database of 1M jobs / 10M samples built
+                               with `jobsight ingest`; `job`, `usage`, `flags`, a user's report, small
+                               ingests into it, a full recompute after a settings change, dashboard
+                               callbacks on its snapshot (--quick: its quick sizes)
+  3. bench/dashboard_bench.py  --phase generate: a database of 1M jobs / 49.5M samples
   4. bench/dashboard_bench.py  --phase publish: the snapshot with the dash_* summary tables
   5. bench/dashboard_bench.py  --phase callbacks: p95 per dashboard callback on that snapshot
   6. bench/report_bench.py     weekly HTML reports for 1,000 users
@@ -39,7 +42,7 @@ SIZES = {
              "users": 1_000},
 }
 RSS_TARGET_MB = 3 * 1024
-STEPS = ("ingest", "views", "dashboard", "reports")
+STEPS = ("ingest", "metrics", "dashboard", "reports")
 
 
 # ---------------------------------------------------------------- the machine
@@ -137,12 +140,11 @@ def rows_for(figs: dict) -> list[tuple[str, ...]]:
     if gen:
         rows.append((f"generate the bench database: {gen['jobs']:,} jobs, {gen['samples']:,} samples (SQL)",
                      _s(gen["seconds"]), "", "", _gb(figs["dash_generate"]["maxrss_mb"]), "", ""))
-    views = figs.get("views")
-    if views:
-        for label, q in views["queries"].items():
-            v, b = q["view"], q["baseline"]
-            rows.append((f"view {label}", _s(v["seconds"]), f"GROUP BY {_s(b['seconds'])} ({_gb(b['maxrss_mb'])})",
-                         f"{v['seconds'] / max(b['seconds'], 1e-9):.1f}x", _gb(v["maxrss_mb"]), "(time only)", ""))
+    metrics = figs.get("metrics")
+    if metrics:     # metrics_bench.py's own rows, already formatted
+        info = metrics["info"]
+        rows += [(f"stored metrics ({info['jobs']:,} jobs, {info['samples']:,} samples): {r[0]}", *r[1:])
+                 for r in metrics["rows"]]
     pub = figs.get("dash_publish", {}).get("publish")
     if pub:
         rows.append((f"snapshot publish: materialise dash_* summary tables ({pub['snapshot_gb']:.2f} GB)",
@@ -180,7 +182,9 @@ def render(figs: dict) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(cols))]
     lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |" for r in rows]
     lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    return "\n".join(head + [""] + lines)
+    where = figs.get("metrics", {}).get("where")
+    tail = ["", "stored metrics, where the time went (seconds):", *where] if where else []
+    return "\n".join(head + [""] + lines + tail)
 
 
 def main() -> int:
@@ -213,12 +217,12 @@ def main() -> int:
     try:
         if "ingest" in steps:
             step("ingest", lambda: step_ingest(size, work))
-        if "views" in steps or "dashboard" in steps:     # one database for the views and the dashboard
-            step("dash_generate", lambda: dashboard("generate", db, size))
-        if "views" in steps:
-            step("views", lambda: run_json([str(BENCH / "views_bench.py"), "--db", str(db), "--json"],
-                                           prefix="  [views] "))
+        if "metrics" in steps:
+            step("metrics", lambda: run_json([str(BENCH / "metrics_bench.py"), "--workdir", str(work), "--json",
+                                              *(["--quick"] if args.mode == "quick" else [])],
+                                             prefix="  [metrics] "))
         if "dashboard" in steps:
+            step("dash_generate", lambda: dashboard("generate", db, size))
             step("dash_publish", lambda: dashboard("publish", db, size))
             step("dash_callbacks", lambda: dashboard("callbacks", db, size))
         if "reports" in steps:
