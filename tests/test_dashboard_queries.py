@@ -80,15 +80,20 @@ def db_path(tmp_path_factory):
 @pytest.fixture(scope="module", params=["views", "snapshot"])
 def h(request, db_path):
     """The same questions against the live views and against a published snapshot's tables."""
-    if request.param == "views":
-        con, _ = open_db(db_path, read_only=True)
+    yield from _handle(request.param, db_path, "dash_job_metrics")
+
+
+def _handle(kind: str, path: Path, snapshot_table: str):
+    """A read handle on the stored tables and views ("views") or on a freshly published snapshot."""
+    if kind == "views":
+        con, _ = open_db(path, read_only=True)
         yield ReadHandle.of(con)
         con.close()
     else:
-        publish(db_path)
-        reader = SnapshotReader(db_path)
+        publish(path)
+        reader = SnapshotReader(path)
         with reader.cursor() as handle:
-            assert "dash_job_metrics" in handle.tables
+            assert snapshot_table in handle.tables
             yield handle
         reader.close()
 
@@ -289,17 +294,7 @@ def span(request, tmp_path_factory):
             timelimit_s=7200, ncpus=1, billing=1, cpu_time_s=3600)
     store.refresh(con)
     con.close()
-    if request.param == "views":
-        con, _ = open_db(path, read_only=True)
-        yield ReadHandle.of(con)
-        con.close()
-    else:
-        publish(path)
-        reader = SnapshotReader(path)
-        with reader.cursor() as handle:
-            assert "dash_day" in handle.tables
-            yield handle
-        reader.close()
+    yield from _handle(request.param, path, "dash_day")
 
 
 def test_a_job_counts_in_every_period_it_ran_with_its_share(span):
