@@ -73,14 +73,6 @@ EVERY_SAMPLE = f"SELECT s.*, {lake.TIME_MS} AS time_ms FROM samples s"
 # Portable views made TEMP tables rather than views: lake_job_gpu_devices is both stored and read by
 # lake_job_gpu_stats, and a view would weigh the GPU samples twice per refresh.
 MATERIALIZED = ("lake_job_gpu_devices",)
-# The definitions before the portable files (views and a macro of the old sql/metrics/10 and 20):
-# dropped at a full rebuild, so that no stale copy of a formula stays in the database.
-OBSOLETE_VIEWS = ("calc_job_metrics", "calc_job_rate", "calc_job_efficiency", "calc_job_cpu_samples",
-                  "calc_job_gpu_stats", "calc_job_gpu_devices", "calc_sample_weighted", "scope_samples",
-                  "scope_jobs")
-OBSOLETE_MACROS = ("wmean",)
-
-
 @dataclass(frozen=True)
 class Refresh:
     mode: str               # "full", "incremental" or "current" (nothing to do)
@@ -106,13 +98,6 @@ def metric_files() -> list[Path]:
         raise RuntimeError(f"{METRICS_DIR}: expected the portable NN_lake_*.sql files, then one file per "
                            f"stored table {', '.join(s.table for s in duck)}; found {', '.join(p.name for p in files)}")
     return files
-
-
-def _duckdb_file(s: Stored) -> Optional[Path]:
-    """The DuckDB-only file that defines a stored table's view (None for a portable one)."""
-    if _portable(s):
-        return None
-    return next(p for p in metric_files() if p.stem.split("_", 1)[-1] == s.table)
 
 
 def definitions_checksum(con: duckdb.DuckDBPyConnection) -> str:
@@ -220,15 +205,13 @@ def _full(con, defs: str, reason: str, say, state_defs: Optional[str]) -> Refres
         con.execute(f"DROP TABLE IF EXISTS {s.table}")
     con.execute("DELETE FROM metric_scope")
     con.execute(f"INSERT INTO metric_scope SELECT DISTINCT {KEY} FROM job")
-    for view in OBSOLETE_VIEWS:
-        con.execute(f"DROP VIEW IF EXISTS main.{view}")
-    for macro in OBSOLETE_MACROS:
-        con.execute(f"DROP MACRO IF EXISTS main.{macro}")
     con.execute("DELETE FROM metric_flag_scope")
     con.execute(f"INSERT INTO metric_flag_scope SELECT {KEY} FROM metric_scope")
     _create_views(con, every_sample=True)
+    # the DuckDB-only file that defines each remaining stored table's view (NN_<table>.sql)
+    duckdb_files = {p.stem.split("_", 1)[-1]: p for p in metric_files()}
     for s in STORED:
-        path = _duckdb_file(s)
+        path = None if _portable(s) else duckdb_files[s.table]
         if path is not None:
             con.execute(path.read_text(encoding="utf-8"))
         if s.table == "job_flags":

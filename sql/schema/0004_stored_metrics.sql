@@ -17,6 +17,7 @@ DROP VIEW IF EXISTS job_gpu_stats;
 DROP VIEW IF EXISTS job_gpu_devices;
 DROP VIEW IF EXISTS sample_weighted;
 DROP MACRO TABLE IF EXISTS job_usage_by;
+DROP MACRO IF EXISTS wmean;
 
 -- The jobs a refresh computes (all of them after a change of settings or definitions), and the
 -- jobs whose flags it recomputes (those, plus the jobs of partitions that gained or lost GPUs).
