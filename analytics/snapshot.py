@@ -5,11 +5,9 @@ dashboard never reads the live database. After a successful ingest, ``publish(db
 
 1. holding DuckDB's shared (read) lock on ``<db>``, so that no writer is at work, copies it (and
    its ``.wal``, if any) to a temporary name in the same directory;
-2. opens the copy and materialises what the dashboard reads from the stored per-job results, each
-   ``dash_*`` table the view ``dash_src_*`` of sql/views/60_dashboard.sql: ``dash_job_metrics``
-   and ``dash_job_flags`` (in the dashboard's row order), the per-day aggregates ``dash_day`` and
-   ``dash_flag_day``, the histogram's per-day counts ``dash_eff_day`` and the grid's per-day tops
-   ``dash_flag_top``. It records when it was published, checkpoints and closes the copy;
+2. opens the copy, records when it was published, checkpoints and closes it. Everything the
+   dashboard reads (the stored per-job results and the per-day summaries dash_*) is already in
+   the file, kept current by each refresh (analytics/store.py), so a publish costs a copy;
 3. fsyncs the copy and ``os.replace``-s it onto ``<db>.snapshot``, then fsyncs the directory.
 
 A reader therefore sees either the old snapshot or the new one, never a half-written file.
@@ -38,37 +36,6 @@ from jobsight.analytics.errors import UserError
 SNAPSHOT_SUFFIX = ".snapshot"
 log = logging.getLogger("jobsight.snapshot")
 
-# What publish() materialises in the snapshot: each dash_* table is the view dash_src_* of
-# sql/views/60_dashboard.sql (the definitions; no metric SQL here), stored in the order its readers
-# filter on, so that a click reads few row groups of ~10^5 pre-aggregated rows instead of 10^6 jobs.
-# The dashboard's queries (dashboard/queries.py) read a dash_* table when it exists and the view of
-# the same name otherwise (a database with no snapshot yet). Flags are stored by project and user,
-# so that the grid of a user, a lead or one project reads few row groups.
-MATERIALISED: list[tuple[str, str]] = [          # (table, row order)
-    ("dash_job_flags", 'account, "user", start_time, cluster, job_id_raw'),
-    ("dash_job_metrics", "start_time, cluster, job_id_raw"),
-    ("dash_day", "day"),
-    ("dash_eff_day", "day"),
-    ("dash_flag_day", "day"),
-]
-
-# The flagged-jobs grid's order (most wasted first; dash_src_flag_top in sql/views/60_dashboard.sql
-# ranks by the same) and how many rows of each day dash_flag_top keeps.
-FLAG_ORDER = "COALESCE(wasted_sbu, 0) DESC, sbu DESC, cluster, job_id_raw, code"
-TOP_FLAGS_PER_DAY = 500
-
-
-def materialise_steps() -> list[str]:
-    """The statements publish() runs on the snapshot's copy, in order."""
-    steps = [f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM {table.replace('dash_', 'dash_src_', 1)} "
-             f"ORDER BY {order}" for table, order in MATERIALISED]
-    # the most wasteful flags of each day: the admin's unfiltered grid over any run of days is the
-    # top of their union (exact, as the ranking is the grid's and ends in a unique key)
-    steps.append(f"CREATE OR REPLACE TABLE dash_flag_top AS SELECT * FROM dash_src_flag_top({int(TOP_FLAGS_PER_DAY)}) "
-                 "ORDER BY day")
-    return steps
-
-
 def _sql_str(path: Path) -> str:
     return str(path).replace("'", "''")
 
@@ -86,18 +53,10 @@ def _fsync_path(path: Path, directory: bool = False) -> None:
         os.close(fd)
 
 
-def materialise(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the dash_* tables from the dash_src_* views, in one transaction (on the snapshot's copy only)."""
-    con.execute("BEGIN TRANSACTION")
-    try:
-        for step in materialise_steps():
-            con.execute(step)
-        con.execute("CREATE OR REPLACE TABLE dash_snapshot AS SELECT ?::TIMESTAMP AS published_at",
-                    [dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)])
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
+def _stamp(con: duckdb.DuckDBPyConnection) -> None:
+    """Record when the snapshot was published (the dashboard's footer)."""
+    con.execute("CREATE OR REPLACE TABLE dash_snapshot AS SELECT ?::TIMESTAMP AS published_at",
+                [dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)])
 
 
 def publish(db_path: str | os.PathLike) -> Path:
@@ -138,7 +97,7 @@ def publish(db_path: str | os.PathLike) -> Path:
         try:
             dbmod.configure_engine(con)   # memory_limit under `ulimit -v`; no progress bar on stdout
             store.refresh(con)            # a no-op after `jobsight ingest`, which refreshed the database
-            materialise(con)
+            _stamp(con)
             con.execute("CHECKPOINT")
         except duckdb.Error as exc:
             raise UserError(f"{src}: building the snapshot failed: {exc}") from exc

@@ -1,4 +1,5 @@
-"""Stored per-job results, kept current: job_gpu_devices, job_metrics, job_flags and job_day.
+"""Stored per-job results and the dashboard's per-day summaries, kept current: job_gpu_devices,
+job_metrics, job_day, job_flags, and dash_day, dash_eff_day, dash_flag_day, dash_flag_top.
 
 The definitions are the files of sql/metrics/, in order:
 
@@ -8,7 +9,8 @@ The definitions are the files of sql/metrics/, in order:
   in the table metric_scope (INPUTS), creates the files' views as TEMP views, and stores
   lake_job_gpu_devices as job_gpu_devices and lake_job_metrics as job_metrics.
 - **DuckDB-only** (NN_<table>.sql, after them): each ends with the view calc_<table>, which reads
-  the stored tables of the jobs in its scope table: job_flags and job_day.
+  the stored tables before it for the jobs (or, for the dash_* summaries, the days) in its scope
+  table.
 
 ``refresh(con)`` brings the stored tables up to date in one transaction:
 
@@ -16,7 +18,8 @@ The definitions are the files of sql/metrics/, in order:
   refresh (rows with an ingest_id above the stored watermark; rows written by hand, without an
   ingest_id, at every refresh) are recomputed, and their old rows replaced; so are the flags of a
   partition's jobs when the partition gains or loses GPUs (the cpu_job_on_gpu_partition flag spans
-  jobs). Nothing else is read or written.
+  jobs), and the summaries of every day those jobs ran, before or after. Nothing else is read or
+  written, so a published snapshot is a copy of the file (analytics/snapshot.py).
 - **full**: after a change of the settings (jobsight.toml), of the charging table or of the files
   in sql/metrics/, every stored table is rebuilt once, and ``say`` is told why.
 
@@ -37,14 +40,16 @@ from jobsight.analytics import lake
 
 METRICS_DIR = lake.LAKE_SQL_DIR
 KEY = "cluster, job_id_raw"
+DAY = "day"
 
 
 @dataclass(frozen=True)
 class Stored:
     table: str      # the stored table readers use
-    view: str       # its definition in sql/metrics/ (computes the jobs of `scope`)
-    scope: str      # the table listing the jobs to (re)compute
+    view: str       # its definition in sql/metrics/ (computes the rows of `scope`)
+    scope: str      # the table listing the jobs (or days) to (re)compute
     order: str      # row order of a full build: what readers filter on
+    key: str = KEY  # what the scope lists: its rows are replaced by key
 
 
 # In dependency order. The first two are portable views (sql/metrics/NN_lake_*.sql); each later one
@@ -53,9 +58,14 @@ class Stored:
 STORED = (
     Stored("job_gpu_devices", "lake_job_gpu_devices", "metric_scope", KEY),
     Stored("job_metrics", "lake_job_metrics", "metric_scope", f"start_time, {KEY}"),
-    Stored("job_flags", "calc_job_flags", "metric_flag_scope", f"start_time, {KEY}, code"),
     Stored("job_day", "calc_job_day", "metric_scope", f"day, {KEY}"),
+    Stored("job_flags", "calc_job_flags", "metric_flag_scope", f"start_time, {KEY}, code"),
+    Stored("dash_day", "calc_dash_day", "metric_day_scope", DAY, DAY),
+    Stored("dash_eff_day", "calc_dash_eff_day", "metric_day_scope", DAY, DAY),
+    Stored("dash_flag_day", "calc_dash_flag_day", "metric_day_scope", DAY, DAY),
+    Stored("dash_flag_top", "calc_dash_flag_top", "metric_day_scope", DAY, DAY),
 )
+SCOPES = ("metric_scope", "metric_flag_scope", "metric_day_scope")
 
 # The portable SQL's inputs (lake.INPUT_VIEWS), for the jobs in metric_scope: the same columns as
 # the lake's files. The settings and the charging table apply to every cluster of the database.
@@ -73,12 +83,15 @@ EVERY_SAMPLE = f"SELECT s.*, {lake.TIME_MS} AS time_ms FROM samples s"
 # Portable views made TEMP tables rather than views: lake_job_gpu_devices is both stored and read by
 # lake_job_gpu_stats, and a view would weigh the GPU samples twice per refresh.
 MATERIALIZED = ("lake_job_gpu_devices",)
+
+
 @dataclass(frozen=True)
 class Refresh:
     mode: str               # "full", "incremental" or "current" (nothing to do)
     jobs: int = 0           # jobs whose metrics were computed
     flag_jobs: int = 0      # jobs whose flags were computed (jobs, plus those of changed GPU partitions)
     reason: str = ""
+    days: int = 0           # days whose dashboard summaries were computed
 
 
 def _portable(s: Stored) -> bool:
@@ -203,9 +216,8 @@ def _full(con, defs: str, reason: str, say, state_defs: Optional[str]) -> Refres
     watermark = _watermark_now(con)
     for s in reversed(STORED):
         con.execute(f"DROP TABLE IF EXISTS {s.table}")
-    con.execute("DELETE FROM metric_scope")
+    _clear_scope(con)
     con.execute(f"INSERT INTO metric_scope SELECT DISTINCT {KEY} FROM job")
-    con.execute("DELETE FROM metric_flag_scope")
     con.execute(f"INSERT INTO metric_flag_scope SELECT {KEY} FROM metric_scope")
     _create_views(con, every_sample=True)
     # the DuckDB-only file that defines each remaining stored table's view (NN_<table>.sql)
@@ -217,17 +229,20 @@ def _full(con, defs: str, reason: str, say, state_defs: Optional[str]) -> Refres
         if s.table == "job_flags":
             con.execute("DELETE FROM metric_gpu_partitions")
             con.execute("INSERT INTO metric_gpu_partitions SELECT * FROM calc_gpu_partitions")
+        if s.scope == "metric_day_scope" and not con.execute("SELECT count(*) FROM metric_day_scope").fetchone()[0]:
+            con.execute("INSERT INTO metric_day_scope SELECT DISTINCT day FROM job_day")
         # the jobs of the scope only: lake_samples held every sample (EVERY_SAMPLE)
         scoped = f" SEMI JOIN {s.scope} USING ({KEY})" if _portable(s) else ""
         con.execute(f"CREATE TABLE {s.table} AS SELECT v.* FROM {s.view} v{scoped} ORDER BY {s.order}")
+    days = con.execute("SELECT count(*) FROM metric_day_scope").fetchone()[0]
     _drop_views(con)
     _clear_scope(con)
     _set_state(con, definitions=defs, ingest_watermark=watermark, last_refresh=f"full {n}")
-    return Refresh("full", n, n, reason)
+    return Refresh("full", n, n, reason, days)
 
 
 def _incremental(con, watermark: int) -> Refresh:
-    con.execute("DELETE FROM metric_scope")
+    _clear_scope(con)
     con.execute(f"""
         INSERT INTO metric_scope
         SELECT DISTINCT {KEY} FROM (
@@ -237,7 +252,7 @@ def _incremental(con, watermark: int) -> Refresh:
     # only jobs with an accounting record have results; samples of a job not yet known wait for it
     con.execute(f"DELETE FROM metric_scope WHERE ({KEY}) NOT IN (SELECT ({KEY}) FROM job)")
     n = con.execute("SELECT count(*) FROM metric_scope").fetchone()[0]
-    devices, metrics, flags, days = STORED
+    devices, metrics, job_day, flags, *summaries = STORED
     _create_views(con)
     for s in (devices, metrics):
         _replace(con, s)
@@ -248,7 +263,6 @@ def _incremental(con, watermark: int) -> Refresh:
         (SELECT * FROM calc_gpu_partitions EXCEPT SELECT * FROM metric_gpu_partitions)
         UNION ALL
         (SELECT * FROM metric_gpu_partitions EXCEPT SELECT * FROM calc_gpu_partitions)""")
-    con.execute("DELETE FROM metric_flag_scope")
     con.execute(f"""
         INSERT INTO metric_flag_scope
         SELECT {KEY} FROM metric_scope
@@ -258,19 +272,26 @@ def _incremental(con, watermark: int) -> Refresh:
     con.execute("DELETE FROM metric_gpu_partitions")
     con.execute("INSERT INTO metric_gpu_partitions SELECT * FROM calc_gpu_partitions")
     n_flags = con.execute("SELECT count(*) FROM metric_flag_scope").fetchone()[0]
-    for s in (flags, days):
+    # the days whose summaries change: those the jobs ran in before (flag scope: a job's flags count
+    # on its days) and after the refresh
+    days_of = f"SELECT DISTINCT day FROM job_day SEMI JOIN {{}} USING ({KEY})"
+    con.execute(f"INSERT INTO metric_day_scope {days_of.format('metric_flag_scope')}")
+    _replace(con, job_day)
+    con.execute(f"INSERT INTO metric_day_scope {days_of.format('metric_scope')} EXCEPT SELECT day FROM metric_day_scope")
+    n_days = con.execute("SELECT count(*) FROM metric_day_scope").fetchone()[0]
+    for s in (flags, *summaries):
         _replace(con, s)
     _clear_scope(con)
-    _set_state(con, ingest_watermark=_watermark_now(con), last_refresh=f"incremental {n} {n_flags}")
-    return Refresh("incremental", n, n_flags)
+    _set_state(con, ingest_watermark=_watermark_now(con), last_refresh=f"incremental {n} {n_flags} {n_days}")
+    return Refresh("incremental", n, n_flags, days=n_days)
 
 
 def _replace(con, s: Stored) -> None:
-    """The stored rows of the jobs in the table's scope, replaced by freshly computed ones."""
-    con.execute(f"DELETE FROM {s.table} WHERE ({KEY}) IN (SELECT ({KEY}) FROM {s.scope})")
+    """The stored rows of the jobs (or days) in the table's scope, replaced by freshly computed ones."""
+    con.execute(f"DELETE FROM {s.table} WHERE ({s.key}) IN (SELECT ({s.key}) FROM {s.scope})")
     con.execute(f"INSERT INTO {s.table} SELECT * FROM {s.view}")
 
 
 def _clear_scope(con) -> None:
-    con.execute("DELETE FROM metric_scope")
-    con.execute("DELETE FROM metric_flag_scope")
+    for scope in SCOPES:
+        con.execute(f"DELETE FROM {scope}")

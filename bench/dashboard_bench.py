@@ -159,13 +159,13 @@ def refresh_views(db: Path) -> None:
 
 
 def publish_timed(db: Path) -> dict:
-    """Publish the snapshot (copy + materialise the dash_* tables + fsync)."""
+    """Publish the snapshot (copy + fsync)."""
     refresh_views(db)
     t = time.perf_counter()
     publish(db)
     secs = time.perf_counter() - t
     snap = db.with_name(db.name + ".snapshot")
-    print(f"publish (copy + materialise + fsync): {secs:.1f} s", flush=True)
+    print(f"publish (copy + fsync): {secs:.1f} s", flush=True)
     return {"seconds": secs, "snapshot_gb": snap.stat().st_size / 1e9}
 
 

@@ -15,7 +15,7 @@ per device the same number of samples, spread over the job's run, so that the to
 Each measured command runs in a fresh process: `python bench/metrics_bench.py --child-run OUT --
 ARGS...` calls `jobsight ARGS...` in-process (the same entry point as .venv/bin/jobsight) and
 reports its peak RSS (/proc VmHWM) and where the time went (timers around ingest, the open's
-settings / refresh / views, the snapshot publish's copy / materialise / fsync); the time in the
+settings / refresh / views, the snapshot publish's copy / fsync); the time in the
 table is the wall time of the whole process, seen from here. Commands run with the defaults of
 jobsight.toml (no --config, from a directory without one, $JOBSIGHT_CONFIG unset) except the
 recompute, which passes a jobsight.toml with another `[flags] gpu_idle_pct` and then runs once
@@ -76,7 +76,6 @@ PROBES = (
     ("jobsight.analytics.session", "apply_views", "views"),
     ("jobsight.analytics.snapshot", "publish", "publish"),
     ("shutil", "copyfile", "copy"),
-    ("jobsight.analytics.snapshot", "materialise", "materialise"),
     ("jobsight.analytics.snapshot", "_fsync_path", "fsync"),
     ("jobsight.analytics.report_cli", "gather", "gather"),
     ("jobsight.analytics.render", "rows_of", "query"),

@@ -147,7 +147,7 @@ def rows_for(figs: dict) -> list[tuple[str, ...]]:
                  for r in metrics["rows"]]
     pub = figs.get("dash_publish", {}).get("publish")
     if pub:
-        rows.append((f"snapshot publish: materialise dash_* summary tables ({pub['snapshot_gb']:.2f} GB)",
+        rows.append((f"snapshot publish: copy of the file ({pub['snapshot_gb']:.2f} GB)",
                      _s(pub["seconds"]), "", "", _gb(figs["dash_publish"]["maxrss_mb"]), "", ""))
     cb = figs.get("dash_callbacks", {}).get("callbacks")
     if cb:

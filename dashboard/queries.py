@@ -9,9 +9,9 @@ that does not exist (no rows, zero totals, the same "not found" text).
 Periods are UTC days, and a day holds what the weekly reports and `jobsight usage` give it: a job's
 SBU, wasted SBU and hours are split across the days it ran in proportion to its time in each
 (job_day), and a job counts in a period when it ran in it (once, however many of its days it ran;
-a flagged job is one of those with a flag). The relations read here are defined in
-sql/views/60_dashboard.sql: ``dash_src_x`` is a view, ``dash_x`` the same relation materialised by
-a published snapshot (analytics/snapshot.py), read when it exists.
+a flagged job is one of those with a flag). The tables read here are the stored per-job results
+(job_metrics, job_flags) and per-day summaries (dash_*, sql/metrics/5N_dash_*.sql) that every
+refresh keeps current (analytics/store.py), added up with the macros of sql/views/60_dashboard.sql.
 """
 from __future__ import annotations
 
@@ -21,9 +21,13 @@ from typing import Any
 
 import pandas as pd
 
-from jobsight.analytics.snapshot import FLAG_ORDER, TOP_FLAGS_PER_DAY, ReadHandle
+from jobsight.analytics.snapshot import ReadHandle
 
 ROLES = ("admin", "lead", "user")
+
+# The flagged-jobs grid's order, most wasted first (dash_flag_top, sql/metrics/53_dash_flag_top.sql,
+# ranks each day's flags by the same).
+FLAG_ORDER = "COALESCE(wasted_sbu, 0) DESC, sbu DESC, cluster, job_id_raw, code"
 
 
 @dataclass(frozen=True)
@@ -101,12 +105,6 @@ class Filters:
         return " WHERE " + " AND ".join(clauses), params
 
 
-def _src(h: ReadHandle, name: str) -> str:
-    """The snapshot's table dash_<name> when there is one, else the view dash_src_<name> it was
-    made from (sql/views/60_dashboard.sql)."""
-    return f"dash_{name}" if f"dash_{name}" in h.tables else f"dash_src_{name}"
-
-
 def _df(h: ReadHandle, sql: str, params: list) -> pd.DataFrame:
     return h.con.execute(sql, params).df()
 
@@ -134,7 +132,7 @@ def totals(h: ReadHandle, scope: Scope, f: Filters) -> dict[str, float]:
         "COALESCE(sum(gpu_hours), 0), COALESCE(sum(idle_gpu_hours), 0), "
         "COALESCE(dash_jobs_in_period(jobs_first, jobs_running, day, ?), 0), "
         "COALESCE(dash_jobs_in_period(flagged_first, flagged_running, day, ?), 0) "
-        f"FROM {_src(h, 'day')}{w}", [f.since_ts, f.since_ts] + p).fetchone()
+        f"FROM dash_day{w}", [f.since_ts, f.since_ts] + p).fetchone()
     return {"sbu": float(r[0]), "wasted_sbu": float(r[1]), "core_hours": float(r[2]), "gpu_hours": float(r[3]),
             "idle_gpu_hours": float(r[4]), "jobs": int(r[5]), "flagged_jobs": int(r[6])}
 
@@ -151,7 +149,7 @@ def usage_over_time(h: ReadHandle, scope: Scope, f: Filters, grain: str = "day",
     w, p = f.where(scope)
     return _df(h, f"SELECT date_trunc('{grain}', day) AS period_start, COALESCE({col}, '(none)') AS \"group\", "
                   f"sum(sbu) AS sbu, COALESCE(sum(wasted_sbu), 0) AS wasted_sbu "
-                  f"FROM {_src(h, 'day')}{w} GROUP BY ALL ORDER BY 1, 2", p)
+                  f"FROM dash_day{w} GROUP BY ALL ORDER BY 1, 2", p)
 
 
 EFFICIENCY_LABELS = {"cpu": "CPU", "gpu": "GPU", "mem": "Memory", "time": "Time"}
@@ -169,7 +167,7 @@ def efficiency_histogram(h: ReadHandle, scope: Scope, f: Filters) -> pd.DataFram
         "WHEN grouping(mem_bin) = 0 THEN 'mem' ELSE 'time' END, "
         "COALESCE(cpu_bin, gpu_bin, mem_bin, time_bin), sum(n) "
         "FROM (SELECT cpu_bin, gpu_bin, mem_bin, time_bin, sum(n) AS n "
-        f"FROM {_src(h, 'eff_day')}{w} AND dash_job_once(is_first, day, ?) GROUP BY ALL) "
+        f"FROM dash_eff_day{w} AND dash_job_once(is_first, day, ?) GROUP BY ALL) "
         "GROUP BY GROUPING SETS ((cpu_bin), (gpu_bin), (mem_bin), (time_bin))", p + [f.since_ts]).fetchall()
     metrics = list(EFFICIENCY_LABELS)
     recs = sorted((metrics.index(m), int(b) * 10, int(n)) for m, b, n in rows if b is not None and n)
@@ -182,7 +180,7 @@ def flag_counts(h: ReadHandle, scope: Scope, f: Filters) -> pd.DataFrame:
     w, p = f.where(scope)
     fw, fp = _flag_filter(f)
     return _df(h, "SELECT code, severity, dash_jobs_in_period(jobs_first, jobs_running, day, ?)::BIGINT AS jobs, "
-                  f"sum(sbu) AS sbu FROM {_src(h, 'flag_day')}{w}{fw} "
+                  f"sum(sbu) AS sbu FROM dash_flag_day{w}{fw} "
                   "GROUP BY ALL ORDER BY jobs DESC, code, severity", [f.since_ts] + p + fp)
 
 
@@ -207,7 +205,7 @@ def entity_table(h: ReadHandle, scope: Scope, f: Filters, by: str = "user") -> p
            round(sum(mem_x_w) / NULLIF(sum(mem_w), 0), 1) AS mem_eff_pct,
            round(sum(time_x_w) / NULLIF(sum(time_w), 0), 1) AS time_eff_pct,
            dash_jobs_in_period(flagged_first, flagged_running, day, ?)::BIGINT AS flagged_jobs
-    FROM {_src(h, 'day')}{w}
+    FROM dash_day{w}
     GROUP BY ALL ORDER BY sbu DESC, name"""
     return _df(h, sql, [f.since_ts, f.since_ts] + p)
 
@@ -222,23 +220,22 @@ def flagged_jobs(h: ReadHandle, scope: Scope, f: Filters, limit: int = 500) -> t
     """The flags of the jobs in scope that ran in the period, matching the filters, most wasted SBU
     first (at most ``limit`` rows), and how many there are in all."""
     fw, fp = _flag_filter(f)
-    src = _src(h, "job_flags")
     cols = ", ".join(f'"{c}"' for c in FLAG_COLUMNS)
     tops, tp = [], []
     for part in scope.parts():      # disjoint: the top rows are among each part's top
         w, p = f.where(scope, scope_sql=part, ran=True)
-        tops.append(f"(SELECT {cols} FROM {src}{w}{fw} ORDER BY {FLAG_ORDER} LIMIT ?)")
+        tops.append(f"(SELECT {cols} FROM job_flags{w}{fw} ORDER BY {FLAG_ORDER} LIMIT ?)")
         tp += p + fp + [int(limit)]
     # an admin's grid filtered by period only: the top of the per-day tops (a flag once per day its
     # job ran) gives the same rows, without sorting every flag of the cluster
-    if (scope.role == "admin" and "dash_flag_top" in h.tables and limit <= TOP_FLAGS_PER_DAY
+    if (scope.role == "admin" and limit <= h.con.execute("SELECT dash_flag_top_n()").fetchone()[0]
             and not (f.user or f.account or f.partition or f.codes or f.severities)):
         w, p = f.where(scope)
         tops, tp = [f"(SELECT DISTINCT {cols} FROM dash_flag_top{w})"], p
     # how many: one per flag code of each job that ran in the period, as the flag-count chart counts
     w, p = f.where(scope)
     total = h.con.execute("SELECT COALESCE(dash_jobs_in_period(jobs_first, jobs_running, day, ?), 0) "
-                          f"FROM {_src(h, 'flag_day')}{w}{fw}", [f.since_ts] + p + fp).fetchone()[0]
+                          f"FROM dash_flag_day{w}{fw}", [f.since_ts] + p + fp).fetchone()[0]
     df = _df(h, f"SELECT * FROM ({' UNION ALL '.join(tops)}) ORDER BY {FLAG_ORDER} LIMIT ?", tp + [int(limit)])
     return df, int(total)
 
@@ -246,13 +243,12 @@ def flagged_jobs(h: ReadHandle, scope: Scope, f: Filters, limit: int = 500) -> t
 def filter_options(h: ReadHandle, scope: Scope) -> dict[str, list[str]]:
     """Users, accounts, partitions and flag codes that occur in the scope (for the dropdowns)."""
     sc, p = scope.sql()
-    src = _src(h, "day")
     out = {}
     for key, col in (("user", '"user"'), ("account", "account"), ("partition", '"partition"')):
         out[key] = [r[0] for r in h.con.execute(
-            f"SELECT DISTINCT {col} FROM {src} WHERE {sc} AND {col} IS NOT NULL ORDER BY 1", p).fetchall()]
+            f"SELECT DISTINCT {col} FROM dash_day WHERE {sc} AND {col} IS NOT NULL ORDER BY 1", p).fetchall()]
     out["code"] = [r[0] for r in h.con.execute(
-        f"SELECT DISTINCT code FROM {_src(h, 'flag_day')} WHERE {sc} ORDER BY 1", p).fetchall()]
+        f"SELECT DISTINCT code FROM dash_flag_day WHERE {sc} ORDER BY 1", p).fetchall()]
     return out
 
 
@@ -275,7 +271,7 @@ def job(h: ReadHandle, scope: Scope, cluster: str | None, job_id: str) -> dict[s
     cl = "" if not cluster else " AND cluster = ?"
     # one equality at a time, so that the row-group statistics can skip most of the table
     for col in ("job_id_raw", "job_id"):
-        rows = h.con.execute(f"SELECT {cols} FROM {_src(h, 'job_metrics')} WHERE {sc}{cl} AND {col} = ? LIMIT 2",
+        rows = h.con.execute(f"SELECT {cols} FROM job_metrics WHERE {sc}{cl} AND {col} = ? LIMIT 2",
                              p + ([cluster] if cluster else []) + [job_id]).fetchall()
         if rows:
             return dict(zip(JOB_FIELDS, rows[0])) if len(rows) == 1 else None
@@ -288,7 +284,7 @@ def job_flag_rows(h: ReadHandle, scope: Scope, cluster: str, job_id_raw: str,
     snapshot's user-ordered flag table skip row groups."""
     sc, p = scope.sql()
     by_user = ' AND "user" = ?' if user else ""
-    cur = h.con.execute(f"SELECT code, severity, message, advice FROM {_src(h, 'job_flags')} "
+    cur = h.con.execute(f"SELECT code, severity, message, advice FROM job_flags "
                         f"WHERE {sc} AND cluster = ? AND job_id_raw = ?{by_user} ORDER BY severity = 'alarm' DESC, code",
                         p + [cluster, job_id_raw] + ([user] if user else []))
     return [dict(zip(("code", "severity", "message", "advice"), r)) for r in cur.fetchall()]

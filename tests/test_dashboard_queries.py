@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import shutil
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from jobsight.analytics import store
 from jobsight.analytics.config import parse_config
 from jobsight.analytics.session import open_db
-from jobsight.analytics.snapshot import FLAG_ORDER, ReadHandle, SnapshotReader, publish
+from jobsight.analytics.snapshot import ReadHandle, SnapshotReader, publish
 from jobsight.dashboard import figures, queries
 from jobsight.dashboard.queries import Filters, Scope
 
@@ -80,7 +82,7 @@ def db_path(tmp_path_factory):
 @pytest.fixture(scope="module", params=["views", "snapshot"])
 def h(request, db_path):
     """The same questions against the live views and against a published snapshot's tables."""
-    yield from _handle(request.param, db_path, "dash_job_metrics")
+    yield from _handle(request.param, db_path, "dash_snapshot")
 
 
 def _handle(kind: str, path: Path, snapshot_table: str):
@@ -226,27 +228,28 @@ def test_long_series_are_bucketed(tmp_path, monkeypatch):
     con.close()
 
 
-def test_admin_grid_from_the_per_day_tops_is_exact(db_path, monkeypatch):
+def test_admin_grid_from_the_per_day_tops_is_exact(db_path, tmp_path):
     """With 1 row kept per day, the admin's unfiltered grid must still equal the full sort."""
-    import jobsight.analytics.snapshot as snap
-    monkeypatch.setattr(snap, "TOP_FLAGS_PER_DAY", 1)
-    monkeypatch.setattr(queries, "TOP_FLAGS_PER_DAY", 1)
-    publish(db_path)
-    reader = SnapshotReader(db_path)
-    with reader.cursor() as h:
-        assert h.con.execute("SELECT count(*) FROM dash_flag_top").fetchone()[0] == 1   # flagged jobs run on one day only
-        df, total = queries.flagged_jobs(h, ADMIN, Filters(), limit=1)
-        assert total == 7 and (df.iloc[0]["job_id"], df.iloc[0]["code"]) == ("4", "gpu_fits_smaller")
-    reader.close()
-    publish(db_path)                                  # leave the normal snapshot for the other tests
+    copy = tmp_path / "top1.duckdb"
+    shutil.copyfile(db_path, copy)
+    con = duckdb.connect(str(copy))
+    con.execute("CREATE OR REPLACE MACRO dash_flag_top_n() AS 1")
+    con.execute("INSERT INTO metric_day_scope SELECT DISTINCT day FROM job_day")
+    con.execute("DELETE FROM dash_flag_top")
+    con.execute("INSERT INTO dash_flag_top SELECT * FROM calc_dash_flag_top")
+    h = ReadHandle.of(con)
+    assert con.execute("SELECT count(*) FROM dash_flag_top").fetchone()[0] == 1   # flagged jobs run on one day only
+    df, total = queries.flagged_jobs(h, ADMIN, Filters(), limit=1)
+    assert total == 7 and (df.iloc[0]["job_id"], df.iloc[0]["code"]) == ("4", "gpu_fits_smaller")
+    con.close()
 
 
 def test_the_per_day_tops_rank_in_the_grids_order():
-    """dash_src_flag_top (sql/views/60_dashboard.sql) must rank by FLAG_ORDER, or the top of the
-    per-day tops is not the grid's top."""
-    sql = (Path(__file__).resolve().parents[1] / "sql" / "views" / "60_dashboard.sql").read_text(encoding="utf-8")
-    ranked = re.search(r"PARTITION BY d\.day\s+ORDER BY (.*?)\) <= n", sql, re.S).group(1)
-    assert " ".join(ranked.replace("f.", "").split()) == FLAG_ORDER
+    """calc_dash_flag_top (sql/metrics/53_dash_flag_top.sql) must rank by FLAG_ORDER, or the top of
+    the per-day tops is not the grid's top."""
+    sql = (Path(__file__).resolve().parents[1] / "sql" / "metrics" / "53_dash_flag_top.sql").read_text(encoding="utf-8")
+    ranked = re.search(r"PARTITION BY d\.day\s+ORDER BY (.*?)\) <= dash_flag_top_n\(\)", sql, re.S).group(1)
+    assert " ".join(ranked.replace("f.", "").split()) == queries.FLAG_ORDER
 
 
 def test_job_lookup_by_printed_id_and_ambiguity(tmp_path):

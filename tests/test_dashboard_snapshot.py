@@ -63,9 +63,9 @@ def test_dashboard_reads_while_a_writer_process_publishes(tmp_path):
                 with reader.cursor() as h:
                     t = queries.totals(h, admin, Filters())
                     n_table = h.con.execute("SELECT count(*) FROM job").fetchone()[0]
-                    n_mat = h.con.execute("SELECT count(*) FROM dash_job_metrics").fetchone()[0]
+                    n_mat = h.con.execute("SELECT count(*) FROM job_metrics").fetchone()[0]
                 if (t["jobs"] - base_jobs) % BATCH or n_table != n_mat or t["jobs"] != n_mat:
-                    errors.append(f"inconsistent: totals {t['jobs']}, job {n_table}, dash_job_metrics {n_mat}")
+                    errors.append(f"inconsistent: totals {t['jobs']}, job {n_table}, job_metrics {n_mat}")
                 seen.add(t["jobs"])
             except Exception as exc:  # noqa: BLE001 - every failure is a test failure, collected
                 errors.append(repr(exc))

@@ -50,8 +50,15 @@ def sidecar_file(folder: Path, jid: str, utils: list[float], first_minute: int =
     return path
 
 
+def _exact(value):
+    """Floats to 12 significant digits: the per-day summaries are sums of doubles, whose last bits
+    depend on the order DuckDB's threads add them in."""
+    return float(f"{value:.12g}") if isinstance(value, float) else value
+
+
 def stored(con) -> dict[str, list]:
-    return {s.table: con.execute(f"SELECT * FROM {s.table} ORDER BY ALL").fetchall() for s in store.STORED}
+    return {s.table: [tuple(_exact(v) for v in row) for row in con.execute(f"SELECT * FROM {s.table} ORDER BY ALL").fetchall()]
+            for s in store.STORED}
 
 
 def stored_of(db: Path) -> dict[str, list]:
@@ -93,11 +100,11 @@ def base(tmp_path) -> Path:
     reps, first = ingest_files(db, dump, sidecar_file(tmp_path, "200", [0, 0, 0, 0]),
                                sidecar_file(tmp_path, "201", [90, 80, 95, 85]))
     assert [r.status for r in reps] == ["ingested"] * 3
-    assert first == store.Refresh("incremental", 14, 14)     # open_db had built them empty
+    assert first == store.Refresh("incremental", 14, 14, days=1)     # open_db had built them empty
     con, _ = open_db(db, parse_config({}))
     try:
         assert con.execute("SELECT count(*) FROM job_metrics").fetchone()[0] == 14
-        assert con.execute("SELECT value FROM metric_state WHERE name = 'last_refresh'").fetchone()[0] == "incremental 14 14"
+        assert con.execute("SELECT value FROM metric_state WHERE name = 'last_refresh'").fetchone()[0] == "incremental 14 14 1"
     finally:
         con.close()
     return db
@@ -113,7 +120,7 @@ def test_a_second_ingest_recomputes_only_the_jobs_it_changed(base, tmp_path):
                     encoding="utf-8")
     reps, refresh = ingest_files(base, dump, sidecar_file(tmp_path, "202", [0, 0, 0]))
     assert (reps[0].updated, reps[0].unchanged, reps[1].stored) == (1, 1, 3)
-    assert refresh == store.Refresh("incremental", 2, 2)
+    assert refresh == store.Refresh("incremental", 2, 2, days=1)
     after = stored_of(base)
     assert after == recomputed(base, tmp_path)
     state = dict(con_rows(base, "SELECT job_id_raw, state FROM job_metrics"))
@@ -121,8 +128,28 @@ def test_a_second_ingest_recomputes_only_the_jobs_it_changed(base, tmp_path):
     assert ("202", "gpu_idle") in con_rows(base, "SELECT job_id_raw, code FROM job_flags")
     assert ("202", "gpu_idle") not in [(r[0], r[-4]) for r in before["job_flags"]]
     # every other job's rows are the very same stored rows
-    others = {t: [r for r in rows if r[1] not in ("103", "202")] for t, rows in before.items()}
-    assert others == {t: [r for r in rows if r[1] not in ("103", "202")] for t, rows in after.items()}
+    per_job = [s.table for s in store.STORED if s.key == store.KEY]
+    others = {t: [r for r in before[t] if r[1] not in ("103", "202")] for t in per_job}
+    assert others == {t: [r for r in after[t] if r[1] not in ("103", "202")] for t in per_job}
+
+
+def test_an_ingest_recomputes_only_the_days_its_jobs_ran(base, tmp_path):
+    """A job of another day changes that day's dashboard summaries only: the rows of 2026-11-17 are
+    the very same stored rows, and a job that ran across midnight adds both its days."""
+    day = "2026-11-17"
+    before = {s.table: con_rows(base, f"SELECT * FROM {s.table} WHERE day = '{day}' ORDER BY ALL")
+              for s in store.STORED if s.key == store.DAY}
+    dump = tmp_path / "later.txt"
+    dump.write_text(HDR + job_line("600", partition="gpu", gpus=1).replace("2026-11-17", "2026-11-20")
+                    + job_line("601", hours=2).replace("2026-11-17T12", "2026-11-22T01")
+                    .replace("2026-11-17T10", "2026-11-21T23"), encoding="utf-8")
+    _, refresh = ingest_files(base, dump)
+    assert refresh == store.Refresh("incremental", 2, 2, days=3)
+    assert {s.table: con_rows(base, f"SELECT * FROM {s.table} WHERE day = '{day}' ORDER BY ALL")
+            for s in store.STORED if s.key == store.DAY} == before
+    days = con_rows(base, "SELECT DISTINCT day::DATE::VARCHAR FROM dash_day ORDER BY 1")
+    assert days == [(d,) for d in ("2026-11-17", "2026-11-20", "2026-11-21", "2026-11-22")]
+    assert stored_of(base) == recomputed(base, tmp_path)
 
 
 def con_rows(db: Path, sql: str) -> list:
@@ -152,7 +179,7 @@ def test_a_new_gpu_partition_reflags_the_cpu_jobs_already_there(base, tmp_path):
     dump = tmp_path / "gpu-on-cpu.txt"
     dump.write_text(HDR + job_line("900", partition="cpu", gpus=1), encoding="utf-8")
     _, refresh = ingest_files(base, dump)
-    assert refresh == store.Refresh("incremental", 1, 11)
+    assert refresh == store.Refresh("incremental", 1, 11, days=1)
     flagged = {r[0] for r in con_rows(base, "SELECT job_id_raw FROM job_flags WHERE code = 'cpu_job_on_gpu_partition'")}
     assert flagged == {str(100 + i) for i in range(10)}
     assert stored_of(base) == recomputed(base, tmp_path)

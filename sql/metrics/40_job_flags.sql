@@ -111,6 +111,11 @@ WITH m AS (
                    ELSE 'Test on a short job (--time=00:10:00) before long runs' END
     FROM m WHERE state IN ('FAILED', 'TIMEOUT', 'OUT_OF_MEMORY', 'NODE_FAIL') AND sbu > 0
 )
-SELECT cluster, job_id_raw, job_id, job_name, "user", account, "partition", state, start_time, end_time,
-       elapsed_s, sbu, wasted_sbu, code, severity, message, advice
-FROM f;
+-- first_day / last_day: the first and last day the job ran (job_day; NULL when it never ran), so
+-- that the flags of the jobs that ran in a period are found without reading job_day.
+SELECT f.cluster, f.job_id_raw, f.job_id, f.job_name, f."user", f.account, f."partition", f.state, f.start_time,
+       f.end_time, f.elapsed_s, f.sbu, f.wasted_sbu, f.code, f.severity, f.message, f.advice, r.first_day, r.last_day
+FROM f
+LEFT JOIN (SELECT cluster, job_id_raw, min(day) AS first_day, max(day) AS last_day
+           FROM job_day SEMI JOIN metric_flag_scope USING (cluster, job_id_raw) GROUP BY ALL) r
+    USING (cluster, job_id_raw);

@@ -1,0 +1,48 @@
+-- The dashboard's per-day summaries (dashboard/queries.py reads them; the files 5N_dash_*.sql), each
+-- computed for the days listed in metric_day_scope: a refresh recomputes the days its jobs ran in,
+-- before and after the change. Days are job_day's (30_job_day.sql): a job's SBU, wasted SBU and
+-- hours are split across the days it ran exactly as the weekly reports (sql/views/50_report.sql)
+-- and `jobsight usage` split them. A job counts in a period when it has a job_day row in it, once
+-- however many days of the period it ran; a flagged job is one of those with a row in job_flags.
+--
+-- Counting distinct jobs over any run of days without a per-job scan: the jobs that ran in
+-- [since, until] are those whose first day (job_day.is_first) is in it, plus those already running
+-- on `since`; so per day it is enough to keep jobs starting that day (*_first) and jobs running that
+-- day (*_running), and take the running count on the period's first day and the starting count on
+-- the others (dash_jobs_in_period, sql/views/60_dashboard.sql).
+
+-- The job_day rows of the days in scope, with whether the job has a flag.
+CREATE OR REPLACE VIEW calc_dash_job_day AS
+SELECT d.*, f.cluster IS NOT NULL AS flagged
+FROM job_day d SEMI JOIN metric_day_scope USING (day)
+LEFT JOIN (SELECT DISTINCT cluster, job_id_raw FROM job_flags
+           WHERE last_day >= (SELECT min(day) FROM metric_day_scope)) f USING (cluster, job_id_raw);
+
+-- calc_dash_day (stored as dash_day): per day, cluster, user, account and partition, the sums the
+-- overview, the users and projects tables and the usage chart add up over a period, and the
+-- per-day job counts. Efficiencies are the reports' allocation-weighted means (alloc_weighted in
+-- 50_report.sql): CPU weighted by core-hours, GPU by GPU-hours, memory by GiB-hours, time by SBU;
+-- *_x_w is the sum of efficiency x weight, *_w the weight of the jobs whose efficiency is known.
+CREATE OR REPLACE VIEW calc_dash_day AS
+SELECT day, cluster, "user", account, "partition",
+       count(*) FILTER (WHERE is_first)                                       AS jobs_first,
+       count(*)                                                               AS jobs_running,
+       count(*) FILTER (WHERE is_first AND flagged)                           AS flagged_first,
+       count(*) FILTER (WHERE flagged)                                        AS flagged_running,
+       sum(sbu)                                                               AS sbu,
+       sum(wasted_sbu)                                                        AS wasted_sbu,
+       sum(core_hours)                                                        AS core_hours,
+       sum(gpu_hours)                                                         AS gpu_hours,
+       -- GPU-hours on GPUs counted idle (job_metrics.idle_gpus, split by day in job_day)
+       sum(idle_gpu_hours)                                                    AS idle_gpu_hours,
+       sum(mem_gib_hours)                                                     AS mem_gib_hours,
+       sum(cpu_eff_pct * core_hours)                                          AS cpu_x_w,
+       sum(core_hours) FILTER (WHERE cpu_eff_pct IS NOT NULL)                 AS cpu_w,
+       sum(gpu_util_pct * gpu_hours)                                          AS gpu_x_w,
+       sum(gpu_hours) FILTER (WHERE gpu_util_pct IS NOT NULL)                 AS gpu_w,
+       sum(mem_eff_pct * mem_gib_hours)                                       AS mem_x_w,
+       sum(mem_gib_hours) FILTER (WHERE mem_eff_pct IS NOT NULL)              AS mem_w,
+       sum(time_eff_pct * sbu)                                                AS time_x_w,
+       sum(sbu) FILTER (WHERE time_eff_pct IS NOT NULL)                       AS time_w
+FROM calc_dash_job_day
+GROUP BY ALL;
