@@ -5,7 +5,9 @@ load it and report. This is the public entry; the work is in
 - ingest_routes: the routes by which a file is read into the database (whole, early insert, in
   pieces, DuckDB's own CSV read), behind one interface;
 - ingest_load: a file's one transaction, its ingest_log row and the row accounting;
-- ingest_merge: the merge rule for jobs and steps.
+- ingest_merge: the merge rule for jobs and steps;
+- ingest_trust: the trust model: accounting only from trusted files, a user's samples only for
+  that user's jobs.
 
 Each file is loaded in one transaction, so a crash leaves either all of a file or none of it, and
 every input row of a file is accounted for exactly once (stored, updated, unchanged, rejected or
@@ -13,13 +15,16 @@ dropped), or the file is not committed.
 """
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from types import ModuleType
 from typing import Callable, Iterable, Optional
 
 import duckdb
+import polars as pl
 
+from jobsight.analytics import ingest_trust as trust
 from jobsight.analytics.ingest_load import AccountingError, FileReport, load_pieces, load_result
 from jobsight.analytics.ingest_routes import (
     BulkCsvRoute,
@@ -40,9 +45,9 @@ from jobsight.analytics.ingest_walk import (
     _seen_name,
     _start_scan,
     already_ingested,
-    check_regular,
     detect,
     import_parsers,
+    open_regular,
     read_head,
     scan_file,
     sha256_file,
@@ -101,17 +106,27 @@ def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleTy
                 progress: Optional[Callable[[str], None]] = None, within: Optional[str] = None) -> FileReport:
     """Ingest one file: pick its route, run it (while the file is hashed, where that pays) and report.
     Only a regular file is read (a FIFO would block the run); `within`: the file was found by a
-    walk of this (real) folder, and is not read if it now leads outside it."""
+    walk of this (real) folder, and is not read if it now leads outside it. Its owner decides what
+    it may change (ingest_trust): accounting is not read from an untrusted owner's file."""
     rep = FileReport(path=str(path))
     t0 = time.monotonic()
     try:
-        check_regular(path, within)
+        fd = open_regular(path, within)
+        try:
+            ownership = trust.Ownership.of(path, os.fstat(fd))   # the file as opened: inside the folder, regular
+        finally:
+            os.close(fd)
         mod = _parser_for(path, parsers, fmt, explicit, rep, within)
         if mod is None:
             return rep
         rep.format = mod.FORMAT
+        refusal = trust.accounting_refusal(mod.FORMAT, ownership.owner)
+        if refusal:   # like a file that is not regular: a note in a folder, an input not read when named
+            rep.status, rep.error = ("unreadable" if explicit else "skipped"), refusal
+            return rep
         size = path.stat().st_size
-        file = SourceFile(con, path, mod, opts, str(Path(path).resolve()), _options(opts, fmt), t0)
+        file = SourceFile(con, path, mod, opts, str(Path(path).resolve()), _options(opts, fmt, ownership.owner), t0,
+                          ownership)
         route = _pick_route(file, size, progress)
         checksum = _Checksum.start(file, route, size, rep)
     except NotRegularFile as exc:
@@ -153,10 +168,12 @@ def _parser_for(path: Path, parsers: dict[str, ModuleType], fmt: Optional[str], 
     return mod
 
 
-def _options(opts: ParseOptions, fmt: Optional[str]) -> dict:
-    """The options recorded with an ingest: the same bytes read with others are read again."""
+def _options(opts: ParseOptions, fmt: Optional[str], owner: Optional[trust.Owner] = None) -> dict:
+    """The options recorded with an ingest: the same bytes read with others are read again. An
+    untrusted owner is one: a user's copy of another's file must not stand for the original."""
     return {k: v for k, v in (("timezone", opts.timezone), ("cluster", opts.cluster),
-                              ("columns", opts.columns), ("job_id", opts.job_id), ("format", fmt)) if v}
+                              ("columns", opts.columns), ("job_id", opts.job_id), ("format", fmt),
+                              ("owner_uid", owner.uid if owner else None)) if v}
 
 
 def _pick_route(file: SourceFile, size: int, progress: Optional[Callable[[str], None]]) -> Route:
@@ -164,6 +181,10 @@ def _pick_route(file: SourceFile, size: int, progress: Optional[Callable[[str], 
     pieces for a big file whose parser has iter_parse, early inserts for a big accounting file into
     empty tables, else the whole file at once."""
     bulk = _bulk_read(file.mod, file.path, file.opts)
+    owner = file.ownership.owner if file.ownership else None
+    if bulk is not None and owner is not None and trust.verdicts(
+            file.con, pl.DataFrame([bulk.owner[:2]], schema=list(trust.KEY), orient="row"), owner)["_verdict"][0] != "match":
+        bulk = None   # DuckDB's read goes straight into sample: only for rows of the owner's own job
     if hasattr(file.mod, "iter_parse") and size > STREAM_BYTES:
         route: Route = PiecesRoute(file, STREAM_BYTES)
     elif size > EARLY_INSERT_BYTES and _EarlyInsert.applies(file.con, file.mod):

@@ -3,7 +3,8 @@ route read it (load_pieces; load_result for a file parsed whole). Every input ro
 exactly once as stored, updated, unchanged, rejected (with line and reason, in the `reject` table)
 or dropped (counted); load_pieces checks that sum against the parser's count of rows read and
 refuses to commit when it does not add up. Jobs and steps are merged by the rule in ingest_merge;
-samples are deduplicated on (cluster, job_id_raw, host, device, time) by _SampleLoader.
+samples are deduplicated on (cluster, job_id_raw, host, device, time) by _SampleLoader. A file
+whose owner is not trusted goes through the trust rule of ingest_trust (`ownership`).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Iterable, Optional, Protocol
 import duckdb
 import polars as pl
 
+from jobsight.analytics import ingest_trust as trust
 from jobsight.analytics.ingest_merge import _load_sidecar_runs, _merge_records, _q, _refresh_job_usage, _run, _select_casts
 from jobsight.analytics.records import ParseResult
 
@@ -55,14 +57,18 @@ class EarlyRows(Protocol):
 
 
 def load_result(con: duckdb.DuckDBPyConnection, result: ParseResult, source_file: str,
-                checksum: Optional[str], options: dict, early: Optional[EarlyRows] = None) -> FileReport:
+                checksum: Optional[str], options: dict, early: Optional[EarlyRows] = None,
+                ownership: Optional[trust.Ownership] = None) -> FileReport:
     """Load one parsed file in one transaction and record it in ingest_log. With `early`, its job
-    and step rows were inserted while it was parsed (in the transaction early holds open)."""
-    return load_pieces(con, [result], result.format, source_file, checksum, options, early)
+    and step rows were inserted while it was parsed (in the transaction early holds open). `ownership`:
+    the file and its owner, when read from a file (its samples count only for an untrusted owner's
+    jobs, and it is not committed if the path no longer leads to that file)."""
+    return load_pieces(con, [result], result.format, source_file, checksum, options, early, ownership)
 
 
 def load_pieces(con: duckdb.DuckDBPyConnection, pieces: Iterable[ParseResult], fmt: str, source_file: str,
-                checksum: Optional[str], options: dict, early: Optional[EarlyRows] = None) -> FileReport:
+                checksum: Optional[str], options: dict, early: Optional[EarlyRows] = None,
+                ownership: Optional[trust.Ownership] = None) -> FileReport:
     """Load one file, given as one or more parsed pieces (a big sidecar CSV is parsed and loaded a
     piece at a time, so memory stays bounded), in ONE transaction, and record it in ingest_log.
     The counts are summed over the pieces and checked once, for the whole file."""
@@ -85,12 +91,15 @@ def load_pieces(con: duckdb.DuckDBPyConnection, pieces: Iterable[ParseResult], f
                      datetime.now(timezone.utc).replace(tzinfo=None), json.dumps(options, sort_keys=True)])
         samples = _SampleLoader(con, ingest_id)
         for result in pieces:
-            _load_piece(con, result, rep, samples, ingest_id, source_file, early)
+            _load_piece(con, result, rep, samples, ingest_id, source_file, early,
+                        ownership.owner if ownership else None)
         accounted = rep.stored + rep.updated + rep.unchanged + rep.rejected + rep.dropped
         if accounted != rep.rows_in:
             raise AccountingError(
                 f"{source_file}: {rep.rows_in} rows read but {accounted} accounted for (stored {rep.stored}, "
                 f"updated {rep.updated}, unchanged {rep.unchanged}, rejected {rep.rejected}, dropped {rep.dropped})")
+        if ownership is not None and (why := ownership.changed()):
+            raise AccountingError(f"{source_file}: {why}")
         con.execute("UPDATE ingest_log SET rows_in = ?, stored = ?, updated = ?, unchanged = ?, rejected = ?, "
                     "dropped = ?, finished_at = ? WHERE ingest_id = ?",
                     [rep.rows_in, rep.stored, rep.updated, rep.unchanged, rep.rejected, rep.dropped,
@@ -104,11 +113,14 @@ def load_pieces(con: duckdb.DuckDBPyConnection, pieces: Iterable[ParseResult], f
 
 
 def _load_piece(con, result: ParseResult, rep: FileReport, samples: _SampleLoader, ingest_id: int,
-                source_file: str, early: Optional[EarlyRows] = None) -> None:
+                source_file: str, early: Optional[EarlyRows] = None, file_owner: Optional[trust.Owner] = None) -> None:
     rep.rows_in += result.rows_in
     rep.rejected += len(result.rejects)
     rep.dropped += result.dropped
     rep.notes += result.notes
+    if file_owner is not None and any(f is not None and f.height for f in (result.jobs, result.steps)):
+        # ingest_file reads no accounting from such a file; a sample parser that made job rows is a bug
+        raise AccountingError(f"{source_file}: a file owned by {file_owner} gave job records: not loaded")
     touched: list[pl.DataFrame] = []
     for frame, table, keys, tcols in (
             (result.jobs, "job", ["cluster", "job_id_raw"], ["end_time", "start_time", "submit_time", "eligible_time"]),
@@ -123,21 +135,40 @@ def _load_piece(con, result: ParseResult, rep: FileReport, samples: _SampleLoade
         if frame is not None and frame.height:
             touched.append(frame.select("cluster", "job_id_raw"))
     if touched:
-        _refresh_job_usage(con, pl.concat(touched, rechunk=False))   # repeats are fine: IN (...) is a semi-join
-    s, dup = samples.add(result.samples)
+        jobs = pl.concat(touched, rechunk=False)
+        _refresh_job_usage(con, jobs)   # repeats are fine: IN (...) is a semi-join
+        rep.notes += trust.promote(con, jobs, ingest_id)   # held samples of these jobs whose owner now matches
+    sample_rows, runs, refused = result.samples, result.sidecar_runs, None
+    if file_owner is not None:
+        if sample_rows is not None and sample_rows.height:
+            split = trust.split_samples(con, sample_rows, file_owner)
+            sample_rows, refused = split.counted, split.rejects
+            held, held_dup = trust.hold(con, split.held, file_owner, ingest_id)
+            rep.stored += held
+            rep.unchanged += held_dup
+            rep.rejected += refused.height
+            rep.notes += split.notes
+        runs, notes = trust.sidecar_runs(con, runs, file_owner)
+        rep.notes += notes
+    s, dup = samples.add(sample_rows)
     if early is not None:   # a BulkRead's samples, inserted by DuckDB before
         s += early.inserted.get("sample", 0)
     rep.stored += s
     rep.unchanged += dup
-    _load_sidecar_runs(con, result.sidecar_runs, ingest_id, source_file)
-    if result.rejects:
-        rj = pl.DataFrame({"ingest_id": [ingest_id] * len(result.rejects),
-                           "source_file": [source_file] * len(result.rejects),
-                           "line_no": [r.line_no for r in result.rejects],
-                           "reason": [r.reason for r in result.rejects],
-                           "raw": [r.raw for r in result.rejects]},
-                          schema={"ingest_id": pl.Int64, "source_file": pl.String, "line_no": pl.Int64,
-                                  "reason": pl.String, "raw": pl.String})
+    _load_sidecar_runs(con, runs, ingest_id, source_file)
+    _store_rejects(con, result, refused, ingest_id, source_file)
+
+
+def _store_rejects(con, result: ParseResult, refused: Optional[pl.DataFrame], ingest_id: int, source_file: str) -> None:
+    """The parser's rejects and the rows the trust rule refused (line_no, reason), into table reject."""
+    schema = {"line_no": pl.Int64, "reason": pl.String, "raw": pl.String}
+    parts = [pl.DataFrame({"line_no": [r.line_no for r in result.rejects], "reason": [r.reason for r in result.rejects],
+                           "raw": [r.raw for r in result.rejects]}, schema=schema)]
+    if refused is not None and refused.height:
+        parts.append(refused.with_columns(raw=pl.lit(None, dtype=pl.String)).select(list(schema)))
+    rj = pl.concat(parts)
+    if rj.height:
+        rj = rj.with_columns(ingest_id=pl.lit(ingest_id, dtype=pl.Int64), source_file=pl.lit(source_file))
         _run(con, "INSERT INTO reject (ingest_id, source_file, line_no, reason, raw) "
                   "SELECT ingest_id, source_file, line_no, reason, raw FROM _rj", _rj=rj)
 

@@ -27,6 +27,7 @@ import polars as pl
 
 from jobsight.analytics.ingest_load import FileReport, _owners_with_samples, load_pieces, load_result
 from jobsight.analytics.ingest_merge import _q, _run, _select_casts, _table_columns
+from jobsight.analytics.ingest_trust import Ownership
 from jobsight.analytics.ingest_walk import FileScan
 from jobsight.analytics.records import BulkRead, ParseOptions, ParseResult
 
@@ -41,6 +42,7 @@ class SourceFile:
     source_file: str         # the resolved path, as ingest_log records it
     options: dict            # the options recorded with it: the same bytes read with others are read again
     started: float           # time.monotonic() when its ingest began
+    ownership: Optional[Ownership] = None   # its owner (untrusted: samples count only for the owner's jobs)
 
 
 class Route:
@@ -102,7 +104,7 @@ class WholeRoute(Route):
         f = self.file
         if self.progress:
             self.progress(f"{f.path}: read {self.result.rows_in:,} rows in {time.monotonic() - f.started:.1f} s; loading")
-        return load_result(f.con, self.result, f.source_file, scan.digest, f.options, self.early)
+        return load_result(f.con, self.result, f.source_file, scan.digest, f.options, self.early, f.ownership)
 
 
 class EarlyInsertRoute(WholeRoute):
@@ -137,7 +139,7 @@ class PiecesRoute(Route):
     def load(self, scan: FileScan) -> FileReport:
         f = self.file
         return load_pieces(f.con, _pieces(f.mod, f.path, f.opts, self.piece_bytes), f.mod.FORMAT,
-                           f.source_file, scan.digest, f.options)
+                           f.source_file, scan.digest, f.options, ownership=f.ownership)
 
 
 def _pieces(mod: ModuleType, path: Path, opts: ParseOptions, piece_bytes: int):
@@ -174,7 +176,7 @@ class BulkCsvRoute(Route):
         f, inserted = self.file, self.inserted
         if inserted.ok and inserted.matches(scan, self.bulk):
             self.bulk.result.rows_in = inserted.inserted["sample"]
-            return load_result(f.con, self.bulk.result, f.source_file, scan.digest, f.options, inserted)
+            return load_result(f.con, self.bulk.result, f.source_file, scan.digest, f.options, inserted, f.ownership)
         inserted.rollback()   # refused: read the ordinary way, which says what is wrong with which line
         return self.fallback.read_and_load(scan)
 

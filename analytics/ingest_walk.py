@@ -102,11 +102,6 @@ def open_regular(path: Path, within: Optional[str] = None) -> int:
     return fd
 
 
-def check_regular(path: Path, within: Optional[str] = None) -> None:
-    """Raise NotRegularFile (or OSError) unless `path` opens as a regular file (see open_regular)."""
-    os.close(open_regular(path, within))
-
-
 def read_head(path: Path, within: Optional[str] = None) -> str:
     with os.fdopen(open_regular(path, within), "rb") as fh:
         return fh.read(HEAD_BYTES).decode("utf-8", errors="replace")

@@ -308,7 +308,8 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
                 frames.append(f)
     result.rejects.sort(key=lambda r: r.line_no or 0)
     if frames:
-        samples = pl.concat(frames, how="diagonal_relaxed").sort("line_no").drop("line_no")
+        # _line kept: the loader names it when it rejects a row of another user's job
+        samples = pl.concat(frames, how="diagonal_relaxed").sort("line_no").rename({"line_no": "_line"})
         if "host" not in samples.columns:
             samples = samples.with_columns(pl.lit(None, dtype=pl.String).alias("host"))
         result.samples = samples.with_columns(

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import pathlib
 from typing import Iterator, Optional
 
 import duckdb
 import polars as pl
 
+from jobsight.analytics.ingest_trust import meta_refusal
+from jobsight.analytics.ingest_walk import open_regular
 from jobsight.analytics.records import BulkRead, ParseOptions, ParseResult, Reject
 from jobsight.collector.csv_schema import COLUMNS, HEADER, META_SUFFIX
 
@@ -183,12 +186,24 @@ def _short(value) -> str:
 
 def _read_meta(path: pathlib.Path, notes: list[str]) -> Optional[dict]:
     """The `<stem>.meta.json` beside the CSV, with unusable keys left out (one note each); None
-    when absent or unreadable (a note says why). The CSV is ingested either way."""
+    when absent or unusable (a note says why). The CSV is ingested either way. Read only as a
+    regular file inside the CSV's folder (never a FIFO or a link out of it: open_regular), and only
+    when owned by the CSV's owner or a trusted user: it names the job of the CSV's rows."""
     meta_path = path.with_name(path.name[: -len(path.suffix)] + META_SUFFIX) if path.suffix else path.with_name(path.name + META_SUFFIX)
-    if not meta_path.is_file():
+    try:
+        fd = open_regular(meta_path, within=os.path.realpath(meta_path.parent))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        notes.append(f"{meta_path.name}: metadata ignored ({str(exc).removeprefix(f'{meta_path}: ')})")
         return None
     try:
-        text = meta_path.read_bytes().decode("utf-8")
+        with os.fdopen(fd, "rb") as fh:
+            refusal = meta_refusal(os.fstat(fh.fileno()), os.stat(path))
+            if refusal:
+                notes.append(f"{meta_path.name}: metadata ignored ({refusal})")
+                return None
+            text = fh.read().decode("utf-8")
         meta = json.loads(text)
         if not isinstance(meta, dict):
             raise ValueError("top level is not an object")
@@ -271,7 +286,7 @@ def _finish(result: ParseResult, samples: pl.DataFrame, rejects: list[Reject], d
             rejects.append(Reject(line_no, "empty job_id and no metadata job_id", None))
         rejects.sort(key=lambda r: r.line_no or 0)
         samples = samples.filter(~no_job)
-    result.samples = samples.select(_SAMPLE_COLUMNS + ["source"])
+    result.samples = samples.select(_SAMPLE_COLUMNS + ["source", "_line"])   # _line: the loader's trust rejects
     result.rejects = rejects
 
 

@@ -1,0 +1,216 @@
+"""The trust model (docs/ingest.md#trust-model): whose files ingest believes, and for which jobs.
+
+`jobsight ingest` often runs as root over folders users write to, so a file's owner decides what it
+may change:
+
+- Scheduler accounting (every format but SAMPLE_FORMATS) is read only from a file owned by root or
+  by the user running the ingest; any other file is not read (`skipped` in a folder walk,
+  `unreadable` when named), so no user can rewrite a job's user, account or billing.
+- Samples (sidecar CSV and its metadata, nvidia-smi logs) from a file owned by anyone else count
+  only for that user's jobs: the owner's uid against the job's uid, else the owner's passwd name
+  against the job's user. Rows of another user's job are rejected; rows of a job that no accounting
+  names a user for yet are held in sample_pending with the owner, and moved into sample by the
+  ingest whose accounting shows the job is the owner's. Table sample holds only counted rows, so
+  every reader (metrics, dashboard, lake, `jobsight job`) gets the rule without knowing it.
+"""
+from __future__ import annotations
+
+import os
+import pwd
+from dataclasses import dataclass
+from typing import Optional
+
+import polars as pl
+
+from jobsight.analytics.ingest_merge import _ArrowStream, _q, _select_casts, _table_columns
+
+SAMPLE_FORMATS = ("sidecar", "nvidia-smi")
+KEY = ("cluster", "job_id_raw")
+SAMPLE_KEY = ("cluster", "job_id_raw", "host", "device", "time")
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The owner of a file that is not trusted: its uid, and its passwd name (None when it has none)."""
+    uid: int
+    user: Optional[str]
+
+    def __str__(self) -> str:
+        return f"{self.user} (uid {self.uid})" if self.user else f"uid {self.uid} (no passwd entry)"
+
+
+@dataclass(frozen=True)
+class Ownership:
+    """The file a route loads, as it was when its owner was decided: the loader checks before its
+    commit that the path is still that file (a file swapped after the check is not loaded)."""
+    path: str
+    dev: int
+    ino: int
+    uid: int
+    owner: Optional[Owner]     # None: a trusted file
+
+    @classmethod
+    def of(cls, path, st: os.stat_result) -> "Ownership":
+        return cls(str(path), st.st_dev, st.st_ino, st.st_uid, owner_of(st))
+
+    def changed(self) -> Optional[str]:
+        """Why the path is no longer the file whose owner was checked, or None."""
+        try:
+            st = os.stat(self.path)
+        except OSError as exc:
+            return f"gone while it was read ({exc.strerror or exc}): not loaded"
+        if (st.st_dev, st.st_ino, st.st_uid) != (self.dev, self.ino, self.uid):
+            return "replaced, or given to another owner, while it was read: not loaded"
+        return None
+
+
+def user_name(uid: int) -> Optional[str]:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, OverflowError):
+        return None
+
+
+def trusted(uid: int) -> bool:
+    """Root and the user running the ingest: their files are the site's own."""
+    return uid in (0, os.geteuid())
+
+
+def owner_of(st: os.stat_result) -> Optional[Owner]:
+    """The Owner of a file with this stat, or None when the file is trusted."""
+    return None if trusted(st.st_uid) else Owner(st.st_uid, user_name(st.st_uid))
+
+
+def accounting_refusal(fmt: str, owner: Optional[Owner]) -> Optional[str]:
+    """Why a file of this format and untrusted owner (None: trusted) is not read, or None."""
+    if fmt in SAMPLE_FORMATS or owner is None:
+        return None
+    me = os.geteuid()
+    by = "root" if me == 0 else f"root or {user_name(me) or f'uid {me}'} (the user running the ingest)"
+    return f"{fmt} accounting in a file owned by {owner}: accounting is read only from files owned by {by}: not read"
+
+
+def meta_refusal(meta_st: os.stat_result, csv_st: os.stat_result) -> Optional[str]:
+    """Why a sidecar's metadata file is not used: owned by an untrusted user other than its CSV's
+    owner (it names the job and cluster of the CSV's rows, so it must not speak for another owner)."""
+    if trusted(meta_st.st_uid) or meta_st.st_uid == csv_st.st_uid:
+        return None
+    return f"owned by {Owner(meta_st.st_uid, user_name(meta_st.st_uid))}, not by the owner of the CSV: ignored"
+
+
+def _verdict_sql(j: str, uid: str, user: str) -> str:
+    """'match', 'other' or 'pending' for the job row j (all NULL when the job has no record) against
+    an owner: the job's uid when its accounting has one, else its user name; 'pending' while no
+    record names the job's user."""
+    return (f"CASE WHEN {j}.cluster IS NULL THEN 'pending' "
+            f"WHEN {j}.uid IS NOT NULL THEN (CASE WHEN {j}.uid = {uid} THEN 'match' ELSE 'other' END) "
+            f"WHEN {j}.\"user\" IS NOT NULL THEN (CASE WHEN {j}.\"user\" = {user} THEN 'match' ELSE 'other' END) "
+            f"ELSE 'pending' END")
+
+
+def _job_user(j: str) -> str:
+    return f"coalesce({j}.\"user\", 'uid ' || {j}.uid::VARCHAR)"
+
+
+def verdicts(con, keys: pl.DataFrame, owner: Owner) -> pl.DataFrame:
+    """Per distinct (cluster, job_id_raw) of keys: _verdict against owner, and the job's _job_user."""
+    _keys = _ArrowStream(keys.select(KEY))   # noqa: F841 - read by DuckDB's replacement scan
+    rows = con.execute(f"SELECT k.cluster, k.job_id_raw, {_verdict_sql('j', '$uid', '$user')}, {_job_user('j')} "
+                       "FROM (SELECT DISTINCT cluster, job_id_raw FROM _keys) k "
+                       "LEFT JOIN job j ON j.cluster = k.cluster AND j.job_id_raw = k.job_id_raw",
+                       {"uid": owner.uid, "user": owner.user}).fetchall()
+    return pl.DataFrame(rows, schema={"cluster": pl.String, "job_id_raw": pl.String, "_verdict": pl.String,
+                                      "_job_user": pl.String}, orient="row")
+
+
+@dataclass
+class Split:
+    """A user's samples sorted by the trust rule."""
+    counted: pl.DataFrame        # rows of the owner's jobs: into sample
+    held: pl.DataFrame           # rows of jobs with no accounting naming a user yet: into sample_pending
+    rejects: pl.DataFrame        # line_no, reason: rows of another user's jobs
+    notes: list[str]
+
+
+def split_samples(con, frame: pl.DataFrame, owner: Owner) -> Split:
+    """Sort the samples of a file owned by `owner` (the parsers' _line column gives each row's line)."""
+    v = verdicts(con, frame, owner)
+    if v["_verdict"].eq("match").all():
+        return Split(frame, frame.clear(), pl.DataFrame(schema={"line_no": pl.Int64, "reason": pl.String}), [])
+    tagged = frame.join(v, on=list(KEY), how="left", maintain_order="left")
+    other = tagged.filter(pl.col("_verdict") == "other")
+    line = pl.col("_line").cast(pl.Int64) if "_line" in frame.columns else pl.lit(None, dtype=pl.Int64)
+    rejects = other.select(line.alias("line_no"), pl.format(
+        "job {} of cluster {} is {}'s, and this file is owned by {}: a user's samples count only for their own jobs",
+        "job_id_raw", "cluster", "_job_user", pl.lit(str(owner))).alias("reason"))
+    held = tagged.filter(pl.col("_verdict") == "pending").drop("_verdict", "_job_user")
+    notes = []
+    if held.height:
+        jobs = held.select(KEY).unique().height
+        notes.append(f"{held.height} samples of {jobs} job(s) that no accounting names a user for yet are held "
+                     f"(table sample_pending): they count once it shows the job is {owner.user or owner.uid}'s")
+    counted = tagged.filter(pl.col("_verdict") == "match").drop("_verdict", "_job_user")
+    return Split(counted, held, rejects, notes)
+
+
+def hold(con, frame: pl.DataFrame, owner: Owner, ingest_id: int) -> tuple[int, int]:
+    """Store held samples in sample_pending with their owner; returns (stored, duplicates): a row
+    whose key the same owner has held before, or repeated in the frame, is a duplicate."""
+    if frame.height == 0:
+        return 0, 0
+    total = frame.height
+    frame = frame.unique(subset=list(SAMPLE_KEY), keep="first", maintain_order=True).with_columns(
+        owner_uid=pl.lit(owner.uid, dtype=pl.Int64), owner_user=pl.lit(owner.user, dtype=pl.String))
+    cols, sel = _select_casts(con, frame, "sample_pending", ingest_id)
+    same = " AND ".join(f"p.{_q(c)} = i.{_q(c)}" for c in SAMPLE_KEY + ("owner_uid",))
+    _incoming = _ArrowStream(frame)   # noqa: F841 - read by DuckDB's replacement scan
+    stored = con.execute(f"INSERT INTO sample_pending ({', '.join(_q(c) for c in cols)}) SELECT * FROM "
+                         f"(SELECT {sel} FROM _incoming) i WHERE NOT EXISTS (SELECT 1 FROM sample_pending p WHERE {same})"
+                         ).fetchall()[0][0]
+    return stored, total - stored
+
+
+def promote(con, touched: pl.DataFrame, ingest_id: int) -> list[str]:
+    """Move the held samples of the jobs an accounting file just touched into sample, where the job
+    is their owner's (a key already in sample is dropped); those of another user's job stay held,
+    never counted. Returns notes for the file's report."""
+    pending_cols = {c for c, _ in _table_columns(con, "sample_pending")}   # none: a database older than the rule
+    if not pending_cols or not con.execute("SELECT EXISTS (SELECT 1 FROM sample_pending)").fetchall()[0][0]:
+        return []
+    _touched = _ArrowStream(touched.select(KEY))   # noqa: F841 - read by DuckDB's replacement scan
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE _held AS
+        SELECT p.*, {_verdict_sql('j', 'p.owner_uid', 'p.owner_user')} AS _verdict, {_job_user('j')} AS _job_user
+        FROM sample_pending p JOIN job j ON j.cluster = p.cluster AND j.job_id_raw = p.job_id_raw
+        WHERE (p.cluster, p.job_id_raw) IN (SELECT cluster, job_id_raw FROM _touched)""")
+    notes = []
+    cols = [c for c, _ in _table_columns(con, "sample") if c in pending_cols]
+    sel = ", ".join(f"{int(ingest_id)}::BIGINT" if c == "ingest_id" else f"h.{_q(c)}" for c in cols)
+    same = " AND ".join(f"s.{_q(c)} = h.{_q(c)}" for c in SAMPLE_KEY)
+    moved = con.execute(f"INSERT INTO sample ({', '.join(_q(c) for c in cols)}) SELECT {sel} FROM "
+                        f"(SELECT DISTINCT ON ({', '.join(SAMPLE_KEY)}) * FROM _held WHERE _verdict = 'match') h "
+                        f"WHERE NOT EXISTS (SELECT 1 FROM sample s WHERE {same})").fetchall()[0][0]
+    if moved:
+        notes.append(f"{moved} held samples now count: the accounting shows their jobs are their files' owners'")
+    held_key = " AND ".join(f"h.{_q(c)} = p.{_q(c)}" for c in SAMPLE_KEY + ("owner_uid",))
+    con.execute(f"DELETE FROM sample_pending p WHERE EXISTS (SELECT 1 FROM _held h WHERE h._verdict = 'match' AND {held_key})")
+    for job, cluster, owner, job_user, n in con.execute(
+            "SELECT job_id_raw, cluster, coalesce(owner_user, 'uid ' || owner_uid::VARCHAR), _job_user, count(*) "
+            "FROM _held WHERE _verdict = 'other' GROUP BY ALL ORDER BY ALL").fetchall():
+        notes.append(f"{n} held samples of job {job} of cluster {cluster}, from files owned by {owner}, do not count: "
+                     f"the job is {job_user}'s")
+    con.execute("DROP TABLE _held")
+    return notes
+
+
+def sidecar_runs(con, frame: Optional[pl.DataFrame], owner: Owner) -> tuple[Optional[pl.DataFrame], list[str]]:
+    """The metadata rows of a user's sidecar file, with the owner; one of another user's job is not
+    stored (a note says so)."""
+    if frame is None or frame.height == 0:
+        return frame, []
+    tagged = frame.join(verdicts(con, frame, owner), on=list(KEY), how="left", maintain_order="left")
+    notes = [f"metadata of job {job} of cluster {cluster} not stored: the job is {user}'s, and this file is owned by {owner}"
+             for job, cluster, user in tagged.filter(pl.col("_verdict") == "other")
+             .select("job_id_raw", "cluster", "_job_user").iter_rows()]
+    kept = tagged.filter(pl.col("_verdict") != "other").drop("_verdict", "_job_user").with_columns(
+        owner_uid=pl.lit(owner.uid, dtype=pl.Int64), owner_user=pl.lit(owner.user, dtype=pl.String))
+    return kept, notes
