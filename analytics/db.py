@@ -90,14 +90,19 @@ def migrate(con: duckdb.DuckDBPyConnection, schema_dir: Path = SCHEMA_DIR, where
 _RESERVED_AS = 5 << 29          # 2.5 GiB
 _DUCKDB_SHARE = 0.75
 _MIN_LIMIT = 256 << 20
+# Without either: at most 2 GiB. DuckDB's own default (80 % of RAM) lets a full refresh of 50M
+# samples grow to 8 GB on a 24 GB machine and crowd out the dashboard beside it; capped, the same
+# refresh spills and runs as fast (it is CPU-bound), and jobsight stays within 3 GB.
+DEFAULT_LIMIT = 2 << 30
 _SIZE_RE = re.compile(r"^\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$", re.IGNORECASE)
 
 
 def memory_limit() -> str | None:
     """DuckDB's memory_limit for this process, or None to keep DuckDB's default (80 % of RAM or of
-    the cgroup limit). $JOBSIGHT_MEMORY_LIMIT (e.g. "2GB") wins. Otherwise, under `ulimit -v`
-    (RLIMIT_AS), which DuckDB does not look at: 3/4 of what the reservations above leave, so that
-    DuckDB evicts and spills to <db>.tmp instead of failing an allocation it thought it had room for."""
+    the cgroup limit) when that is below DEFAULT_LIMIT. $JOBSIGHT_MEMORY_LIMIT (e.g. "2GB") wins.
+    Under `ulimit -v` (RLIMIT_AS), which DuckDB does not look at: 3/4 of what the reservations above
+    leave, so that DuckDB evicts and spills to <db>.tmp instead of failing an allocation it thought
+    it had room for. Otherwise DEFAULT_LIMIT."""
     env = os.environ.get("JOBSIGHT_MEMORY_LIMIT", "").strip()
     if env:
         if not _SIZE_RE.match(env):
@@ -105,7 +110,8 @@ def memory_limit() -> str | None:
         return env
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     if soft == resource.RLIM_INFINITY:
-        return None
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return f"{DEFAULT_LIMIT >> 20}MiB" if ram * 0.8 > DEFAULT_LIMIT else None
     return f"{max(_MIN_LIMIT, int((soft - _RESERVED_AS) * _DUCKDB_SHARE)) >> 20}MiB"
 
 

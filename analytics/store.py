@@ -20,8 +20,11 @@ The definitions are the files of sql/metrics/, in order:
   partition's jobs when the partition gains or loses GPUs (the cpu_job_on_gpu_partition flag spans
   jobs), and the summaries of every day those jobs ran, before or after. Nothing else is read or
   written, so a published snapshot is a copy of the file (analytics/snapshot.py).
-- **full**: after a change of the settings (jobsight.toml), of the charging table or of the files
-  in sql/metrics/, every stored table is rebuilt once, and ``say`` is told why.
+- **rebuild**: after a change of what a stored table is computed with (its file in sql/metrics/,
+  the settings it reads, the charging table when it reads it), that table and every one after it
+  are rebuilt from all jobs, once, and ``say`` is told which and why. A change of `[flags]`
+  rebuilds job_flags and the summaries; the per-sample work of job_metrics is done again only
+  when its own definitions or settings change.
 
 A refresh killed at any point leaves the previous stored results and watermark (DuckDB rolls the
 transaction back), so readers never see a half-refreshed state and the next refresh completes it.
@@ -30,6 +33,7 @@ A setting the SQL reads that is missing from the setting table is an error, neve
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
@@ -92,6 +96,7 @@ class Refresh:
     flag_jobs: int = 0      # jobs whose flags were computed (jobs, plus those of changed GPU partitions)
     reason: str = ""
     days: int = 0           # days whose dashboard summaries were computed
+    tables: tuple[str, ...] = ()   # the tables a full refresh rebuilt
 
 
 def _portable(s: Stored) -> bool:
@@ -113,17 +118,36 @@ def metric_files() -> list[Path]:
     return files
 
 
-def definitions_checksum(con: duckdb.DuckDBPyConnection) -> str:
-    """What the stored results depend on besides the data: sql/metrics/, the inputs the portable SQL
-    reads here, the settings and the charging table."""
-    h = hashlib.sha256()
-    for p in metric_files():
-        h.update(p.name.encode() + b"\0" + p.read_bytes())
-    h.update(repr((sorted(INPUTS.items()), EVERY_SAMPLE)).encode())
-    for table, where in (("setting", " WHERE name <> 'views.checksum'"), ("charge_rate", "")):
-        for row in con.execute(f"SELECT * FROM {table}{where} ORDER BY ALL").fetchall():
-            h.update(repr(row).encode())
-    return h.hexdigest()[:16]
+_SETTING_CALL = re.compile(r"setting_(?:value|text)\('([^']+)'\)")
+
+
+def _definition_files(s: Stored) -> list[Path]:
+    if _portable(s):
+        return lake.portable_files()
+    return [p for p in metric_files() if p.stem.split("_", 1)[-1] == s.table]
+
+
+def definitions_checksums(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """What each stored table depends on besides the data: its definition files, the settings they
+    read, the charging table if they read it (and, for the portable SQL, the inputs it reads here),
+    chained so that a table's checksum changes with that of any table before it."""
+    settings = {name: (value, text) for name, value, text in con.execute(
+        "SELECT name, value, text FROM setting WHERE name <> 'views.checksum'").fetchall()}
+    rates = con.execute("SELECT * FROM charge_rate ORDER BY ALL").fetchall()
+    out, chain = {}, b""
+    for s in STORED:
+        h = hashlib.sha256(chain)
+        text = "".join(p.name + "\0" + p.read_text(encoding="utf-8") for p in _definition_files(s))
+        read = sorted(lake.settings_read()) if _portable(s) else sorted(set(_SETTING_CALL.findall(text)))
+        h.update(text.encode())
+        h.update(repr([(name, settings.get(name)) for name in read]).encode())
+        if _portable(s) or "charge_rate" in text:
+            h.update(repr(rates).encode())
+        if _portable(s):
+            h.update(repr((sorted(INPUTS.items()), EVERY_SAMPLE)).encode())
+        out[s.table] = h.hexdigest()[:16]
+        chain = h.digest()
+    return out
 
 
 def _check_settings(con) -> None:
@@ -185,16 +209,23 @@ def refresh(con: duckdb.DuckDBPyConnection, say: Optional[Callable[[str], None]]
     """Bring the stored results up to date; see the module docstring. ``full``: recompute every job
     (for rows written into the tables by hand, which carry no ingest_id)."""
     state = _state(con)
-    defs = definitions_checksum(con)
-    missing = [s.table for s in STORED if s.table not in _stored_tables(con)]
-    if full or missing or state.get("definitions") != defs:
-        reason = ("asked for" if full else "no stored results yet" if missing and not state.get("definitions")
-                  else "the settings, the charging table or the metric definitions changed")
-        return _in_transaction(con, lambda: _full(con, defs, reason, say, state.get("definitions")))
+    sums = definitions_checksums(con)
+    have = _stored_tables(con)
+    stale = [i for i, s in enumerate(STORED)
+             if full or s.table not in have or state.get(f"definitions.{s.table}") != sums[s.table]]
     watermark = int(state.get("ingest_watermark", 0))
-    if _watermark_now(con) <= watermark and not _hand_written(con):
-        return Refresh("current")
-    return _in_transaction(con, lambda: _incremental(con, watermark))
+    pending = _watermark_now(con) > watermark or _hand_written(con)
+    if not stale:
+        return _in_transaction(con, lambda: _incremental(con, watermark)) if pending else Refresh("current")
+    start = stale[0]
+    reason = ("asked for" if full else "no stored results yet" if not any(k.startswith("definitions.") for k in state)
+              else "the settings, the charging table or the metric definitions changed")
+
+    def work() -> Refresh:
+        if start and pending:           # the tables before `start` stay: bring them up to date first
+            _incremental(con, watermark, upto=start)
+        return _rebuild(con, start, sums, reason, say, announce=any(k.startswith("definitions.") for k in state))
+    return _in_transaction(con, work)
 
 
 def _in_transaction(con, work: Callable[[], Refresh]) -> Refresh:
@@ -208,21 +239,25 @@ def _in_transaction(con, work: Callable[[], Refresh]) -> Refresh:
     return result
 
 
-def _full(con, defs: str, reason: str, say, state_defs: Optional[str]) -> Refresh:
-    """Every stored table rebuilt; ``say`` is told when it replaces results computed otherwise."""
+def _rebuild(con, start: int, sums: dict[str, str], reason: str, say, announce: bool) -> Refresh:
+    """Every stored table from STORED[start] on rebuilt from all jobs; ``say`` is told when it
+    replaces results computed otherwise."""
+    todo = STORED[start:]
     n = con.execute("SELECT count(*) FROM job").fetchone()[0]
-    if say and n and state_defs:
-        say(f"{reason}: computing the stored metrics of all {n:,} jobs (once)")
+    what = "metrics" if start == 0 else ", ".join(s.table for s in todo)
+    if say and n and announce:
+        say(f"{reason}: computing the stored {what} of all {n:,} jobs (once)")
     watermark = _watermark_now(con)
-    for s in reversed(STORED):
+    for s in reversed(todo):
         con.execute(f"DROP TABLE IF EXISTS {s.table}")
     _clear_scope(con)
     con.execute(f"INSERT INTO metric_scope SELECT DISTINCT {KEY} FROM job")
     con.execute(f"INSERT INTO metric_flag_scope SELECT {KEY} FROM metric_scope")
-    _create_views(con, every_sample=True)
+    if any(_portable(s) for s in todo):
+        _create_views(con, every_sample=True)
     # the DuckDB-only file that defines each remaining stored table's view (NN_<table>.sql)
     duckdb_files = {p.stem.split("_", 1)[-1]: p for p in metric_files()}
-    for s in STORED:
+    for s in todo:
         path = None if _portable(s) else duckdb_files[s.table]
         if path is not None:
             con.execute(path.read_text(encoding="utf-8"))
@@ -237,11 +272,14 @@ def _full(con, defs: str, reason: str, say, state_defs: Optional[str]) -> Refres
     days = con.execute("SELECT count(*) FROM metric_day_scope").fetchone()[0]
     _drop_views(con)
     _clear_scope(con)
-    _set_state(con, definitions=defs, ingest_watermark=watermark, last_refresh=f"full {n}")
-    return Refresh("full", n, n, reason, days)
+    _set_state(con, ingest_watermark=watermark, last_refresh=f"full {n}" + (f" {what}" if start else ""),
+               **{f"definitions.{s.table}": sums[s.table] for s in STORED})
+    con.execute("DELETE FROM metric_state WHERE name = 'definitions'")      # the single checksum of old
+    return Refresh("full", n, n, reason, days, tuple(s.table for s in todo))
 
 
-def _incremental(con, watermark: int) -> Refresh:
+def _incremental(con, watermark: int, upto: int = len(STORED)) -> Refresh:
+    """The jobs ingested since ``watermark`` recomputed in STORED[:upto] (the rest is rebuilt)."""
     _clear_scope(con)
     con.execute(f"""
         INSERT INTO metric_scope
@@ -253,34 +291,41 @@ def _incremental(con, watermark: int) -> Refresh:
     con.execute(f"DELETE FROM metric_scope WHERE ({KEY}) NOT IN (SELECT ({KEY}) FROM job)")
     n = con.execute("SELECT count(*) FROM metric_scope").fetchone()[0]
     devices, metrics, job_day, flags, *summaries = STORED
+    active = STORED[:upto]
     _create_views(con)
     for s in (devices, metrics):
-        _replace(con, s)
+        if s in active:
+            _replace(con, s)
     _drop_views(con)
-    # partitions that gained or lost GPUs change the flags of every job in them
-    con.execute("""
-        CREATE OR REPLACE TEMP TABLE _gpu_partitions_changed AS
-        (SELECT * FROM calc_gpu_partitions EXCEPT SELECT * FROM metric_gpu_partitions)
-        UNION ALL
-        (SELECT * FROM metric_gpu_partitions EXCEPT SELECT * FROM calc_gpu_partitions)""")
-    con.execute(f"""
-        INSERT INTO metric_flag_scope
-        SELECT {KEY} FROM metric_scope
-        UNION
-        SELECT {KEY} FROM job WHERE (cluster, "partition") IN (SELECT (cluster, "partition") FROM _gpu_partitions_changed)""")
-    con.execute("DROP TABLE _gpu_partitions_changed")
-    con.execute("DELETE FROM metric_gpu_partitions")
-    con.execute("INSERT INTO metric_gpu_partitions SELECT * FROM calc_gpu_partitions")
-    n_flags = con.execute("SELECT count(*) FROM metric_flag_scope").fetchone()[0]
-    # the days whose summaries change: those the jobs ran in before (flag scope: a job's flags count
-    # on its days) and after the refresh
-    days_of = f"SELECT DISTINCT day FROM job_day SEMI JOIN {{}} USING ({KEY})"
-    con.execute(f"INSERT INTO metric_day_scope {days_of.format('metric_flag_scope')}")
-    _replace(con, job_day)
-    con.execute(f"INSERT INTO metric_day_scope {days_of.format('metric_scope')} EXCEPT SELECT day FROM metric_day_scope")
-    n_days = con.execute("SELECT count(*) FROM metric_day_scope").fetchone()[0]
+    n_flags = n_days = 0
+    if flags in active:
+        # partitions that gained or lost GPUs change the flags of every job in them
+        con.execute("""
+            CREATE OR REPLACE TEMP TABLE _gpu_partitions_changed AS
+            (SELECT * FROM calc_gpu_partitions EXCEPT SELECT * FROM metric_gpu_partitions)
+            UNION ALL
+            (SELECT * FROM metric_gpu_partitions EXCEPT SELECT * FROM calc_gpu_partitions)""")
+        con.execute(f"""
+            INSERT INTO metric_flag_scope
+            SELECT {KEY} FROM metric_scope
+            UNION
+            SELECT {KEY} FROM job WHERE (cluster, "partition") IN (SELECT (cluster, "partition") FROM _gpu_partitions_changed)""")
+        con.execute("DROP TABLE _gpu_partitions_changed")
+        con.execute("DELETE FROM metric_gpu_partitions")
+        con.execute("INSERT INTO metric_gpu_partitions SELECT * FROM calc_gpu_partitions")
+        n_flags = con.execute("SELECT count(*) FROM metric_flag_scope").fetchone()[0]
+        # the days whose summaries change: those the jobs ran in before (flag scope: a job's flags
+        # count on its days) and after the refresh
+        days_of = f"SELECT DISTINCT day FROM job_day SEMI JOIN {{}} USING ({KEY})"
+        con.execute(f"INSERT INTO metric_day_scope {days_of.format('metric_flag_scope')}")
+    if job_day in active:
+        _replace(con, job_day)
+    if flags in active:
+        con.execute(f"INSERT INTO metric_day_scope {days_of.format('metric_scope')} EXCEPT SELECT day FROM metric_day_scope")
+        n_days = con.execute("SELECT count(*) FROM metric_day_scope").fetchone()[0]
     for s in (flags, *summaries):
-        _replace(con, s)
+        if s in active:
+            _replace(con, s)
     _clear_scope(con)
     _set_state(con, ingest_watermark=_watermark_now(con), last_refresh=f"incremental {n} {n_flags} {n_days}")
     return Refresh("incremental", n, n_flags, days=n_days)

@@ -185,17 +185,47 @@ def test_a_new_gpu_partition_reflags_the_cpu_jobs_already_there(base, tmp_path):
     assert stored_of(base) == recomputed(base, tmp_path)
 
 
-def test_a_settings_change_recomputes_everything_once_and_says_so(base, capsys):
-    idle = "SELECT count(*) FROM job_flags WHERE code = 'gpu_idle'"
-    assert con_rows(base, idle) == [(1,)]         # 200 sampled at 0 %; 201 at ~87 %; 202, 203 unmeasured
-    con, _ = open_db(base, parse_config({"flags": {"gpu_idle_pct": 95}}))
+def test_a_flags_setting_rebuilds_the_flags_and_summaries_once_and_says_so(base, tmp_path, capsys):
+    late = "SELECT count(*) FROM job_flags WHERE code = 'time_oversized'"
+    assert con_rows(base, late) == [(14,)]         # 2 h of a 1-day limit: 8.3 %
+    dump = tmp_path / "d.txt"                       # waiting for a refresh: included in it
+    dump.write_text(HDR + job_line("701", state="FAILED"), encoding="utf-8")
+    con = duckdb.connect(str(base))
+    ingest.ingest_paths(con, [dump], OPTS)
     con.close()
-    assert "computing the stored metrics of all 14 jobs (once)" in capsys.readouterr().err
-    assert con_rows(base, "SELECT value FROM metric_state WHERE name = 'last_refresh'") == [("full 14",)]
-    con, _ = open_db(base, parse_config({"flags": {"gpu_idle_pct": 95}}))
+    config = parse_config({"flags": {"time_oversized_pct": 5}})
+    con, _ = open_db(base, config)
+    con.close()
+    # time_oversized_pct is read by job_flags only: it and the summaries after it are rebuilt, not
+    # job_metrics, which would weigh every sample again
+    rebuilt = "job_flags, dash_day, dash_eff_day, dash_flag_day, dash_flag_top"
+    assert f"computing the stored {rebuilt} of all 15 jobs (once)" in capsys.readouterr().err
+    assert con_rows(base, "SELECT value FROM metric_state WHERE name = 'last_refresh'") == [(f"full 15 {rebuilt}",)]
+    assert con_rows(base, "SELECT state FROM job_metrics WHERE job_id_raw = '701'") == [("FAILED",)]
+    con, _ = open_db(base, config)
     con.close()
     assert capsys.readouterr().err == ""           # nothing to do the second time
+    assert con_rows(base, late) == [(0,)]
+    assert stored_of(base) == recomputed(base, tmp_path)
+
+
+def test_a_setting_of_the_per_job_sql_rebuilds_every_table(base, tmp_path, capsys):
+    """gpu_idle_pct is read by job_metrics (idle_gpus): everything is rebuilt; an ingest waiting at
+    the same time is included."""
+    idle = "SELECT count(*) FROM job_flags WHERE code = 'gpu_idle'"
+    assert con_rows(base, idle) == [(1,)]         # 200 sampled at 0 %; 201 at ~87 %; 202, 203 unmeasured
+    dump = tmp_path / "d.txt"
+    dump.write_text(HDR + job_line("700", partition="gpu", gpus=1), encoding="utf-8")
+    con = duckdb.connect(str(base))
+    ingest.ingest_paths(con, [dump], OPTS)
+    con.close()
+    con, _ = open_db(base, parse_config({"flags": {"gpu_idle_pct": 95}}))
+    con.close()
+    assert "computing the stored metrics of all 15 jobs (once)" in capsys.readouterr().err
+    assert con_rows(base, "SELECT value FROM metric_state WHERE name = 'last_refresh'") == [("full 15",)]
     assert con_rows(base, idle) == [(2,)]         # 201 is under 95 %
+    assert ("700",) in con_rows(base, "SELECT job_id_raw FROM job_metrics")
+    assert stored_of(base) == recomputed(base, tmp_path)
 
 
 # A child that refreshes from scratch, in a loop, until it is killed.
