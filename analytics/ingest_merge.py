@@ -2,11 +2,11 @@
 and merged into what is stored, and the job numbers derived from its steps.
 
 Jobs and steps (keys (cluster, job_id_raw) and (cluster, job_id_raw, step_id)): a record ranks by
-(final state?, coalesce(end, start, submit, eligible)); an incoming record replaces the stored one
-when its rank is >= the stored rank (values it lacks are kept), otherwise it is "unchanged"; an
-identical record is "unchanged". Records from lower-fidelity sources (seff, nvidia-smi, sidecar)
-only fill NULL columns of a record from accounting (sacct text or JSON). Several records of one key
-in one file: the best-ranked (then the last) is loaded and the others count as unchanged.
+(accounting source?, final state?, coalesce(end, start, submit, eligible)), ties broken by
+SOURCE_PREFERENCE. The stored and the incoming record merge column by column (_merge_sql), so the
+row does not depend on which came first (docs/database.md#update-rule); an unchanged row counts as
+"unchanged". Several records of one key in one file: the best-ranked (then the last) is merged and
+the others count as unchanged.
 """
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ FINAL_STATES = ("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NO
                 "PREEMPTED", "TIMEOUT", "REVOKED")
 # Sources that hold the scheduler's accounting record; the others only fill gaps.
 ACCOUNTING_SOURCES = ("slurm-sacct", "slurm-sacct-json", "pbs", "lsf")
+# Which source wins between records of equal rank (same fidelity, state and times): sacct --json
+# first, for its microsecond CPU times. A NULL in the winner still takes the other's value.
+SOURCE_PREFERENCE = ("slurm-sacct-json", "slurm-sacct", "pbs", "lsf", "slurm-seff", "sidecar", "nvidia-smi")
 
 
 class _ArrowStream:
@@ -85,7 +88,6 @@ def _merge_records(con, frame: pl.DataFrame, table: str, keys: list[str], time_c
     cols = _stage(con, frame, table, "_in", ingest_id)
     finals = ", ".join(f"'{s}'" for s in FINAL_STATES)
     rank_t = "coalesce(" + ", ".join(time_cols) + ")"
-    st_t = "coalesce(" + ", ".join("t." + c for c in time_cols) + ")"
     keyl = ", ".join(_q(k) for k in keys)
     total = con.execute("SELECT count(*) FROM _in").fetchall()[0][0]
     # best record per key within the file: best rank, then the later line
@@ -99,53 +101,86 @@ def _merge_records(con, frame: pl.DataFrame, table: str, keys: list[str], time_c
     winners = con.execute("SELECT count(*) FROM _w").fetchall()[0][0]
     con.execute("DROP TABLE _in")  # keep one staged copy at a time (memory on 1M-job files)
     data_cols = [c for c in cols if c not in keys and c != "ingest_id"]
-    on = " AND ".join(f"t.{_q(k)} = w.{_q(k)}" for k in keys)
-    replace_changed = " OR ".join(f"(w.{_q(c)} IS NOT NULL AND w.{_q(c)} IS DISTINCT FROM t.{_q(c)})" for c in data_cols)
-    fill_changed = " OR ".join(f"(t.{_q(c)} IS NULL AND w.{_q(c)} IS NOT NULL)" for c in data_cols if c != "source")
-    con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE _act AS
-        SELECT w.*, CASE
-            WHEN t.{_q(keys[0])} IS NULL THEN 'insert'
-            WHEN {_fidelity('w.source')} < {_fidelity('t.source')} THEN (CASE WHEN {fill_changed} THEN 'fill' ELSE 'same' END)
-            WHEN {_fidelity('w.source')} > {_fidelity('t.source')}
-                 OR w._final > (t.state IN ({finals}))::INT
-                 OR (w._final = (t.state IN ({finals}))::INT
-                     AND coalesce(w._t, '-infinity'::TIMESTAMP) >= coalesce({st_t}, '-infinity'::TIMESTAMP))
-                 THEN (CASE WHEN {replace_changed} THEN 'replace' ELSE 'same' END)
-            ELSE 'same' END AS _action
-        FROM _w w LEFT JOIN {table} t ON {on}""")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _act AS {_merge_sql(table, keys, data_cols, time_cols)}")
     con.execute("DROP TABLE _w")
     counts = dict(con.execute("SELECT _action, count(*) FROM _act GROUP BY 1").fetchall())
     collist = ", ".join(_q(c) for c in cols)
     if counts.get("insert"):
         con.execute(f"INSERT INTO {table} ({collist}) SELECT {collist} FROM _act WHERE _action = 'insert'")
-    where = " AND ".join(f"{table}.{_q(k)} = a.{_q(k)}" for k in keys)
-    if counts.get("replace"):
-        # Values the newer record lacks are kept, unless it says why it has none (its null_reasons:
-        # "Unknown", "return code lost"): that is a statement about the job, and the reasons stored
-        # are the newer record's own (a RUNNING job's {"end_time": "Unknown"} must not outlive it).
-        def newer(c: str) -> str:
-            if c == "null_reasons":
-                return f"{_q(c)} = a.{_q(c)}"
-            said_null = f"""coalesce(json_exists(a.null_reasons, '$."{c}"'), false)"""
-            return f"{_q(c)} = CASE WHEN {said_null} THEN NULL ELSE coalesce(a.{_q(c)}, {table}.{_q(c)}) END"
-        sets = ", ".join(newer(c) for c in data_cols)
-        con.execute(f"UPDATE {table} SET {sets}, ingest_id = a.ingest_id FROM _act a WHERE {where} AND a._action = 'replace'")
-    if counts.get("fill"):
-        # a lower-fidelity record only fills NULLs the stored record does not explain; the stored
-        # reasons stay (the filler's reasons would describe columns that the stored record has)
-        def fill(c: str) -> str:
-            explained = f"""coalesce(json_exists({table}.null_reasons, '$."{c}"'), false)"""
-            return f"{_q(c)} = CASE WHEN {explained} THEN {table}.{_q(c)} ELSE coalesce({table}.{_q(c)}, a.{_q(c)}) END"
-        sets = ", ".join(fill(c) for c in data_cols if c not in ("source", "null_reasons"))
+    if counts.get("update"):
+        where = " AND ".join(f"{table}.{_q(k)} = a.{_q(k)}" for k in keys)
         # ingest_id: the last ingest that changed the row (the stored metrics recompute such rows' jobs)
-        con.execute(f"UPDATE {table} SET {sets}, ingest_id = a.ingest_id FROM _act a WHERE {where} AND a._action = 'fill'")
+        sets = ", ".join(f"{_q(c)} = a.{_q(c)}" for c in data_cols + ["ingest_id"])
+        con.execute(f"UPDATE {table} SET {sets} FROM _act a WHERE {where} AND a._action = 'update'")
     stored = counts.get("insert", 0)
-    updated = counts.get("replace", 0) + counts.get("fill", 0)
+    updated = counts.get("update", 0)
     unchanged = counts.get("same", 0) + (total - winners)
     for t in ("_in", "_w", "_act"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
     return stored, updated, unchanged
+
+
+def _explains(nr: str, col: str) -> str:
+    """SQL: does the null_reasons JSON `nr` give a reason for column col being NULL?"""
+    return f"""coalesce(json_exists({nr}, '$."{col}"'), false)"""
+
+
+def _merge_sql(table: str, keys: list[str], data_cols: list[str], time_cols: list[str]) -> str:
+    """SELECT over _w (the file's best record per key) joined with the stored rows: per key the merged
+    row of the table's columns, its null_reasons and _action (insert | update | same).
+
+    The winner is the record of higher rank (fidelity, final state, time); on equal rank the source
+    earlier in SOURCE_PREFERENCE, and of one source the incoming. Each column takes the winner's
+    value, else the loser's: a NULL never erases a value of an equally ranked record (the same job
+    seen through another format). A winner of strictly higher rank that explains its NULL (a RUNNING
+    job's "Unknown" end, seff's lack of the signal) keeps it NULL. The result depends only on the two
+    records, not on which came first. null_reasons: the winner's text where it still describes the
+    NULL columns exactly, else rebuilt from both (winner first) for the columns left NULL."""
+    finals = ", ".join(f"'{s}'" for s in FINAL_STATES)
+    pref = " ".join(f"WHEN '{s}' THEN {len(SOURCE_PREFERENCE) - i}" for i, s in enumerate(SOURCE_PREFERENCE))
+    on = " AND ".join(f"t.{_q(k)} = w.{_q(k)}" for k in keys)
+    vals = [c for c in data_cols if c not in ("source", "null_reasons")]
+    stored = ", ".join(f"t.{_q(c)} AS {_q('_t_' + c)}" for c in data_cols)
+    t_time = "coalesce(" + ", ".join(f"t.{_q(c)}" for c in time_cols) + ")"
+    rank = f"""
+        SELECT w.*, {stored}, t.{_q(keys[0])} IS NULL AS _new,
+               {_fidelity('w.source')} AS _fw, {_fidelity('t.source')} AS _ft,
+               coalesce((t.state IN ({finals}))::INT, 0) AS _fint,
+               coalesce(w._t, '-infinity'::TIMESTAMP) AS _tw, coalesce({t_time}, '-infinity'::TIMESTAMP) AS _tt,
+               (CASE w.source {pref} ELSE 0 END) AS _pw, (CASE t.source {pref} ELSE 0 END) AS _pt
+        FROM _w w LEFT JOIN {table} t ON {on}"""
+    above = "(_fw > _ft OR (_fw = _ft AND (_final > _fint OR (_final = _fint AND _tw > _tt))))"
+    below = "(_fw < _ft OR (_fw = _ft AND (_final < _fint OR (_final = _fint AND _tw < _tt))))"
+    order = f"""
+        SELECT *, _new OR {above} OR (NOT {below} AND _pw >= _pt) AS _ww, NOT _new AND ({above} OR {below}) AS _strict
+        FROM ({rank})"""
+
+    def pick(c: str) -> str:
+        w, t = _q(c), _q("_t_" + c)
+        return (f"CASE WHEN _ww THEN (CASE WHEN {w} IS NOT NULL OR (_strict AND {_explains('null_reasons', c)}) "
+                f"THEN {w} ELSE {t} END) ELSE (CASE WHEN {t} IS NOT NULL OR (_strict AND {_explains(_q('_t_null_reasons'), c)}) "
+                f"THEN {t} ELSE {w} END) END AS {_q('_m_' + c)}")
+    merged = f"""
+        SELECT *, {', '.join(pick(c) for c in vals)},
+               CASE WHEN _ww THEN source ELSE "_t_source" END AS "_m_source",
+               CASE WHEN _ww THEN null_reasons ELSE "_t_null_reasons" END AS _nw,
+               CASE WHEN _ww THEN "_t_null_reasons" ELSE null_reasons END AS _nl
+        FROM ({order})"""
+    m = {c: _q("_m_" + c) for c in vals}
+    changed = " OR ".join(f"({m[c]} IS NOT NULL AND {_explains('_nw', c)}) OR "
+                          f"({m[c]} IS NULL AND {_explains('_nl', c)} AND NOT {_explains('_nw', c)})" for c in vals)
+    # the text json.dumps writes, as the parsers do: {"col": "reason", ...}
+    entries = ", ".join(f"""CASE WHEN {m[c]} IS NULL THEN '"{c}": ' || to_json(coalesce(json_extract_string(_nw, '$."{c}"'),
+                        json_extract_string(_nl, '$."{c}"')))::VARCHAR END""" for c in vals)
+    rebuilt = f"nullif('{{' || concat_ws(', ', {entries}) || '}}', '{{}}')"   # concat_ws skips NULLs
+    same = " AND ".join(f"{m[c]} IS NOT DISTINCT FROM {_q('_t_' + c)}" for c in vals)
+    out = ", ".join([_q(k) for k in keys] + [f"{m[c]} AS {_q(c)}" for c in vals] + ['"_m_source" AS source', "ingest_id"])
+    return f"""
+        SELECT {out}, _nr AS null_reasons,
+               CASE WHEN _new THEN 'insert'
+                    WHEN {same} AND "_m_source" IS NOT DISTINCT FROM "_t_source" AND _nr IS NOT DISTINCT FROM "_t_null_reasons"
+                    THEN 'same' ELSE 'update' END AS _action
+        FROM (SELECT *, CASE WHEN {changed} THEN {rebuilt} ELSE _nw END AS _nr FROM ({merged}))"""
 
 
 def _refresh_job_usage(con, touched: pl.DataFrame) -> None:

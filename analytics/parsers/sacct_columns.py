@@ -56,7 +56,7 @@ class _Stages:
         self.s1b: dict[str, pl.Expr] = {}  # primitives of primitives
         self.s2: dict[str, pl.Expr] = {}   # values from primitives
         self.bad: list[pl.Expr] = []       # evaluated after s2
-        self.reasons: list[pl.Expr] = []   # evaluated after s2
+        self.reasons: list[tuple] = []     # (target, condition, '"target": "text"'), evaluated after s2
         self.no_gpu: set[str] = set()      # TRES fields no value of which names a gres/gpu* item
 
 
@@ -79,7 +79,7 @@ def _nullable(st: "_Stages", col: str, target: str, value: pl.Expr, nonneg: bool
         cond = cond | (pl.col(target) < 0).fill_null(False)
     st.bad.append(cond)
     if not target.startswith("_"):
-        st.reasons.append((pl.col(isnull) & (_src(col) != ""), pl.format('"{}": "{}"', pl.lit(target), _src(col))))
+        st.reasons.append((target, pl.col(isnull) & (_src(col) != ""), pl.format('"{}": "{}"', pl.lit(target), _src(col))))
 
 
 def _convert_column(st: "_Stages", col: str, kind: str, target: str, ctx: Ctx) -> None:
@@ -103,7 +103,7 @@ def _convert_column(st: "_Stages", col: str, kind: str, target: str, ctx: Ctx) -
         n = tmp + "n_" + col
         st.s1[n] = (c == "") | c.str.to_lowercase().is_in(_NULL_WORDS + ["none assigned"])
         st.s2[target] = pl.when(~pl.col(n)).then(c)
-        st.reasons.append((pl.col(n) & (c != ""), pl.format('"{}": "{}"', pl.lit(target), c)))
+        st.reasons.append((target, pl.col(n) & (c != ""), pl.format('"{}": "{}"', pl.lit(target), c)))
     elif kind in ("int", "minutes"):
         st.s1[g] = c.cast(pl.Int64, strict=False)
         nullable(col, target, pl.col(g) * 60 if kind == "minutes" else pl.col(g), nonneg=True)
@@ -203,9 +203,9 @@ def _convert_distinct(df: pl.DataFrame, col: str, kind: str, target: str, ctx: C
     bad, why = f"__bad_{col}", [f"__why_{col}_{k}" for k in range(len(sub.reasons))]
     conv = conv.select(pl.col(name), *[pl.col(o) for o in sub.s2],
                        (pl.any_horizontal(sub.bad) if sub.bad else pl.lit(False)).alias(bad),
-                       *[pl.when(cond).then(text).alias(w) for (cond, text), w in zip(sub.reasons, why)])
+                       *[pl.when(cond).then(text).alias(w) for (_, cond, text), w in zip(sub.reasons, why)])
     st.bad.append(pl.col(bad))
-    st.reasons.extend((pl.col(w).is_not_null(), pl.col(w)) for w in why)
+    st.reasons.extend((target, pl.col(w).is_not_null(), pl.col(w)) for (target, _, _), w in zip(sub.reasons, why))
     return _beside(df, name, conv)
 
 
@@ -292,7 +292,7 @@ def fast_frame(df: pl.DataFrame, cols: list[str], ctx: Ctx) -> pl.DataFrame:
         isnull, zero = pl.col("__rmn"), num == 0
         w = w.with_columns(mem_req_bytes=pl.when(isnull | zero).then(None).otherwise(val.round(0).cast(pl.Int64, strict=False)))
         st.bad.append(~isnull & (num.is_null() | ((per == "c") & cpus.is_null() & ~zero)))
-        st.reasons.append(((isnull | zero).fill_null(False) & (src("reqmem") != ""),
+        st.reasons.append(("mem_req_bytes", (isnull | zero).fill_null(False) & (src("reqmem") != ""),
                            pl.format('"mem_req_bytes": "{}"', src("reqmem"))))
     if "start_time" in w.columns and "end_time" in w.columns:
         st.bad.append((pl.col("end_time") < pl.col("start_time")).fill_null(False))
@@ -300,7 +300,7 @@ def fast_frame(df: pl.DataFrame, cols: list[str], ctx: Ctx) -> pl.DataFrame:
         return pl.col(name) if name in w.columns else pl.lit(None, dtype)
     w = w.with_columns(
         _bad=pl.any_horizontal(st.bad),
-        _why=pl.any_horizontal([cond for cond, _ in st.reasons]) if st.reasons else pl.lit(False),
+        _why=pl.any_horizontal([cond for _, cond, _ in st.reasons]) if st.reasons else pl.lit(False),
         _kind=pl.when(pl.col("step_id").is_not_null()).then(pl.lit("step")).otherwise(pl.lit("job")),
         cluster=pl.coalesce(opt("cluster", pl.String), pl.lit(ctx.cluster or "default")),
         ngpus=pl.coalesce(opt("_gpus_alloc_tres", pl.Int64), opt("_gpus_req_tres", pl.Int64)),
@@ -311,13 +311,22 @@ def fast_frame(df: pl.DataFrame, cols: list[str], ctx: Ctx) -> pl.DataFrame:
     # only the columns it reads (lazy: projection pushdown)
     reasons = pl.repeat(None, w.height, dtype=pl.String, eager=True).alias("null_reasons")
     if st.reasons:
-        text = pl.concat_str([pl.when(cond).then(t) for cond, t in st.reasons], separator=", ", ignore_nulls=True)
+        text = pl.concat_str(_one_per_target(st.reasons), separator=", ", ignore_nulls=True)
         why = (w.lazy().with_row_index("__i").filter(pl.col("_why"))
                .select("__i", pl.concat_str([pl.lit("{"), text, pl.lit("}")]).alias("v")).collect())
         if why.height:
             reasons = reasons.scatter(why["__i"], why["v"])
     w = w.with_columns(reasons)
     return _conform(w, keep_bad=True)
+
+
+def _one_per_target(reasons: list[tuple]) -> list[pl.Expr]:
+    """One reason per target column, as the per-line reader's dict gives: placed where the target
+    first appears, the text of the last of its columns that has one (Timelimit and TimelimitRaw)."""
+    by: dict[str, pl.Expr] = {}
+    for target, cond, text in reasons:
+        by[target] = pl.when(cond).then(text).otherwise(by[target]) if target in by else pl.when(cond).then(text)
+    return list(by.values())
 
 
 def _conform(df: pl.DataFrame, keep_bad: bool = False) -> pl.DataFrame:

@@ -294,6 +294,11 @@ def _job_row(job: dict, cluster_default: str, steps: list[dict]) -> dict:
         nulls["timelimit_s"] = "UNLIMITED"          # dbv0.0.38 prints INFINITE as null (sacct text: UNLIMITED)
     job_state = _first_state(state.get("current") if isinstance(state, dict) else state)
     exit_code = _failed_exit_code(job_state, _exit_code(job.get("exit_code")), nulls)
+    node_list = job.get("nodes")
+    if isinstance(node_list, str) and node_list.strip().lower() in ("none assigned", "none", "(null)", ""):
+        if node_list.strip():
+            nulls["node_list"] = node_list  # a job that never ran has no nodes, as in sacct text
+        node_list = None
     killer = job.get("kill_request_user")
     if isinstance(killer, str) and killer and job_state == "CANCELLED":
         nulls["cancelled_by_uid"] = killer         # a user name here, not the uid sacct text prints
@@ -313,7 +318,7 @@ def _job_row(job: dict, cluster_default: str, steps: list[dict]) -> dict:
         "cpu_time_s": cpu_time, "billing": _get(alloc, "billing"),
         "alloc_tres": _tres_string(alloc, "M"), "req_tres": _tres_string(req, "M"),
         "gpu_util_tres": max(gutil) if gutil else None, "gpu_mem_tres_bytes": max(gmem) if gmem else None,
-        "node_list": job.get("nodes"), "restarts": _plain(job.get("restart_cnt")),
+        "node_list": node_list, "restarts": _plain(job.get("restart_cnt")),
         "null_reasons": json.dumps(nulls) if nulls else None, "source": SOURCE,
     }
 
