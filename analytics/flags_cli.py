@@ -1,31 +1,66 @@
-"""`jobsight flags`: the jobs worth talking about, with the request that would have fit."""
+"""`jobsight flags`: the jobs worth talking about, with the request that would have fit.
+
+A week of a large cluster holds 10^5 flags, so by default the most wasted 100 are printed (as
+jobstats and reportseff users expect) and a line on stderr says how many more there are; `--limit 0`
+prints them all. Rows are fetched as tuples and written column by column (analytics/render.py).
+"""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from jobsight.analytics import render
 from jobsight.analytics.query_filters import add_db_options, add_scope_options, scope_where
-from jobsight.analytics.session import open_db
 
 COLUMNS = ["cluster", "job_id", "job_id_raw", "user", "account", "partition", "state", "end_time",
            "sbu", "wasted_sbu", "code", "severity", "message", "advice"]
 TABLE_COLUMNS = ["job_id", "user", "account", "partition", "sbu", "wasted_sbu", "severity", "code", "message", "advice"]
+DEFAULT_LIMIT = 100
+# --sort KEY -> ORDER BY; ties go to the job id and flag code, so a limit always cuts the same rows
+SORTS = {
+    "wasted_sbu": "wasted_sbu DESC NULLS LAST, sbu DESC NULLS LAST",
+    "sbu": "sbu DESC NULLS LAST, wasted_sbu DESC NULLS LAST",
+    "end_time": "COALESCE(end_time, start_time) DESC NULLS LAST",
+}
+TIE_BREAK = "cluster, job_id_raw, code"
 
 
 def configure(p: argparse.ArgumentParser) -> None:
     add_db_options(p)
     add_scope_options(p)
     p.add_argument("--flag", action="append", metavar="CODE", help="only this flag code (repeatable)")
+    p.add_argument("--sort", choices=tuple(SORTS), default="wasted_sbu",
+                   help="most wasted SBU first (default), most SBU first, or the latest end time first")
+    p.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT, metavar="N",
+                   help=f"print the first N flags (default {DEFAULT_LIMIT}); 0 prints every flag")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
 
 
+def _limit(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError("0 (every flag) or more")
+    return n
+
+
 def run(args: argparse.Namespace) -> int:
+    from jobsight.analytics.session import open_db  # duckdb: not to parse options (analytics/cli.py)
     con, _cfg = open_db(args.db, args.config)
     where, params = scope_where(args, "COALESCE(end_time, start_time)")
     if args.flag:
         where += (" AND " if where else " WHERE ") + f"code IN ({', '.join('?' for _ in args.flag)})"
         params += args.flag
-    rows = render.rows_of(con, f"SELECT {render.select_list(COLUMNS)} FROM job_flags{where} "
-                               "ORDER BY wasted_sbu DESC NULLS LAST, sbu DESC NULLS LAST, job_id_raw, code", params)
-    render.emit(rows, args.format, COLUMNS, TABLE_COLUMNS, empty="no flagged jobs")
+    sql = (f"SELECT {render.select_list(COLUMNS)} FROM job_flags{where} "
+           f"ORDER BY {SORTS[args.sort]}, {TIE_BREAK}")
+    names, rows = render.fetch(con, sql + (f" LIMIT {args.limit}" if args.limit else ""), params)
+    more = 0
+    if args.limit and len(rows) == args.limit:
+        more = con.execute(f"SELECT count(*) FROM job_flags{where}", params).fetchone()[0] - len(rows)
+    render.emit_rows(names, rows, args.format, COLUMNS, TABLE_COLUMNS, empty="no flagged jobs")
+    if more:
+        sys.stdout.flush()      # the note comes after the rows, also when both go to a terminal
+        print(f"jobsight flags: {more:,} more flags; --limit 0 for all", file=sys.stderr)
     return 0

@@ -1,4 +1,5 @@
-"""Output for the CLI: aligned text tables, CSV and JSON from rows of dicts.
+"""Output for the CLI: aligned text tables, CSV and JSON, from rows of dicts or from a query's
+column names and tuples (``fetch``: no dict per row, for outputs of 10^5 rows).
 
 Everything a user wrote (job names, users, accounts, hosts) is data, never a terminal command or a
 spreadsheet formula; the rules live here, once, for every writer:
@@ -78,13 +79,24 @@ def cell(value: Any, digits: int = 1) -> str:
 
 
 def table(rows: Sequence[dict], columns: Sequence[str], headers: Sequence[str] | None = None) -> str:
+    return table_of(list(columns), [tuple(r.get(c) for c in columns) for r in rows], columns, headers)
+
+
+def table_of(names: Sequence[str], data: Sequence[tuple], columns: Sequence[str],
+             headers: Sequence[str] | None = None) -> str:
+    """The text table of ``columns`` of the tuples ``data`` (whose fields are ``names``): numbers
+    right-aligned, everything else left-aligned, every cell terminal-safe. Built column by column."""
     headers = [terminal_safe(str(h)) for h in (headers or columns)]
-    body = [[cell(r.get(c)) for c in columns] for r in rows]
-    widths = [max([len(h)] + [len(row[i]) for row in body]) for i, h in enumerate(headers)]
-    numeric = [all(_is_number(r.get(c)) for r in rows) and rows for c in columns]
-    def fmt(values):
-        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()
-    lines = [fmt(headers), fmt(["-" * w for w in widths])] + [fmt(r) for r in body]
+    cols, right = [], []
+    for c in columns:
+        i = list(names).index(c)
+        values = [r[i] for r in data]
+        cols.append([cell(v) for v in values])
+        right.append(bool(data) and all(_is_number(v) for v in values))
+    widths = [max([len(h)] + [len(v) for v in col]) for h, col in zip(headers, cols)]
+    fmt = "  ".join(f"{{:{'>' if r else '<'}{w}}}" for r, w in zip(right, widths))
+    lines = [fmt.format(*headers).rstrip(), fmt.format(*["-" * w for w in widths]).rstrip()]
+    lines += [fmt.format(*row).rstrip() for row in zip(*cols)]
     return "\n".join(lines)
 
 
@@ -112,7 +124,23 @@ def csv_line(values: Sequence[Any], terminal: bool = False) -> str:
 
 def to_csv(rows: Iterable[dict], columns: Sequence[str], terminal: bool = False) -> str:
     """The one CSV writer (CLI output and the CSV report). ``terminal``: stdout is a terminal."""
-    return csv_line(columns, terminal) + "".join(csv_line([r.get(c) for c in columns], terminal) for r in rows)
+    return csv_of(list(columns), [tuple(r.get(c) for c in columns) for r in rows], columns, terminal)
+
+
+def csv_of(names: Sequence[str], data: Sequence[tuple], columns: Sequence[str], terminal: bool = False) -> str:
+    """CSV of ``columns`` of the tuples ``data``: csv_line's cells, made column by column (a column
+    of plain numbers needs no guarding, quoting or escaping)."""
+    cols = []
+    for c in columns:
+        i = list(names).index(c)
+        values = [r[i] for r in data]
+        if all(v is None or type(v) is int or (type(v) is float and not math.isnan(v)) for v in values):
+            cols.append(["" if v is None else str(v) for v in values])
+        else:
+            cols.append([csv_field(v, terminal) for v in values])
+    if len(columns) == 1:       # a lone empty cell is not an empty line
+        cols[0] = [v or '""' for v in cols[0]]
+    return csv_line(columns, terminal) + "".join(",".join(row) + "\n" for row in zip(*cols))
 
 
 def to_json(obj: Any) -> str:
@@ -127,10 +155,34 @@ def to_json(obj: Any) -> str:
     return _UNSAFE_JSON.sub(lambda m: f"\\u{ord(m.group(0)):04x}", json.dumps(conv(obj), indent=2, ensure_ascii=False))
 
 
+def _json_default(o: Any) -> Any:
+    if isinstance(o, (dt.date, dt.datetime)):
+        return plain(o)
+    raise TypeError(f"{type(o).__name__} is not JSON serializable")
+
+
+def json_of(names: Sequence[str], data: Sequence[tuple]) -> str:
+    """The tuples as a JSON list of objects, one object a line (the same data as to_json)."""
+    try:
+        # the C encoder (no indent); a NaN (null in to_json) falls back to the full conversion
+        lines = [json.dumps(dict(zip(names, r)), ensure_ascii=False, allow_nan=False, default=_json_default)
+                 for r in data]
+    except ValueError:
+        return to_json([dict(zip(names, r)) for r in data])
+    if not lines:
+        return "[]"
+    return _UNSAFE_JSON.sub(lambda m: f"\\u{ord(m.group(0)):04x}", "[\n  " + ",\n  ".join(lines) + "\n]")
+
+
 def rows_of(con, sql: str, params: Sequence | None = None) -> list[dict]:
+    names, data = fetch(con, sql, params)
+    return [dict(zip(names, r)) for r in data]
+
+
+def fetch(con, sql: str, params: Sequence | None = None) -> tuple[list[str], list[tuple]]:
+    """A query's column names and rows as tuples."""
     cur = con.execute(sql, params or [])
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r)) for r in cur.fetchall()]
+    return [d[0] for d in cur.description], cur.fetchall()
 
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -166,10 +218,20 @@ def emit(rows: Sequence[dict], fmt: str, columns: Sequence[str], table_columns: 
     """Print rows as --format json|csv|table (the table may show fewer columns than CSV/JSON)."""
     if fmt == "json":
         print(to_json(list(rows)))
-    elif fmt == "csv":
-        print(to_csv(rows, columns, terminal=is_terminal()), end="")
     else:
-        print_text(table(rows, table_columns or columns) if rows else empty)
+        emit_rows(list(columns), [tuple(r.get(c) for c in columns) for r in rows], fmt, columns, table_columns, empty)
+
+
+def emit_rows(names: Sequence[str], data: Sequence[tuple], fmt: str, columns: Sequence[str],
+              table_columns: Sequence[str] | None = None, empty: str = "no rows") -> None:
+    """``emit`` for a query's names and tuples (``fetch``); JSON objects hold ``columns``."""
+    if fmt == "json":
+        keep = [list(names).index(c) for c in columns]
+        print(json_of(columns, [tuple(r[i] for i in keep) for r in data]))
+    elif fmt == "csv":
+        print(csv_of(names, data, columns, terminal=is_terminal()), end="")
+    else:
+        print_text(table_of(names, data, table_columns or columns) if data else empty)
 
 
 def print_text(text: str) -> None:
