@@ -32,18 +32,24 @@ def parse_when(text: str, end: bool = False) -> dt.datetime:
         raise UserError(f"not a date or date/time: {text!r} (use YYYY-MM-DD or YYYY-MM-DDTHH:MM)") from None
 
 
+SCOPE_COLUMNS = (("user", '"user"'), ("account", "account"), ("partition", '"partition"'), ("cluster", "cluster"))
+
+
+def scope_values(args: argparse.Namespace) -> dict:
+    """The scope options as values: since and until as datetimes (None when not given), then the
+    user, account, partition and cluster (None: any)."""
+    since, until = getattr(args, "since", None), getattr(args, "until", None)
+    return {"since": parse_when(since) if since else None, "until": parse_when(until, end=True) if until else None,
+            **{opt: getattr(args, opt, None) or None for opt, _col in SCOPE_COLUMNS}}
+
+
 def scope_where(args: argparse.Namespace, time_expr: str) -> tuple[str, list]:
     """WHERE clause (starting with ' WHERE' or empty) for the scope options."""
+    values = scope_values(args)
     clauses, params = [], []
-    if getattr(args, "since", None):
-        clauses.append(f"{time_expr} >= ?")
-        params.append(parse_when(args.since))
-    if getattr(args, "until", None):
-        clauses.append(f"{time_expr} < ?")
-        params.append(parse_when(args.until, end=True))
-    for opt, col in (("user", '"user"'), ("account", "account"), ("partition", '"partition"'), ("cluster", "cluster")):
-        value = getattr(args, opt, None)
-        if value:
-            clauses.append(f"{col} = ?")
-            params.append(value)
+    for key, expr in (("since", f"{time_expr} >= ?"), ("until", f"{time_expr} < ?"),
+                      *((opt, f"{col} = ?") for opt, col in SCOPE_COLUMNS)):
+        if values[key] is not None:
+            clauses.append(expr)
+            params.append(values[key])
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), params

@@ -1,5 +1,5 @@
--- Usage per period, from the stored per-job-day rows (job_day, sql/metrics/40_job_day.sql): a job
--- that crosses a period boundary counts with its share of the time in each period.
+-- Usage per period, from the stored per-job-day rows (job_day, sql/metrics/): a job that crosses a
+-- period boundary counts with its share of the time in each period.
 -- `job_usage_by('day' | 'week' | 'month')`; weeks start on Monday (ISO).
 CREATE OR REPLACE VIEW usage_daily AS
 SELECT cluster, job_id_raw, job_id, "user", account, "partition", state, day AS period_start, fraction,
@@ -16,3 +16,34 @@ FROM job_day
 GROUP BY cluster, job_id_raw, date_trunc(period, day);
 
 CREATE OR REPLACE VIEW usage_weekly AS SELECT * FROM job_usage_by('week');
+
+-- The share of the burn wasted, in percent: wasted SBU over the SBU whose waste is known (a job whose
+-- efficiency was not measured has no wasted SBU and weighs in neither). An aggregate, for GROUP BYs;
+-- `jobsight usage` and the reports' totals both use it.
+CREATE OR REPLACE MACRO wasted_pct(wasted_sbu, sbu) AS
+    sum(wasted_sbu) * 100.0 / NULLIF(sum(sbu) FILTER (WHERE wasted_sbu IS NOT NULL), 0);
+
+-- `jobsight usage`: jobs, SBU burned and wasted, core- and GPU-hours of the days [since, until), by
+-- `by_key` (user, account, partition, cluster, or the day, ISO week or month as text), for the jobs of
+-- the named user, account, partition and cluster (NULL: any). "key" holds the group's value.
+-- With plain DuckDB:  SELECT * FROM usage_summary('account', DATE '2026-11-16', DATE '2026-11-23');
+CREATE OR REPLACE MACRO usage_summary(by_key, since, until, only_user := NULL, only_account := NULL,
+                                      only_partition := NULL, only_cluster := NULL) AS TABLE
+SELECT CASE by_key WHEN 'user' THEN "user" WHEN 'account' THEN account WHEN 'partition' THEN "partition"
+               WHEN 'cluster' THEN cluster
+               WHEN 'day' THEN strftime(day, '%Y-%m-%d')
+               WHEN 'week' THEN strftime(date_trunc('week', day), '%G-W%V')
+               WHEN 'month' THEN strftime(day, '%Y-%m')
+               ELSE error('usage_summary: by_key ' || by_key || ': user, account, partition, cluster, day, week or month')
+       END                                                                    AS "key",
+       count(DISTINCT (cluster, job_id_raw))                                  AS jobs,
+       sum(sbu)                                                               AS sbu,
+       sum(wasted_sbu)                                                        AS wasted_sbu,
+       wasted_pct(wasted_sbu, sbu)                                            AS wasted_pct,
+       sum(core_hours)                                                        AS core_hours,
+       sum(gpu_hours)                                                         AS gpu_hours
+FROM job_day
+WHERE day >= since AND day < until
+  AND (only_user IS NULL OR "user" = only_user) AND (only_account IS NULL OR account = only_account)
+  AND (only_partition IS NULL OR "partition" = only_partition) AND (only_cluster IS NULL OR cluster = only_cluster)
+GROUP BY ALL;
