@@ -5,6 +5,11 @@ Markdown and CSV files named <out>/<window>/<kind>-<name>.<ext>, and by e-mail.
         --format html,md,csv --out reports/ [--email [--smtp host:port | --eml-dir DIR] [--dry-run]]
 
 Every number comes from the report macros in sql/views/50_report.sql (see analytics/reports/).
+Reports for named users and accounts only read those subjects' rows; `admin`, `all-users` and
+`all-accounts` read the whole cluster's.
+
+The reports, mailer and database modules are imported when the command runs, not to build its
+parser (analytics/cli.py).
 """
 from __future__ import annotations
 
@@ -12,20 +17,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from jobsight.analytics import render
 from jobsight.analytics.errors import UserError
 from jobsight.analytics.query_filters import add_db_options
-from jobsight.analytics.reports import mailer
-from jobsight.analytics.reports.csvout import render_csv
-from jobsight.analytics.reports.data import gather
-from jobsight.analytics.reports.html import render_html_chunks
-from jobsight.analytics.reports.markdown import render_markdown
-from jobsight.analytics.reports.period import resolve
-from jobsight.analytics.reports.report import ADMIN_NAME, Report
-from jobsight.analytics.reports.settings import from_config
-from jobsight.analytics.session import open_db
 
-RENDERERS = {"html": render_html_chunks, "md": render_markdown, "csv": render_csv}
+FORMATS = ("html", "md", "csv")
 FOR_HELP = "user:NAME | account:NAME | admin | all-users | all-accounts (repeatable)"
 
 
@@ -44,11 +39,18 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="with --email: list who would get what; send and write nothing")
 
 
+def renderers() -> dict:
+    from jobsight.analytics.reports.csvout import render_csv
+    from jobsight.analytics.reports.html import render_html_chunks
+    from jobsight.analytics.reports.markdown import render_markdown
+    return {"html": render_html_chunks, "md": render_markdown, "csv": render_csv}
+
+
 def parse_formats(text: str) -> list[str]:
     formats = [f.strip().lower() for f in text.split(",") if f.strip()]
-    bad = [f for f in formats if f not in RENDERERS]
+    bad = [f for f in formats if f not in FORMATS]
     if bad or not formats:
-        raise UserError(f"--format {text!r}: choose from {', '.join(RENDERERS)} (comma-separated)")
+        raise UserError(f"--format {text!r}: choose from {', '.join(FORMATS)} (comma-separated)")
     return list(dict.fromkeys(formats))
 
 
@@ -62,6 +64,7 @@ def parse_target(text: str) -> tuple[str, str | None]:
 
 
 def subjects(ds, targets: list[str]) -> list[tuple[str, str]]:
+    from jobsight.analytics.reports.report import ADMIN_NAME
     out: list[tuple[str, str]] = []
     for text in targets:
         kind, name = parse_target(text)
@@ -76,14 +79,23 @@ def subjects(ds, targets: list[str]) -> list[tuple[str, str]]:
     return list(dict.fromkeys(out))
 
 
-def write_files(reports: list[Report], formats: list[str], out: Path) -> list[Path]:
+def named_only(targets: list[str]) -> tuple[list[str], list[str]] | None:
+    """(users, accounts) when every target names its subject; None when one needs the whole cluster."""
+    parsed = [parse_target(t) for t in targets]
+    if any(name is None for _kind, name in parsed):
+        return None
+    return [n for k, n in parsed if k == "user"], [n for k, n in parsed if k == "account"]
+
+
+def write_files(reports: list, formats: list[str], out: Path) -> list[Path]:
     written = []
+    render_with = renderers()
     for rep in reports:
         folder = out / rep.period.label
         folder.mkdir(parents=True, exist_ok=True)
         for fmt in formats:
             path = folder / f"{rep.stem}.{fmt}"
-            content = RENDERERS[fmt](rep)
+            content = render_with[fmt](rep)
             with open(path, "wb") as f:
                 f.writelines([content.encode("utf-8")] if isinstance(content, str) else content)
             written.append(path)
@@ -97,11 +109,18 @@ def run(args: argparse.Namespace) -> int:
     if args.smtp and args.eml_dir:
         raise UserError("give either --smtp or --eml-dir, not both")
     targets = [parse_target(t) and t for t in args.targets]
+    from jobsight.analytics import render
+    from jobsight.analytics.reports.csvout import render_csv
+    from jobsight.analytics.reports.data import gather
+    from jobsight.analytics.reports.period import resolve
+    from jobsight.analytics.reports.settings import from_config
+    from jobsight.analytics.session import open_db
     period = resolve(args.week, args.since, args.until)
+    only = named_only(targets)
     con, cfg = open_db(args.db, args.config)
     try:
         settings = from_config(cfg)
-        ds = gather(con, period, settings)
+        ds = gather(con, period, settings) if only is None else gather(con, period, settings, *only)
     finally:
         con.close()
     reports = [ds.build(kind, name) for kind, name in subjects(ds, targets)]
@@ -113,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     if to_stdout:
         rep = reports[0]
         # CSV to a terminal shows control characters escaped, as every CSV writer does
-        text = render_csv(rep, terminal=render.is_terminal()) if formats[0] == "csv" else RENDERERS[formats[0]](rep)
+        text = render_csv(rep, terminal=render.is_terminal()) if formats[0] == "csv" else renderers()[formats[0]](rep)
         sys.stdout.write(text)
     elif args.out or not args.email:
         out = Path(args.out or "reports")
@@ -122,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
 
     if args.email:
+        from jobsight.analytics.reports import mailer  # smtplib, email: only to send
         deliveries = [mailer.plan(rep, settings) for rep in reports]
         sendable = [d for d in deliveries if d.recipients]
         if sendable and not settings.sender and not args.dry_run:

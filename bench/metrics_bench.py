@@ -77,9 +77,9 @@ PROBES = (
     ("jobsight.analytics.snapshot", "publish", "publish"),
     ("shutil", "copyfile", "copy"),
     ("jobsight.analytics.snapshot", "_fsync_path", "fsync"),
-    ("jobsight.analytics.report_cli", "gather", "gather"),
-    ("jobsight.analytics.render", "rows_of", "query"),
-    ("jobsight.analytics.render", "emit", "print"),
+    ("jobsight.analytics.reports.data", "gather", "gather"),
+    ("jobsight.analytics.render", "fetch", "query"),
+    ("jobsight.analytics.render", "emit_rows", "print"),
 )
 
 
@@ -111,7 +111,7 @@ def child_run(out: str, argv: list[str]) -> int:
     for module, attr, label in PROBES:
         mod = importlib.import_module(module)
         setattr(mod, attr, timed(getattr(mod, attr), label))
-    from jobsight.analytics.cli import main  # after the patches: subcommands import open_db by name
+    from jobsight.analytics.cli import main  # after the patches: subcommands look open_db and gather up when they run
     t = time.perf_counter()
     rc = main(argv)
     sys.stdout.flush()

@@ -228,3 +228,35 @@ def test_files_are_named_predictably(tmp_path):
                            ("user-alice", "account-proj-a", "admin-cluster", "user-dave") for ext in ("html", "md", "csv"))
     # dave asked for by name: a report saying he ran nothing (but never an e-mail, see test_report_email)
     assert "ran no jobs" in (tmp_path / "reports/2026-W47/user-dave.md").read_text(encoding="utf-8")
+
+
+def test_named_subjects_gather_only_their_rows_and_match_the_whole_cluster(tmp_path):
+    """`--for user:X` / `--for account:A` reads only those subjects' rows: the same reports as when
+    the whole cluster is gathered, and nothing else can be built from them."""
+    from jobsight.analytics.reports.csvout import render_csv
+    from jobsight.analytics.reports.html import render_html
+    from jobsight.analytics.reports.markdown import render_markdown
+    at = dt.datetime(2026, 11, 23, tzinfo=dt.timezone.utc)
+
+    def render_html_at(rep):
+        return render_html(rep, generated=at)      # the same "generated" line in both
+    con, cfg = build_db(tmp_path / "n.duckdb")
+    settings = from_config(cfg)
+    whole = gather(con, W47, settings)
+    asked = [("user", u) for u in ("alice", "bob", "carol", "dave")] + [("account", a) for a in ("proj-a", "proj-b")]
+    for kind, name in asked:
+        one = gather(con, W47, settings, **{f"{kind}s": [name]})
+        for render in (render_markdown, render_csv, render_html_at):
+            assert render(one.build(kind, name)) == render(whole.build(kind, name)), (kind, name, render)
+    both = gather(con, W47, settings, users=["alice"], accounts=["proj-b"])
+    assert render_csv(both.build("user", "alice")) == render_csv(whole.build("user", "alice"))
+    assert render_csv(both.build("account", "proj-b")) == render_csv(whole.build("account", "proj-b"))
+    alice = gather(con, W47, settings, users=["alice"])
+    assert {r["user"] for (scope, _k), rows in alice.totals.items() if scope == "user" for r in rows} == {"alice"}
+    assert {j["user"] for rows in alice.top.values() for j in rows} == {"alice"}
+    for kind, name in (("user", "bob"), ("account", "proj-a"), ("admin", "cluster")):
+        with pytest.raises(ValueError):
+            alice.build(kind, name)
+    with pytest.raises(ValueError):
+        alice.subjects("user")
+    con.close()

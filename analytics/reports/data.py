@@ -1,9 +1,11 @@
 """Every number of every report, read from the report macros of sql/views/50_report.sql.
 
-`gather` runs each macro once for the whole cluster and the report window (plus the trend's earlier
-windows); `build` then picks one subject's rows. So 1,000 user reports cost the same handful of
-queries as one, and a user's report holds only rows keyed by that user: nothing of other users.
-Python here only selects, orders and pads rows (days or weeks with no jobs show as zero).
+`gather` runs each macro once for the report window (plus the trend's earlier windows), over the
+whole cluster or, when only some users' and accounts' reports are asked for, over those subjects'
+jobs alone; `build` then picks one subject's rows. So 1,000 user reports cost the same handful of
+queries as one, one user's report reads only that user's rows, and a user's report holds only rows
+keyed by that user: nothing of other users. Python here only selects, orders and pads rows (days or
+weeks with no jobs show as zero).
 """
 from __future__ import annotations
 
@@ -58,6 +60,8 @@ class Dataset:
     top: dict[tuple, list[dict]]          # (scope, key) -> its top jobs, most wasted first
     budget_burn: dict[str, float]
     members: dict[str, list[dict]] = field(default_factory=dict)   # account -> member rows
+    # (users, accounts) gathered when not the whole cluster: the only reports this data can build
+    only: tuple[frozenset, frozenset] | None = None
 
     def __post_init__(self):
         for (scope, key), rows in self.totals.items():
@@ -66,9 +70,13 @@ class Dataset:
 
     def subjects(self, kind: str) -> list[str]:
         """Users or accounts that ran jobs in the window, by name."""
+        if self.only is not None:
+            raise ValueError("the data of some subjects only: gather the whole cluster to list them all")
         return sorted(k for (scope, k) in self.totals if scope == kind and k is not None)
 
     def build(self, kind: str, name: str) -> Report:
+        if self.only is not None and name not in {"user": self.only[0], "account": self.only[1]}.get(kind, ()):
+            raise ValueError(f"{kind} {name}: not gathered (gather({kind}s=[...]) or the whole cluster)")
         s, p = self.settings, self.period
         scope, key = ("cluster", None) if kind == "admin" else (kind, name)
         totals_row = (self.totals.get((scope, key)) or [{}])[0]
@@ -124,17 +132,21 @@ def _most_wasted(r: dict):
     return (-(r.get("wasted_sbu") or 0.0), -(r.get("sbu") or 0.0), str(r.get("user")))
 
 
-def gather(con, period: Period, settings: ReportSettings) -> Dataset:
-    """Run the report macros once over the whole cluster for this window.
+def gather(con, period: Period, settings: ReportSettings, users: list[str] | None = None,
+           accounts: list[str] | None = None) -> Dataset:
+    """Run the report macros once for this window: over the whole cluster, or with ``users`` /
+    ``accounts`` over those users' and accounts' jobs only (then only their reports can be built).
 
     The window's rows of report_job_day (back to the trend's first window) and their job_flags are
-    materialised once as temporary tables; every macro then reads those instead of re-evaluating
-    job_metrics (src / flags arguments of the macros in sql/views/50_report.sql)."""
+    materialised once as temporary tables; every macro then reads those instead of the stored
+    tables (src / flags arguments of the macros in sql/views/50_report.sql)."""
     since, until = period.since, period.until
     first = since - settings.trend_weeks * period.length
-    con.execute("CREATE OR REPLACE TEMP TABLE report_window AS SELECT * FROM report_days(?, ?)", [first, until])
-    con.execute("CREATE OR REPLACE TEMP TABLE report_window_flags AS SELECT * FROM job_flags "
-                "WHERE (cluster, job_id_raw) IN (SELECT (cluster, job_id_raw) FROM report_window WHERE day >= ?)",
+    only = None if users is None and accounts is None else (frozenset(users or ()), frozenset(accounts or ()))
+    names = [None, None] if only is None else [sorted(only[0]), sorted(only[1])]
+    con.execute("CREATE OR REPLACE TEMP TABLE report_window AS "
+                "SELECT * FROM report_days(?, ?, users := ?, accounts := ?)", [first, until, *names])
+    con.execute("CREATE OR REPLACE TEMP TABLE report_window_flags AS SELECT * FROM report_flags('report_window', ?)",
                 [since])
     src, flags = "report_window", "report_window_flags"
     totals = rows_of(con, "SELECT * FROM report_totals(?, ?, ?)", [src, since, until])
@@ -143,14 +155,21 @@ def gather(con, period: Period, settings: ReportSettings) -> Dataset:
     flag_counts = rows_of(con, "SELECT * FROM report_flag_counts(?, ?, ?, ?)", [src, flags, since, until])
     top = rows_of(con, "SELECT * FROM report_top_jobs(?, ?, ?, ?, ?)", [src, flags, since, until, settings.top_jobs])
     burn: dict[str, float] = {}
-    if settings.budgets:
+    budgeted = sorted(set(settings.budgets) if only is None else only[1] & set(settings.budgets))
+    if budgeted:
         start = budget_start(period, settings.budget_period)
+        budget_src = "report_job_day"
+        if only is not None:        # the budget period's rows of the asked accounts only
+            budget_src = "report_budget_window"
+            con.execute("CREATE OR REPLACE TEMP TABLE report_budget_window AS "
+                        "SELECT * FROM report_days(?, ?, accounts := ?)", [start, until, budgeted])
         burn = {r["account"]: r["sbu"] or 0.0 for r in rows_of(
-            con, "SELECT account, sbu FROM report_totals('report_job_day', ?, ?) WHERE scope = 'account'", [start, until])}
+            con, "SELECT account, sbu FROM report_totals(?, ?, ?) WHERE scope = 'account'", [budget_src, start, until])}
+        con.execute("DROP TABLE IF EXISTS report_budget_window")
     con.execute("DROP TABLE report_window")
     con.execute("DROP TABLE report_window_flags")
     return Dataset(period, settings, _index(totals), _index(daily), _index(trend), _index(flag_counts),
-                   _index_top(top, settings.top_jobs), burn)
+                   _index_top(top, settings.top_jobs), burn, only=only)
 
 
 def _index_top(rows: list[dict], n: int) -> dict[tuple, list[dict]]:

@@ -4,8 +4,9 @@
 -- counts it, so report sums equal usage sums for the same days.
 --
 -- The macros read their rows through query_table(src): `src` names report_job_day (or a table
--- holding a slice of it: `jobsight report` takes the window's rows once for 1,000 reports) and
--- `flags` names job_flags (or a slice).
+-- holding a slice of it: `jobsight report` takes the window's rows once, report_days, for 1,000
+-- reports, or only the asked users' and accounts' rows for a few) and `flags` names job_flags (or
+-- a slice: report_flags).
 -- With plain DuckDB:  SELECT * FROM report_totals('report_job_day', DATE '2026-11-16', DATE '2026-11-23');
 
 -- Allocation-weighted mean of an efficiency: each job weighs what it held of the resource that
@@ -18,11 +19,21 @@ CREATE OR REPLACE MACRO alloc_weighted(v, w) AS
 -- One row per job and UTC day it ran, with the job's share of that day and its efficiencies.
 CREATE OR REPLACE VIEW report_job_day AS SELECT * FROM job_day;
 
-CREATE OR REPLACE MACRO report_days(since, until) AS TABLE
-SELECT * FROM report_job_day WHERE day >= since AND day < until;
+-- The rows of [since, until); with `users` or `accounts` (lists), only the jobs of those users and
+-- those accounts: every row a report on one of them reads (job_day is stored in day order, so the
+-- day range is all that is scanned).
+CREATE OR REPLACE MACRO report_days(since, until, users := NULL, accounts := NULL) AS TABLE
+SELECT * FROM report_job_day
+WHERE day >= since AND day < until
+  AND ((users IS NULL AND accounts IS NULL) OR list_contains(users, "user") OR list_contains(accounts, account));
+
+-- The flags of the jobs of src (a slice of report_job_day) that ran on or after `since`.
+CREATE OR REPLACE MACRO report_flags(src, since) AS TABLE
+SELECT * FROM job_flags
+WHERE (cluster, job_id_raw) IN (SELECT (cluster, job_id_raw) FROM query_table(src) WHERE day >= since);
 
 -- Totals per user, per account, per (account, user) member, per partition and for the cluster.
--- scope says which; wasted_pct is wasted over the SBU whose waste is known (as `jobsight usage`);
+-- scope says which; wasted_pct as `jobsight usage` (sql/views/40_usage.sql);
 -- unrated_sbu is burn whose efficiency was not measured (no TotalCPU, no GPU samples).
 CREATE OR REPLACE MACRO report_totals(src, since, until) AS TABLE
 SELECT CASE WHEN grouping("user") = 0 AND grouping(account) = 0 THEN 'member'
@@ -34,7 +45,7 @@ SELECT CASE WHEN grouping("user") = 0 AND grouping(account) = 0 THEN 'member'
        count(DISTINCT (cluster, job_id_raw))                                  AS jobs,
        sum(sbu)                                                               AS sbu,
        sum(wasted_sbu)                                                        AS wasted_sbu,
-       sum(wasted_sbu) * 100.0 / NULLIF(sum(sbu) FILTER (WHERE wasted_sbu IS NOT NULL), 0) AS wasted_pct,
+       wasted_pct(wasted_sbu, sbu)                                            AS wasted_pct,
        sum(sbu) FILTER (WHERE wasted_sbu IS NULL)                             AS unrated_sbu,
        sum(core_hours)                                                        AS core_hours,
        sum(gpu_hours)                                                         AS gpu_hours,
