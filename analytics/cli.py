@@ -1,6 +1,11 @@
 """The `jobsight` command. Each subcommand lives in its own module exposing
 ``configure(parser)`` and ``run(args) -> int``; this file only wires them together.
 
+Start-up is part of every command's time, so `jobsight COMMAND` imports only COMMAND's module:
+the other subcommands are listed by their help line alone (the full parser, every module
+configured, is `build_parser()`, which the docs test walks). The subcommand modules import what
+is heavy (duckdb, the reports, the dashboard) inside ``run``, so `--help` stays light too.
+
 `jobsight sidecar ...` is handed to the collector untouched, before anything heavy is imported,
 so the in-job sidecar starts fast and behaves exactly like `python3 collector/sidecar.py`.
 """
@@ -13,7 +18,7 @@ import sys
 
 from jobsight.analytics.errors import UserError
 
-# subcommand -> (module, one-line help). Modules are imported only to build the parser.
+# subcommand -> (module, one-line help). A module is imported only when its parser is built.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "ingest": ("jobsight.analytics.ingest_cli", "load sacct/seff/sidecar/nvidia-smi files or a live sacct into DuckDB"),
     "job": ("jobsight.analytics.job_cli", "one job's efficiencies, GPU table, SBU, flags and advice (seff-style)"),
@@ -26,14 +31,17 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand, or with ``only``: that subcommand's options, the others
+    named with their help line (enough for `jobsight --help` and for a mistyped command)."""
     parser = argparse.ArgumentParser(prog="jobsight", description="Job accounting and GPU/CPU efficiency for HPC clusters.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("sidecar", help="sample this job's GPUs, CPU and memory to CSV (see `jobsight sidecar --help`)", add_help=False)
     for name, (module, help_text) in SUBCOMMANDS.items():
         sp = sub.add_parser(name, help=help_text, description=help_text)
-        importlib.import_module(module).configure(sp)
-        sp.set_defaults(_module=module)
+        if only is None or name == only:
+            importlib.import_module(module).configure(sp)
+            sp.set_defaults(_module=module)
     return parser
 
 
@@ -42,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "sidecar":
         from jobsight.collector.sidecar import main as sidecar_main
         return sidecar_main(argv[1:])
-    parser = build_parser()
+    # the command is the first argument (jobsight has no options of its own before it)
+    parser = build_parser(only=argv[0] if argv and argv[0] in SUBCOMMANDS else "")
     args = parser.parse_args(argv)
     if not getattr(args, "_module", None):
         parser.print_help()

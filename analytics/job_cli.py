@@ -6,7 +6,6 @@ import argparse
 from jobsight.analytics import render
 from jobsight.analytics.errors import UserError
 from jobsight.analytics.query_filters import add_db_options
-from jobsight.analytics.session import open_db
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -112,6 +111,7 @@ def text_report(m: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from jobsight.analytics.session import open_db  # duckdb: not to parse options (analytics/cli.py)
     con, _cfg = open_db(args.db, args.config)
     m = job_details(con, args.job, args.cluster)
     if args.format == "json":
