@@ -190,8 +190,12 @@ def _read_meta(path: pathlib.Path, notes: list[str]) -> Optional[dict]:
     regular file inside the CSV's folder (never a FIFO or a link out of it: open_regular), and only
     when owned by the CSV's owner or a trusted user: it names the job of the CSV's rows."""
     meta_path = path.with_name(path.name[: -len(path.suffix)] + META_SUFFIX) if path.suffix else path.with_name(path.name + META_SUFFIX)
+    folder, real = os.path.realpath(meta_path.parent), os.path.realpath(meta_path)
+    if os.path.commonpath([folder, real]) != folder:
+        notes.append(f"{meta_path.name}: metadata ignored (symlink to {real}, outside the CSV's folder)")
+        return None
     try:
-        fd = open_regular(meta_path, within=os.path.realpath(meta_path.parent))
+        fd = open_regular(meta_path, within=folder)   # and checked again on what was opened
     except FileNotFoundError:
         return None
     except OSError as exc:
