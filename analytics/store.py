@@ -251,8 +251,11 @@ def _rebuild(con, start: int, sums: dict[str, str], reason: str, say, announce: 
     for s in reversed(todo):
         con.execute(f"DROP TABLE IF EXISTS {s.table}")
     _clear_scope(con)
-    con.execute(f"INSERT INTO metric_scope SELECT DISTINCT {KEY} FROM job")
-    con.execute(f"INSERT INTO metric_flag_scope SELECT {KEY} FROM metric_scope")
+    if any(s.scope == "metric_scope" for s in todo):
+        con.execute(f"INSERT INTO metric_scope SELECT DISTINCT {KEY} FROM job")
+        con.execute(f"INSERT INTO metric_flag_scope SELECT {KEY} FROM metric_scope")
+    else:
+        con.execute(f"INSERT INTO metric_flag_scope SELECT DISTINCT {KEY} FROM job")
     if any(_portable(s) for s in todo):
         _create_views(con, every_sample=True)
     # the DuckDB-only file that defines each remaining stored table's view (NN_<table>.sql)

@@ -17,12 +17,13 @@ CREATE OR REPLACE MACRO setting_text(n) AS (
     FROM setting WHERE name = n);
 
 CREATE OR REPLACE MACRO gib(b) AS b / 1073741824.0;
--- Slurm --time value for a number of seconds, rounded up to whole minutes.
-CREATE OR REPLACE MACRO slurm_time(s) AS
-    CASE WHEN ceil(s / 60.0) * 60 >= 86400
-         THEN printf('%d-%02d:%02d:00', CAST(ceil(s / 60.0) AS BIGINT) // 1440,
-                     (CAST(ceil(s / 60.0) AS BIGINT) % 1440) // 60, CAST(ceil(s / 60.0) AS BIGINT) % 60)
-         ELSE printf('%02d:%02d:00', CAST(ceil(s / 60.0) AS BIGINT) // 60, CAST(ceil(s / 60.0) AS BIGINT) % 60) END;
+-- Slurm --time value for a number of seconds, rounded up to whole minutes (string operations, not
+-- printf: a full rebuild formats a million of them).
+CREATE OR REPLACE MACRO slurm_minutes(m) AS
+    CASE WHEN m >= 1440 THEN CAST(m // 1440 AS VARCHAR) || '-' || lpad(CAST((m % 1440) // 60 AS VARCHAR), 2, '0')
+         ELSE lpad(CAST(m // 60 AS VARCHAR), 2, '0') END
+    || ':' || lpad(CAST(m % 60 AS VARCHAR), 2, '0') || ':00';
+CREATE OR REPLACE MACRO slurm_time(s) AS slurm_minutes(CAST(ceil(s / 60.0) AS BIGINT));
 
 -- Partitions that hold GPUs: a GPU job ran there, or the charging table prices GPUs there. It spans
 -- jobs, so analytics/store.py refreshes the flags of a partition's jobs when this set changes.
@@ -35,10 +36,7 @@ CREATE OR REPLACE VIEW calc_job_flags AS
 WITH m AS (
     SELECT *,
         elapsed_s >= setting_value('flags.min_runtime_s') AS long_enough,
-        cpu_eff_pct * ncpus / 100.0 AS cores_used,
-        -- the --mem that would have fitted: peak plus headroom, whole GiB
-        '--mem=' || CAST(GREATEST(1, ceil(gib(mem_peak_bytes) * setting_value('flags.mem_headroom'))) AS BIGINT) || 'G' AS mem_advice,
-        '--time=' || slurm_time(elapsed_s * setting_value('flags.time_headroom')) AS time_advice
+        cpu_eff_pct * ncpus / 100.0 AS cores_used
     FROM job_metrics SEMI JOIN metric_flag_scope USING (cluster, job_id_raw)
     WHERE state IS DISTINCT FROM 'PENDING'
 ), f AS (
@@ -86,14 +84,15 @@ WITH m AS (
     UNION ALL
     SELECT m.*, 'mem_oversized', 'warn',
         printf('Peak memory %.1f GiB of %.1f GiB allocated (%.1f%%)', gib(mem_peak_bytes), gib(mem_charged_bytes), mem_eff_pct),
-        mem_advice
+        -- the --mem that would have fitted: peak plus headroom, whole GiB
+        '--mem=' || CAST(GREATEST(1, ceil(gib(mem_peak_bytes) * setting_value('flags.mem_headroom'))) AS BIGINT) || 'G'
     FROM m WHERE long_enough
         AND mem_eff_pct < setting_value('flags.mem_oversized_pct')
         AND gib(mem_charged_bytes - mem_peak_bytes) >= setting_value('flags.mem_oversized_min_unused_gib')
     UNION ALL
     SELECT m.*, 'time_oversized', 'warn',
         printf('Ran %s of a %s limit (%.1f%%)', slurm_time(elapsed_s), slurm_time(timelimit_s), time_eff_pct),
-        time_advice || ' (shorter limits start sooner through backfill)'
+        '--time=' || slurm_time(elapsed_s * setting_value('flags.time_headroom')) || ' (shorter limits start sooner through backfill)'
     FROM m WHERE long_enough AND state = 'COMPLETED'
         AND time_eff_pct < setting_value('flags.time_oversized_pct')
     UNION ALL
