@@ -21,13 +21,19 @@ import sys
 from typing import Any, Iterable, Sequence, TextIO
 
 # C0, DEL, C1; the bidi embeddings, overrides and isolates; the bidi marks (ALM, LRM, RLM)
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_UNSAFE_CHARS = "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_UNSAFE = re.compile(f"[{_UNSAFE_CHARS}]")
 _UNSAFE_JSON = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _FORMULA_START = ("=", "+", "-", "@")
 # what a spreadsheet may skip before it looks for a formula: whitespace, controls, invisible marks
-_LEADING = re.compile("[\\s\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]*")
+_LEADING_CHARS = "\\s\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff"
+_LEADING = re.compile(f"[{_LEADING_CHARS}]*")
 _CSV_QUOTE = re.compile('[,"\r\n]')
+# text that csv_field leaves as it is (for a terminal or not): its first character can start neither
+# a formula nor what a spreadsheet skips before one, and it holds nothing to escape or quote
+_PLAIN_CSV_TEXT = re.compile(f'(?![{_LEADING_CHARS}=+@-])[^,"{_UNSAFE_CHARS}]*')
+_NONE = type(None)
 
 
 def _escape(ch: str) -> str:
@@ -91,13 +97,23 @@ def table_of(names: Sequence[str], data: Sequence[tuple], columns: Sequence[str]
     for c in columns:
         i = list(names).index(c)
         values = [r[i] for r in data]
-        cols.append([cell(v) for v in values])
+        cols.append(_cells(values))
         right.append(bool(data) and all(_is_number(v) for v in values))
     widths = [max([len(h)] + [len(v) for v in col]) for h, col in zip(headers, cols)]
     fmt = "  ".join(f"{{:{'>' if r else '<'}{w}}}" for r, w in zip(right, widths))
     lines = [fmt.format(*headers).rstrip(), fmt.format(*["-" * w for w in widths]).rstrip()]
     lines += [fmt.format(*row).rstrip() for row in zip(*cols)]
     return "\n".join(lines)
+
+
+def _cells(values: list) -> list[str]:
+    """[cell(v) for v in values], without a call per cell for a column of text or of numbers."""
+    kinds = {type(v) for v in values}
+    if kinds <= {str, _NONE}:
+        return ["-" if v is None else terminal_safe(v) if _UNSAFE.search(v) else v for v in values]
+    if kinds <= {int, float, _NONE}:
+        return ["-" if v is None or v != v else f"{v:,.1f}" if type(v) is float else str(v) for v in values]
+    return [cell(v) for v in values]
 
 
 def _is_number(v: Any) -> bool:
@@ -134,8 +150,12 @@ def csv_of(names: Sequence[str], data: Sequence[tuple], columns: Sequence[str], 
     for c in columns:
         i = list(names).index(c)
         values = [r[i] for r in data]
-        if all(v is None or type(v) is int or (type(v) is float and not math.isnan(v)) for v in values):
-            cols.append(["" if v is None else str(v) for v in values])
+        kinds = {type(v) for v in values}
+        if kinds <= {int, float, _NONE}:
+            cols.append(["" if v is None or v != v else str(v) for v in values])
+        elif kinds <= {str, _NONE}:
+            cols.append(["" if v is None else v if _PLAIN_CSV_TEXT.fullmatch(v) else csv_field(v, terminal)
+                         for v in values])
         else:
             cols.append([csv_field(v, terminal) for v in values])
     if len(columns) == 1:       # a lone empty cell is not an empty line

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, jobsight_cmd
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jobsight.analytics import render, store
 from jobsight.analytics.cli import main as jobsight
@@ -141,6 +143,37 @@ def test_writer_guards_text_quotes_line_breaks_and_keeps_numbers():
     assert render.to_csv([{"x": None}], ["x"]) == 'x\n""\n'          # one empty cell, not an empty line
     assert render.csv_safe("\u202e=1+1") == "'\u202e=1+1" and render.csv_safe("a=1") == "a=1"
     assert render.csv_safe(-3) == -3 and render.csv_safe("") == ""
+
+
+# text made of the characters every rule above is about, and the values a query returns
+_TEXT = st.one_of(st.sampled_from(PAYLOADS + ["", "a", "a,b", "é", "-1", " a", "a\u202e"]),
+                  st.text(alphabet=st.one_of(st.sampled_from(list("ab,=+-@\"' \t\r\n\x00\x1b\x85\u202e\u200b\ufeffé")),
+                                             st.characters()), max_size=8))
+_VALUE = st.one_of(st.none(), _TEXT, st.integers(-10**6, 10**6), st.floats(allow_nan=True), st.booleans(),
+                   st.datetimes(min_value=dt.datetime(1970, 1, 1), max_value=dt.datetime(2100, 1, 1)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(kinds=st.lists(st.sampled_from(["text", "number", "any"]), min_size=1, max_size=4), data=st.data(),
+       terminal=st.booleans())
+def test_column_writers_equal_the_per_cell_rules(kinds, data, terminal):
+    """table_of and csv_of, which write a column of text or numbers without a call per cell, give
+    exactly what cell() and csv_line() give cell by cell."""
+    strategy = {"text": st.one_of(st.none(), _TEXT), "number": st.one_of(st.none(), st.integers(), st.floats()),
+                "any": _VALUE}
+    names = [f"c{i}" for i in range(len(kinds))]
+    rows = data.draw(st.lists(st.tuples(*(strategy[k] for k in kinds)), max_size=6))
+    assert render.csv_of(names, rows, names, terminal) == (
+        render.csv_line(names, terminal) + "".join(render.csv_line(list(r), terminal) for r in rows))
+    # the table cell by cell: numbers (and None) right-aligned, the rest left-aligned
+    body = [[render.cell(v) for v in r] for r in rows]
+    widths = [max([len(n)] + [len(b[i]) for b in body]) for i, n in enumerate(names)]
+    right = [bool(rows) and all(v is None or type(v) in (int, float) for v in col) for col in zip(*rows)] or [False] * len(names)
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)).rstrip()
+    assert render.table_of(names, rows, names) == "\n".join(
+        [line(names), line(["-" * w for w in widths])] + [line(b) for b in body])
 
 
 def test_flags_csv_neutralises_every_payload(db, capsys):
