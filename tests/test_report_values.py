@@ -260,3 +260,17 @@ def test_named_subjects_gather_only_their_rows_and_match_the_whole_cluster(tmp_p
     with pytest.raises(ValueError):
         alice.subjects("user")
     con.close()
+
+
+def test_trend_sentence_says_the_same_when_the_rounded_change_is_zero(ds):
+    """A burn equal to the average up to float noise reads "about the same", never "0% less"."""
+    import dataclasses
+
+    from jobsight.analytics.reports.summary import summarise
+    alice = ds.build("user", "alice")
+    avg = sum(w["sbu"] for w in alice.trend[:-1]) / (len(alice.trend) - 1)
+    for noise in (1 - 1e-15, 1.0, 1 + 1e-15, 1.004, 0.996):
+        rep = dataclasses.replace(alice, totals={**alice.totals, "sbu": avg * noise})
+        assert "That is about the same as your average" in summarise(rep), noise
+    rep = dataclasses.replace(alice, totals={**alice.totals, "sbu": avg * 1.2})
+    assert "That is 20% more than your average" in summarise(rep)

@@ -27,6 +27,9 @@ def _trend_sentence(rep: Report, whose: str) -> str:
     ratio = rep.totals["sbu"] / avg
     if ratio >= 2:
         compared = f"{ratio:.1f} times"
+    elif round(abs(ratio - 1) * 100) == 0:
+        # "0% more" or "0% less" would follow the last bits of two float sums
+        compared = "about the same as"
     else:
         compared = f"{abs(ratio - 1) * 100:.0f}% {'more' if ratio >= 1 else 'less'} than"
     return (f" That is {compared} {whose.lower()} average of {sbu(avg)} per {rep.period.noun()} "
