@@ -284,14 +284,15 @@ def _rebuild(con, start: int, sums: dict[str, str], reason: str, say, announce: 
 def _incremental(con, watermark: int, upto: int = len(STORED)) -> Refresh:
     """The jobs ingested since ``watermark`` recomputed in STORED[:upto] (the rest is rebuilt)."""
     _clear_scope(con)
+    # only jobs with an accounting record have results; samples of a job not yet known wait for it
     con.execute(f"""
         INSERT INTO metric_scope
-        SELECT DISTINCT {KEY} FROM (
-            SELECT {KEY} FROM job WHERE ingest_id > $w OR ingest_id IS NULL
-            UNION ALL SELECT {KEY} FROM step WHERE ingest_id > $w OR ingest_id IS NULL
-            UNION ALL SELECT {KEY} FROM sample WHERE ingest_id > $w OR ingest_id IS NULL)""", {"w": watermark})
-    # only jobs with an accounting record have results; samples of a job not yet known wait for it
-    con.execute(f"DELETE FROM metric_scope WHERE ({KEY}) NOT IN (SELECT ({KEY}) FROM job)")
+        SELECT {KEY} FROM (
+            SELECT DISTINCT {KEY} FROM (
+                SELECT {KEY} FROM job WHERE ingest_id > $w OR ingest_id IS NULL
+                UNION ALL SELECT {KEY} FROM step WHERE ingest_id > $w OR ingest_id IS NULL
+                UNION ALL SELECT {KEY} FROM sample WHERE ingest_id > $w OR ingest_id IS NULL)
+        ) changed SEMI JOIN job USING ({KEY})""", {"w": watermark})
     n = con.execute("SELECT count(*) FROM metric_scope").fetchone()[0]
     devices, metrics, job_day, flags, *summaries = STORED
     active = STORED[:upto]
@@ -336,7 +337,8 @@ def _incremental(con, watermark: int, upto: int = len(STORED)) -> Refresh:
 
 def _replace(con, s: Stored) -> None:
     """The stored rows of the jobs (or days) in the table's scope, replaced by freshly computed ones."""
-    con.execute(f"DELETE FROM {s.table} WHERE ({s.key}) IN (SELECT ({s.key}) FROM {s.scope})")
+    match = " AND ".join(f"t.{k} = s.{k}" for k in s.key.split(", "))   # a join, not a row IN: 2-3x faster
+    con.execute(f"DELETE FROM {s.table} t USING {s.scope} s WHERE {match}")
     con.execute(f"INSERT INTO {s.table} SELECT * FROM {s.view}")
 
 
