@@ -30,7 +30,7 @@ WHERE day >= since AND day < until
 -- The flags of the jobs of src (a slice of report_job_day) that ran on or after `since`.
 CREATE OR REPLACE MACRO report_flags(src, since) AS TABLE
 SELECT * FROM job_flags
-WHERE (cluster, job_id_raw) IN (SELECT (cluster, job_id_raw) FROM query_table(src) WHERE day >= since);
+SEMI JOIN (SELECT DISTINCT cluster, job_id_raw FROM query_table(src) WHERE day >= since) USING (cluster, job_id_raw);
 
 -- Totals per user, per account, per (account, user) member, per partition and for the cluster.
 -- scope says which; wasted_pct as `jobsight usage` (sql/views/40_usage.sql);
