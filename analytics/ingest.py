@@ -22,7 +22,6 @@ from types import ModuleType
 from typing import Callable, Iterable, Optional
 
 import duckdb
-import polars as pl
 
 from jobsight.analytics import ingest_trust as trust
 from jobsight.analytics.ingest_load import AccountingError, FileReport, load_pieces, load_result
@@ -182,8 +181,7 @@ def _pick_route(file: SourceFile, size: int, progress: Optional[Callable[[str], 
     empty tables, else the whole file at once."""
     bulk = _bulk_read(file.mod, file.path, file.opts)
     owner = file.ownership.owner if file.ownership else None
-    if bulk is not None and owner is not None and trust.verdicts(
-            file.con, pl.DataFrame([bulk.owner[:2]], schema=list(trust.KEY), orient="row"), owner)["_verdict"][0] != "match":
+    if bulk is not None and owner is not None and not trust.owns_job(file.con, owner, *bulk.owner[:2]):
         bulk = None   # DuckDB's read goes straight into sample: only for rows of the owner's own job
     if hasattr(file.mod, "iter_parse") and size > STREAM_BYTES:
         route: Route = PiecesRoute(file, STREAM_BYTES)

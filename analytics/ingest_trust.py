@@ -95,7 +95,7 @@ def meta_refusal(meta_st: os.stat_result, csv_st: os.stat_result) -> Optional[st
     owner (it names the job and cluster of the CSV's rows, so it must not speak for another owner)."""
     if trusted(meta_st.st_uid) or meta_st.st_uid == csv_st.st_uid:
         return None
-    return f"owned by {Owner(meta_st.st_uid, user_name(meta_st.st_uid))}, not by the owner of the CSV: ignored"
+    return f"owned by {Owner(meta_st.st_uid, user_name(meta_st.st_uid))}, not by the owner of the CSV"
 
 
 def _verdict_sql(j: str, uid: str, user: str) -> str:
@@ -121,6 +121,12 @@ def verdicts(con, keys: pl.DataFrame, owner: Owner) -> pl.DataFrame:
                        {"uid": owner.uid, "user": owner.user}).fetchall()
     return pl.DataFrame(rows, schema={"cluster": pl.String, "job_id_raw": pl.String, "_verdict": pl.String,
                                       "_job_user": pl.String}, orient="row")
+
+
+def owns_job(con, owner: Owner, cluster: str, job_id_raw: str) -> bool:
+    """The job's accounting shows it is the owner's."""
+    keys = pl.DataFrame([(cluster, job_id_raw)], schema=list(KEY), orient="row")
+    return verdicts(con, keys, owner)["_verdict"][0] == "match"
 
 
 @dataclass

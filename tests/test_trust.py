@@ -107,8 +107,9 @@ def ingest(db: Path, *paths: Path, rc: int = 0, args: tuple[str, ...] = ()) -> d
 def content(db: Path, job: str | None = None, leave_out: tuple[str, ...] = ()) -> dict[str, list[str]]:
     """Every row of every table but BOOKKEEPING (with `job`: the rows of that job, in the tables
     that have one, without ingest ids), after a full recompute of the stored results."""
-    from jobsight.analytics import session, store
-    con, _ = session.open_db(db)
+    from jobsight.analytics import store
+    from jobsight.analytics.database import Database
+    con = Database.open(db)
     try:
         store.refresh(con, full=True)
         tables = [t for (t,) in con.execute("SELECT table_name FROM information_schema.tables WHERE "
@@ -248,6 +249,18 @@ def test_root_spool_is_trusted(site, uids):
     assert query(db, "SELECT n_samples FROM job_gpu_devices WHERE job_id_raw = '113'") == [(4,)]
     assert query(db, "SELECT gpu_util_pct FROM job_metrics WHERE job_id_raw = '113'") == [(90.0,)]
     assert query(db, "SELECT count(*) FROM sample_pending") == [(0,)]
+
+
+def test_metadata_of_another_owner_is_ignored(site, uids):
+    """bob's metadata beside alice's CSV cannot name the job of her rows: it is not read."""
+    db, tmp, _ = site
+    mine = home(tmp, "alice", uids)
+    write(mine / "jobsight-jobsight-114-vm.csv", sidecar_csv("114", 40.0).replace(",114,", ",,"), "alice", uids)
+    write(mine / "jobsight-jobsight-114-vm.meta.json", json.dumps({"job_id": "114", "cluster": CLUSTER}), "bob", uids)
+    (f,) = ingest(db, mine)["files"]
+    assert any(f"metadata ignored (owned by bob (uid {uids['bob']}), not by the owner of the CSV)" in n for n in f["notes"])
+    assert (f["stored"], f["rejected"]) == (0, 12)   # no job id in the rows, and none from the metadata
+    assert query(db, "SELECT count(*) FROM sidecar_run") == [(0,)]
 
 
 # Neither root nor the harness users needed below.
