@@ -105,7 +105,8 @@ def check_db(db_path: Path, manifest: dict) -> None:
 
 def ingest_step(out: Path, db_path: Path, manifest: dict) -> tuple[bool, bool]:
     """(every file read?, did the database change?)"""
-    from jobsight.analytics import db, ingest
+    from jobsight.analytics import ingest
+    from jobsight.analytics.database import Database
     from jobsight.analytics.demo import SUBDIRS
     from jobsight.analytics.records import ParseOptions
     opts = ParseOptions(timezone=manifest["ingest_options"]["timezone"], cluster=manifest["ingest_options"]["cluster"])
@@ -121,11 +122,8 @@ def ingest_step(out: Path, db_path: Path, manifest: dict) -> tuple[bool, bool]:
         if done[0] % 200 == 0 and sys.stdout.isatty():
             print(f"\ringest: {done[0]}/{n_files} files", end="", flush=True)
 
-    con = db.connect(db_path)
-    try:
-        reports = ingest.ingest_paths(con, paths, opts, on_file=on_file)
-    finally:
-        con.close()
+    with Database.connect(db_path) as writer:
+        reports = ingest.ingest_paths(writer.con, paths, opts, on_file=on_file)
     if sys.stdout.isatty() and done[0] >= 200:
         print("\r" + " " * 40 + "\r", end="")
     elapsed = time.monotonic() - t0
@@ -158,15 +156,12 @@ def ingest_step(out: Path, db_path: Path, manifest: dict) -> tuple[bool, bool]:
 
 
 def summary_step(db_path: Path) -> None:
-    from jobsight.analytics.session import open_db
-    con, _ = open_db(db_path)
-    try:
-        jobs, users, sbu, wasted = con.execute(
+    from jobsight.analytics.database import Database
+    with Database.open(db_path) as db:
+        jobs, users, sbu, wasted = db.execute(
             "SELECT count(*), count(DISTINCT \"user\"), sum(sbu), sum(wasted_sbu) FROM job_metrics").fetchone()
-        samples = con.execute("SELECT count(*) FROM samples").fetchone()[0]
-        flags = con.execute("SELECT code, count(*) FROM job_flags GROUP BY code ORDER BY 2 DESC, 1").fetchall()
-    finally:
-        con.close()
+        samples = db.value("SELECT count(*) FROM samples")
+        flags = db.execute("SELECT code, count(*) FROM job_flags GROUP BY code ORDER BY 2 DESC, 1").fetchall()
     say(f"db: {db_path}: {jobs} jobs of {users} users, {samples} samples, {sbu or 0:,.0f} SBU burned, "
         f"{wasted or 0:,.0f} SBU wasted")
     if flags:

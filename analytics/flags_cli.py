@@ -47,18 +47,22 @@ def _limit(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from jobsight.analytics.session import open_db  # duckdb: not to parse options (analytics/cli.py)
-    con, _cfg = open_db(args.db, args.config)
+    from jobsight.analytics.database import Database  # duckdb: not to parse options (analytics/cli.py)
+    with Database.open(args.db, args.config) as db:
+        return _run(db, args)
+
+
+def _run(db, args: argparse.Namespace) -> int:
     where, params = scope_where(args, "COALESCE(end_time, start_time)")
     if args.flag:
         where += (" AND " if where else " WHERE ") + f"code IN ({', '.join('?' for _ in args.flag)})"
         params += args.flag
     sql = (f"SELECT {render.select_list(COLUMNS)} FROM job_flags{where} "
            f"ORDER BY {SORTS[args.sort]}, {TIE_BREAK}")
-    names, rows = render.fetch(con, sql + (f" LIMIT {args.limit}" if args.limit else ""), params)
+    names, rows = db.fetch(sql + (f" LIMIT {args.limit}" if args.limit else ""), params)
     more = 0
     if args.limit and len(rows) == args.limit:
-        more = con.execute(f"SELECT count(*) FROM job_flags{where}", params).fetchone()[0] - len(rows)
+        more = db.value(f"SELECT count(*) FROM job_flags{where}", params) - len(rows)
     render.emit_rows(names, rows, args.format, COLUMNS, TABLE_COLUMNS, empty="no flagged jobs")
     if more:
         sys.stdout.flush()      # the note comes after the rows, also when both go to a terminal

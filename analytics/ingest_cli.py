@@ -69,7 +69,8 @@ def _line(rep) -> str:
 
 
 def run(args) -> int:
-    from jobsight.analytics import db, ingest
+    from jobsight.analytics import ingest
+    from jobsight.analytics.database import Database
     if args.since and not args.from_sacct:
         raise UserError("--since only applies with --from-sacct")
     if args.since and not _DATE_RE.match(args.since):
@@ -78,7 +79,8 @@ def run(args) -> int:
         raise UserError("nothing to ingest: give files or folders, or --from-sacct")
     opts = _options(args)
     cfg = _config(args)   # a bad config is an error before anything is ingested
-    con = db.connect(args.db)
+    writer = Database.connect(args.db)
+    con = writer.con
     progress = None if args.quiet else (lambda msg: print(f"jobsight ingest: {msg}", file=sys.stderr, flush=True))
 
     def show(rep):
@@ -96,7 +98,7 @@ def run(args) -> int:
         if args.from_sacct:
             reports.append(_from_sacct(con, args, opts, progress, show))
     finally:
-        con.close()
+        writer.close()
     failed = [r for r in reports if r.status in ("unreadable", "unrecognised", "failed")]
     skipped = [r for r in reports if r.status == "skipped"]   # in a folder: not read, with the reason; not a failure
     changed = any(r.stored or r.updated for r in reports)
@@ -129,15 +131,14 @@ def _refresh_and_publish(db_path, cfg, progress) -> dict:
     to date (the jobs this run touched; as every read-write open by the metric commands does), then
     the dashboard's read-only snapshot published. The ingested data is committed by then: a failure here is reported on stderr (and in
     --json) but does not change the exit code, which is about inputs."""
-    from jobsight.analytics import session, snapshot
+    from jobsight.analytics import snapshot
+    from jobsight.analytics.database import Database
     out = {"published": None, "error": None, "metrics_refresh": None}
     try:
-        con, _ = session.open_db(db_path, cfg)
-        try:
-            row = con.execute("SELECT value FROM metric_state WHERE name = 'last_refresh'").fetchone()
-            out["metrics_refresh"] = row[0] if row else None    # e.g. "incremental 5 5": jobs, flagged-scope jobs
-        finally:
-            con.close()   # closing checkpoints the file, which publish() copies
+        # closing checkpoints the file, which publish() copies
+        with Database.open(db_path, cfg) as db:
+            # e.g. "incremental 5 5 1": jobs, jobs whose flags, days whose summaries were computed
+            out["metrics_refresh"] = db.value("SELECT value FROM metric_state WHERE name = 'last_refresh'")
         out["published"] = str(snapshot.publish(db_path))
         if progress:
             progress(f"stored metrics refreshed ({out['metrics_refresh']}); dashboard snapshot published: {out['published']}")

@@ -15,13 +15,13 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=("text", "json"), default="text")
 
 
-def find_job(con, job: str, cluster: str | None) -> dict:
+def find_job(db, job: str, cluster: str | None) -> dict:
     sql = "SELECT * FROM job_metrics WHERE (job_id = ? OR job_id_raw = ?)"
     params = [job, job]
     if cluster:
         sql += " AND cluster = ?"
         params.append(cluster)
-    rows = render.rows_of(con, sql + " ORDER BY job_id = ? DESC", params + [job])
+    rows = db.rows(sql + " ORDER BY job_id = ? DESC", params + [job])
     if not rows:
         raise UserError(f"no job {job!r} in the database" + (f" on cluster {cluster!r}" if cluster else ""))
     clusters = {r["cluster"] for r in rows}
@@ -30,18 +30,18 @@ def find_job(con, job: str, cluster: str | None) -> dict:
     return rows[0]
 
 
-def job_details(con, job: str, cluster: str | None) -> dict:
-    m = find_job(con, job, cluster)
+def job_details(db, job: str, cluster: str | None) -> dict:
+    m = find_job(db, job, cluster)
     key = [m["cluster"], m["job_id_raw"]]
-    m["flags"] = render.rows_of(con, "SELECT code, severity, message, advice FROM job_flags "
+    m["flags"] = db.rows("SELECT code, severity, message, advice FROM job_flags "
                                      "WHERE cluster = ? AND job_id_raw = ? ORDER BY severity, code", key)
-    m["gpus"] = render.rows_of(con, "SELECT host, device, gpu_index, util_mean_pct, util_max_pct, mem_peak_bytes, "
+    m["gpus"] = db.rows("SELECT host, device, gpu_index, util_mean_pct, util_max_pct, mem_peak_bytes, "
                                     "mem_total_bytes, energy_j, n_samples, source FROM job_gpu_devices "
                                     "WHERE cluster = ? AND job_id_raw = ? ORDER BY host, gpu_index, device", key)
-    m["steps"] = render.rows_of(con, "SELECT step_id, step_name, state, exit_code, elapsed_s, ncpus, ntasks, cpu_time_s, "
+    m["steps"] = db.rows("SELECT step_id, step_name, state, exit_code, elapsed_s, ncpus, ntasks, cpu_time_s, "
                                      "max_rss_bytes, mem_usage_tot_bytes FROM steps WHERE cluster = ? AND job_id_raw = ? "
                                      "ORDER BY start_time NULLS LAST, step_id", key)
-    series = con.execute("SELECT device, list(util_pct ORDER BY time) FROM samples WHERE cluster = ? AND job_id_raw = ? "
+    series = db.execute("SELECT device, list(util_pct ORDER BY time) FROM samples WHERE cluster = ? AND job_id_raw = ? "
                          "GROUP BY device ORDER BY device = 'cpu' DESC, device", key).fetchall()
     m["series"] = {dev: vals for dev, vals in series}
     return m
@@ -111,9 +111,9 @@ def text_report(m: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from jobsight.analytics.session import open_db  # duckdb: not to parse options (analytics/cli.py)
-    con, _cfg = open_db(args.db, args.config)
-    m = job_details(con, args.job, args.cluster)
+    from jobsight.analytics.database import Database  # duckdb: not to parse options (analytics/cli.py)
+    with Database.open(args.db, args.config) as db:
+        m = job_details(db, args.job, args.cluster)
     if args.format == "json":
         print(render.to_json(m))
     else:

@@ -16,9 +16,9 @@ import time
 import duckdb
 
 from jobsight.analytics import lake, render
+from jobsight.analytics.database import Database
 from jobsight.analytics.errors import UserError
 from jobsight.analytics.query_filters import add_db_options
-from jobsight.analytics.session import open_db
 
 # What `lake metrics` prints of lake_job_metrics (every column of job_metrics; `lake query` reads them all):
 # CSV and JSON get OUTPUT_COLUMNS, the table the shorter METRIC_COLUMNS.
@@ -60,12 +60,9 @@ def run_export(args: argparse.Namespace) -> int:
     else:
         since = lake.parse_month(args.since, "--since") if args.since else None
         until = lake.parse_month(args.until, "--until") if args.until else None
-    con, _cfg = open_db(args.db, args.config)
     t0 = time.monotonic()
-    try:
-        summary = lake.export(con, args.out, since, until)
-    finally:
-        con.close()
+    with Database.open(args.db, args.config) as db:
+        summary = lake.export(db.con, args.out, since, until)
     for table in lake.PARTITIONED:
         s = summary[table]
         months = sorted({m for _, m in s["partitions"]})
@@ -81,14 +78,15 @@ def run_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _lake_con(path: str) -> duckdb.DuckDBPyConnection:
+def _lake(path: str) -> Database:
+    """The Parquet lake's views in an in-memory database."""
     con = duckdb.connect()
     try:
         lake.attach(con, path)
     except duckdb.Error as exc:
         con.close()
         raise UserError(f"{path}: cannot read the lake: {exc}") from None
-    return con
+    return Database.of(con)
 
 
 def run_metrics(args: argparse.Namespace) -> int:
@@ -102,24 +100,18 @@ def run_metrics(args: argparse.Namespace) -> int:
                        "AND j.job_id_raw = m.job_id_raw AND j.month = ?)")
         params.append(lake.parse_month(args.month, "--month"))
     where = " WHERE " + " AND ".join(clauses) if clauses else ""
-    con = _lake_con(args.lake)
-    try:
+    with _lake(args.lake) as db:
         columns = ", ".join(f'm."{c}"' for c in OUTPUT_COLUMNS)
-        rows = render.rows_of(con, f"SELECT {columns} FROM lake_job_metrics m{where} ORDER BY cluster, job_id_raw",
-                              params)
-    finally:
-        con.close()
+        rows = db.rows(f"SELECT {columns} FROM lake_job_metrics m{where} ORDER BY cluster, job_id_raw", params)
     render.emit(rows, args.format, OUTPUT_COLUMNS, METRIC_COLUMNS, empty="no jobs")
     return 0
 
 
 def run_query(args: argparse.Namespace) -> int:
-    con = _lake_con(args.lake)
-    try:
-        rows = render.rows_of(con, args.sql)
-    except duckdb.Error as exc:
-        raise UserError(f"query failed: {exc}") from None
-    finally:
-        con.close()
+    with _lake(args.lake) as db:
+        try:
+            rows = db.rows(args.sql)
+        except duckdb.Error as exc:
+            raise UserError(f"query failed: {exc}") from None
     render.emit(rows, args.format, list(rows[0]) if rows else [])
     return 0

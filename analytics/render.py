@@ -1,5 +1,5 @@
 """Output for the CLI: aligned text tables, CSV and JSON, from rows of dicts or from a query's
-column names and tuples (``fetch``: no dict per row, for outputs of 10^5 rows).
+column names and tuples (``Database.fetch``: no dict per row, for outputs of 10^5 rows).
 
 Everything a user wrote (job names, users, accounts, hosts) is data, never a terminal command or a
 spreadsheet formula; the rules live here, once, for every writer:
@@ -192,17 +192,6 @@ def json_of(names: Sequence[str], data: Sequence[tuple]) -> str:
     if not lines:
         return "[]"
     return _UNSAFE_JSON.sub(lambda m: f"\\u{ord(m.group(0)):04x}", "[\n  " + ",\n  ".join(lines) + "\n]")
-
-
-def rows_of(con, sql: str, params: Sequence | None = None) -> list[dict]:
-    names, data = fetch(con, sql, params)
-    return [dict(zip(names, r)) for r in data]
-
-
-def fetch(con, sql: str, params: Sequence | None = None) -> tuple[list[str], list[tuple]]:
-    """A query's column names and rows as tuples."""
-    cur = con.execute(sql, params or [])
-    return [d[0] for d in cur.description], cur.fetchall()
 
 
 SPARK = "▁▂▃▄▅▆▇█"

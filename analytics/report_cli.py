@@ -110,19 +110,16 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("give either --smtp or --eml-dir, not both")
     targets = [parse_target(t) and t for t in args.targets]
     from jobsight.analytics import render
+    from jobsight.analytics.database import Database
     from jobsight.analytics.reports.csvout import render_csv
     from jobsight.analytics.reports.data import gather
     from jobsight.analytics.reports.period import resolve
     from jobsight.analytics.reports.settings import from_config
-    from jobsight.analytics.session import open_db
     period = resolve(args.week, args.since, args.until)
     only = named_only(targets)
-    con, cfg = open_db(args.db, args.config)
-    try:
-        settings = from_config(cfg)
-        ds = gather(con, period, settings) if only is None else gather(con, period, settings, *only)
-    finally:
-        con.close()
+    with Database.open(args.db, args.config) as db:
+        settings = from_config(db.config)
+        ds = gather(db, period, settings) if only is None else gather(db, period, settings, *only)
     reports = [ds.build(kind, name) for kind, name in subjects(ds, targets)]
     if not reports:
         print(f"jobsight report: nobody ran jobs in {period.label}; no reports", file=sys.stderr)

@@ -31,6 +31,7 @@ import duckdb
 
 from jobsight.analytics import db as dbmod
 from jobsight.analytics import store
+from jobsight.analytics.database import Database, stored_views_checksum, views_checksum
 from jobsight.analytics.errors import UserError
 
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -117,20 +118,6 @@ def publish(db_path: str | os.PathLike) -> Path:
     return dest
 
 
-@dataclass(frozen=True)
-class ReadHandle:
-    """A cursor on one snapshot and the names of the tables in it (to pick dash_* or the views)."""
-    con: duckdb.DuckDBPyConnection
-    tables: frozenset[str]
-
-    @classmethod
-    def of(cls, con: duckdb.DuckDBPyConnection) -> "ReadHandle":
-        """Wrap a plain connection (tests, the CLI): its tables are looked up once."""
-        names = frozenset(r[0] for r in con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall())
-        return cls(con, names)
-
-
 @dataclass
 class _Generation:
     """One opened file. Closed once it is replaced and no request uses it any more."""
@@ -145,7 +132,7 @@ class _Generation:
 class SnapshotReader:
     """Hands out read-only cursors on the newest snapshot of a database.
 
-    ``with reader.cursor() as cur:`` gives a cursor whose default catalog is the snapshot. Each
+    ``with reader.cursor() as h:`` gives a Database on a cursor whose default catalog is the snapshot. Each
     generation lives in its own in-memory DuckDB instance with the file ATTACHed read-only:
     ``duckdb.connect(path)`` would return the process-wide cached instance of the *old* file.
     """
@@ -182,9 +169,7 @@ class SnapshotReader:
                 raise UserError(f"{path} has schema version {have}, this jobsight needs {dbmod.known_version()}; "
                                 "open it once read-write (e.g. `jobsight ingest --db ...`) to upgrade")
             if self.check_views:
-                from jobsight.analytics.session import views_checksum
-                stored = con.execute("SELECT text FROM setting WHERE name = 'views.checksum'").fetchone()
-                if not stored or stored[0] != views_checksum():
+                if stored_views_checksum(con) != views_checksum():
                     raise UserError(f"{path}: its metric views are from another jobsight version; open the "
                                     "database once read-write (e.g. `jobsight flags --db ...`) and publish again")
             tables = frozenset(r[0] for r in con.execute(
@@ -226,14 +211,14 @@ class SnapshotReader:
         return gen
 
     @contextlib.contextmanager
-    def cursor(self) -> Iterator["ReadHandle"]:
+    def cursor(self) -> Iterator[Database]:
         with self._lock:
             gen = self._current()
             gen.users += 1
             cur = gen.con.cursor()
         try:
             cur.execute("USE snap")
-            yield ReadHandle(cur, gen.tables)
+            yield Database.of(cur, gen.tables)
         finally:
             cur.close()
             with self._lock:

@@ -28,12 +28,16 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from jobsight.analytics.session import open_db  # duckdb: not to parse options (analytics/cli.py)
-    con, _cfg = open_db(args.db, args.config)
+    from jobsight.analytics.database import Database  # duckdb: not to parse options (analytics/cli.py)
+    with Database.open(args.db, args.config) as db:
+        return _run(db, args)
+
+
+def _run(db, args: argparse.Namespace) -> int:
     v = scope_values(args)
     # periods in time order, the others most burn first
     order = '"key"' if args.by in PERIODS else 'sbu DESC NULLS LAST, "key"'
-    names, rows = render.fetch(con, f"""
+    names, rows = db.fetch(f"""
         SELECT "key" AS {render.quote_ident(args.by)}, {render.select_list(COLUMNS)}
         FROM usage_summary(?, ?, ?, only_user := ?, only_account := ?, only_partition := ?, only_cluster := ?)
         ORDER BY {order}""", [args.by, v["since"] or EARLIEST, v["until"] or LATEST,

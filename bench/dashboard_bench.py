@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measure import peak_rss_mb  # noqa: E402
 
 from jobsight.analytics.config import parse_config  # noqa: E402
-from jobsight.analytics.session import open_db  # noqa: E402
+from jobsight.analytics.database import Database  # noqa: E402
 from jobsight.analytics.snapshot import SnapshotReader, publish  # noqa: E402
 from jobsight.dashboard.app import create_app  # noqa: E402
 from jobsight.dashboard.auth import Auth, Roles  # noqa: E402
@@ -44,7 +44,7 @@ USERS, PROJECTS = 500, 60
 
 def generate(path: Path, jobs: int, k: int) -> dict:
     t0 = time.perf_counter()
-    con, _ = open_db(path, parse_config({}))
+    con = Database.open(path, parse_config({}))
     t = time.perf_counter()
     # deterministic pseudo-random numbers from the job index: hash(i) spread over ranges
     con.execute(f"""
@@ -155,7 +155,7 @@ def refresh_views(db: Path) -> None:
     con.close()
     if not stored or stored[0] != views_checksum():
         print("metric views changed since the database was made: refreshing them", flush=True)
-        open_db(db, parse_config({}))[0].close()
+        Database.open(db, parse_config({})).close()
 
 
 def publish_timed(db: Path) -> dict:

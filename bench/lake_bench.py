@@ -29,7 +29,7 @@ from dashboard_bench import generate  # noqa: E402
 
 from jobsight.analytics import lake  # noqa: E402
 from jobsight.analytics.config import parse_config  # noqa: E402
-from jobsight.analytics.session import open_db  # noqa: E402
+from jobsight.analytics.database import Database  # noqa: E402
 
 METRIC_QUERY = "SELECT count(*), sum(sbu), avg(gpu_util_pct) FROM {view}"
 
@@ -68,7 +68,7 @@ def main() -> int:
         if not db.exists():
             print(f"generating {args.jobs:,} jobs x {args.samples_per_device} samples per device into {db}", flush=True)
             generate(db, args.jobs, args.samples_per_device)
-        con, _ = open_db(db, parse_config({}))
+        con = Database.open(db, parse_config({}))
         n_samples = con.execute("SELECT count(*) FROM sample").fetchone()[0]
         n_jobs = con.execute("SELECT count(*) FROM job").fetchone()[0]
         con.execute("CHECKPOINT")
@@ -97,7 +97,7 @@ def main() -> int:
         probe.close()
 
         print("\nper-job metrics (every job's GPU utilisation and SBU), best of 3:")
-        con, _ = open_db(db, parse_config({}), read_only=True)
+        con = Database.open(db, parse_config({}), read_only=True)
         r_db, best_db = best_of_3(lambda: con.execute(METRIC_QUERY.format(view="job_metrics")).fetchone())
         con.close()
         lk = duckdb.connect()

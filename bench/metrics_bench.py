@@ -13,15 +13,11 @@ per device the same number of samples, spread over the job's run, so that the to
 `--reuse` keeps it at --db for the next run (each run's ingest figures add a day of 3,005 jobs).
 
 Each measured command runs in a fresh process: `python bench/metrics_bench.py --child-run OUT --
-ARGS...` calls `jobsight ARGS...` in-process (the same entry point as .venv/bin/jobsight) and
-reports its peak RSS (/proc VmHWM) and where the time went (timers around ingest, the open's
-settings / refresh / views, the snapshot publish's copy / fsync); the time in the
-table is the wall time of the whole process, seen from here. Commands run with the defaults of
-jobsight.toml (no --config, from a directory without one, $JOBSIGHT_CONFIG unset) except the
-recompute, which passes a jobsight.toml with another setting and then runs once more with the
-defaults (a second recompute, which puts the database back as it was): once a `[flags]` threshold
-only the flags read (`time_oversized_pct`: job_flags and the summaries are rebuilt), once
-`[flags] gpu_idle_pct`, which the per-job SQL reads too (every stored table is rebuilt).
+ARGS...` calls `jobsight ARGS...` in-process (the same entry point as .venv/bin/jobsight), with
+its peak RSS (/proc VmHWM) and timers (PROBES); the time in the table is the whole process's wall
+time. Commands run with jobsight.toml's defaults except the recompute: a setting changed, then the
+defaults again, once for a threshold only job_flags reads (the flags and summaries are rebuilt),
+once for gpu_idle_pct, which job_metrics reads too (every stored table is rebuilt).
 
 Targets (the issue), for 1M jobs / 10M samples:
   job ID              within 1.5x of the same command on a 17-job database (same generator), RSS <= 400 MB
@@ -61,28 +57,25 @@ DAY_JOBS, DAY_SAMPLES = 3_000, 150_000
 ROWS_PER_FILE = 1_000_000           # sidecar rows per generated CSV file (at most)
 START = "2026-08-01"                # first job's start (dashboard_bench's data starts there too)
 STEPS = ("job", "usage", "flags", "report", "ingest", "dashboard", "recompute")
-GROUP_BY = ("SELECT cluster, job_id_raw, host, device, count(*), avg(util_pct), max(mem_used_bytes) "
-            "FROM sample GROUP BY ALL")
-# all of GROUP_BY's rows computed and summed, without moving millions of rows into Python
+# a plain GROUP BY of the samples per job and device, all rows computed and summed (not moved to Python)
 BASELINE_SQL = ("SELECT count(*), sum(n), sum(u), max(m) FROM (SELECT cluster, job_id_raw, host, device, "
                 "count(*) AS n, avg(util_pct) AS u, max(mem_used_bytes) AS m FROM sample GROUP BY ALL)")
 # (key, what is rebuilt, jobsight.toml): a setting only job_flags reads, one job_metrics reads too
-CHANGES = (("flags", "the flags and summaries", "[flags]\ntime_oversized_pct = 5\n"),
-           ("metrics", "every stored table", "[flags]\ngpu_idle_pct = 2\n"))
+CHANGES = (("flags", "the flags, summaries", "[flags]\ntime_oversized_pct = 5\n"), ("metrics", "all", "[flags]\ngpu_idle_pct = 2\n"))
 
 # (module, attribute, label): timed in the child; nested calls are labelled outer/inner
 PROBES = (
     ("jobsight.analytics.db", "connect", "connect+migrate"),
     ("jobsight.analytics.ingest", "ingest_paths", "ingest files"),
-    ("jobsight.analytics.session", "open_db", "open"),
-    ("jobsight.analytics.session", "apply_to_db", "settings"),
+    ("jobsight.analytics.database:Database", "open", "open"),
+    ("jobsight.analytics.database", "apply_to_db", "settings"),
     ("jobsight.analytics.store", "refresh", "refresh"),
-    ("jobsight.analytics.session", "apply_views", "views"),
+    ("jobsight.analytics.database", "apply_views", "views"),
     ("jobsight.analytics.snapshot", "publish", "publish"),
     ("shutil", "copyfile", "copy"),
     ("jobsight.analytics.snapshot", "_fsync_path", "fsync"),
     ("jobsight.analytics.reports.data", "gather", "gather"),
-    ("jobsight.analytics.render", "fetch", "query"),
+    ("jobsight.analytics.database:Database", "fetch", "query"),
     ("jobsight.analytics.render", "emit_rows", "print"),
 )
 
@@ -112,10 +105,12 @@ def child_run(out: str, argv: list[str]) -> int:
                 p[2] = peak_rss_mb()        # the process's peak so far: which step raised it
         return wrapper
 
-    for module, attr, label in PROBES:
-        mod = importlib.import_module(module)
-        setattr(mod, attr, timed(getattr(mod, attr), label))
-    from jobsight.analytics.cli import main  # after the patches: subcommands look open_db and gather up when they run
+    for module, attr, label in PROBES:          # "module" or "module:Class"
+        name, _, cls = module.partition(":")
+        mod = importlib.import_module(name)
+        owner = getattr(mod, cls) if cls else mod
+        setattr(owner, attr, timed(getattr(owner, attr), label))
+    from jobsight.analytics.cli import main  # after the patches: subcommands look Database and gather up when they run
     t = time.perf_counter()
     rc = main(argv)
     sys.stdout.flush()

@@ -26,7 +26,7 @@ from measure import peak_rss_mb  # noqa: E402
 
 from jobsight.analytics.cli import main  # noqa: E402
 from jobsight.analytics.config import parse_config  # noqa: E402
-from jobsight.analytics.session import open_db  # noqa: E402
+from jobsight.analytics.database import Database  # noqa: E402
 
 JOBS_SQL = """
 INSERT INTO job (cluster, job_id, job_id_raw, job_name, "user", account, "partition", state, exit_code,
@@ -141,7 +141,7 @@ def bench(args) -> dict:
 
 def generate(db: Path, args, n: int) -> dict:
     t = time.perf_counter()
-    con, _ = open_db(db, parse_config({}))
+    con = Database.open(db, parse_config({}))
     sql = JOBS_SQL.replace("$users", str(args.users)).replace("$weeks", str(args.weeks)).replace("$n", str(n))
     con.execute(sql)
     con.execute(SAMPLES_SQL)
@@ -159,7 +159,8 @@ def phases(db: Path, week: str) -> dict:
     from jobsight.analytics.reports.html import render_html_chunks
     from jobsight.analytics.reports.period import resolve
     from jobsight.analytics.reports.settings import from_config
-    con, cfg = open_db(db, parse_config({}))
+    con = Database.open(db, parse_config({}))
+    cfg = con.config
     t = time.perf_counter()
     ds = gather(con, resolve(week, None, None), from_config(cfg))
     con.close()

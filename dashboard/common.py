@@ -13,7 +13,7 @@ import flask
 from dash import dcc, html
 from dash.exceptions import PreventUpdate
 
-from jobsight.analytics.snapshot import ReadHandle
+from jobsight.analytics.database import Database
 from jobsight.dashboard.auth import current_scope
 from jobsight.dashboard.queries import Filters, Scope
 
@@ -85,7 +85,7 @@ def filters_from(params: dict[str, str], **fixed: str | None) -> Filters:
 # --- database and errors --------------------------------------------------------------------
 
 @contextlib.contextmanager
-def handle() -> Iterator[ReadHandle]:
+def handle() -> Iterator[Database]:
     reader = flask.current_app.config[READER_KEY]
     with reader.cursor() as h:
         yield h

@@ -1,6 +1,6 @@
 """Every number the dashboard shows comes from a function here.
 
-Each function takes a ``ReadHandle`` (a read-only cursor on the snapshot, see analytics/snapshot.py),
+Each function takes a ``Database`` (analytics/database.py: a read-only cursor on the snapshot),
 a ``Scope`` (who is asking) and the page's filters, and returns plain Python or pandas values.
 The scope is applied inside the SQL of every query, with bound parameters, so a crafted callback
 request cannot reach rows outside it: a job or project outside the scope looks exactly like one
@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from jobsight.analytics.snapshot import ReadHandle
+from jobsight.analytics.database import Database
 
 ROLES = ("admin", "lead", "user")
 
@@ -105,10 +105,6 @@ class Filters:
         return " WHERE " + " AND ".join(clauses), params
 
 
-def _df(h: ReadHandle, sql: str, params: list) -> pd.DataFrame:
-    return h.con.execute(sql, params).df()
-
-
 def _flag_filter(f: Filters) -> tuple[str, list]:
     clauses, params = [], []
     if f.codes:
@@ -122,12 +118,12 @@ def _flag_filter(f: Filters) -> tuple[str, list]:
 
 # --- overview -------------------------------------------------------------------------------
 
-def totals(h: ReadHandle, scope: Scope, f: Filters) -> dict[str, float]:
+def totals(h: Database, scope: Scope, f: Filters) -> dict[str, float]:
     """Totals for the period: SBU, wasted SBU, core/GPU-hours and idle-GPU hours (GPU-hours on
     devices counted idle, job_metrics.idle_gpus), all split by day as the reports split them; jobs
     that ran in the period and how many of them are flagged."""
     w, p = f.where(scope)
-    r = h.con.execute(
+    r = h.execute(
         "SELECT COALESCE(sum(sbu), 0), COALESCE(sum(wasted_sbu), 0), COALESCE(sum(core_hours), 0), "
         "COALESCE(sum(gpu_hours), 0), COALESCE(sum(idle_gpu_hours), 0), "
         "COALESCE(dash_jobs_in_period(jobs_first, jobs_running, day, ?), 0), "
@@ -137,7 +133,7 @@ def totals(h: ReadHandle, scope: Scope, f: Filters) -> dict[str, float]:
             "idle_gpu_hours": float(r[4]), "jobs": int(r[5]), "flagged_jobs": int(r[6])}
 
 
-def usage_over_time(h: ReadHandle, scope: Scope, f: Filters, grain: str = "day",
+def usage_over_time(h: Database, scope: Scope, f: Filters, grain: str = "day",
                     stack: str = "account") -> pd.DataFrame:
     """SBU burned and wasted per period and per project (account) or partition.
     Columns: period_start, group, sbu, wasted_sbu."""
@@ -147,7 +143,7 @@ def usage_over_time(h: ReadHandle, scope: Scope, f: Filters, grain: str = "day",
     if col is None:
         raise ValueError(f"unknown stack {stack!r}")
     w, p = f.where(scope)
-    return _df(h, f"SELECT date_trunc('{grain}', day) AS period_start, COALESCE({col}, '(none)') AS \"group\", "
+    return h.df(f"SELECT date_trunc('{grain}', day) AS period_start, COALESCE({col}, '(none)') AS \"group\", "
                   f"sum(sbu) AS sbu, COALESCE(sum(wasted_sbu), 0) AS wasted_sbu "
                   f"FROM dash_day{w} GROUP BY ALL ORDER BY 1, 2", p)
 
@@ -155,14 +151,14 @@ def usage_over_time(h: ReadHandle, scope: Scope, f: Filters, grain: str = "day",
 EFFICIENCY_LABELS = {"cpu": "CPU", "gpu": "GPU", "mem": "Memory", "time": "Time"}
 
 
-def efficiency_histogram(h: ReadHandle, scope: Scope, f: Filters) -> pd.DataFrame:
+def efficiency_histogram(h: Database, scope: Scope, f: Filters) -> pd.DataFrame:
     """Jobs that ran in the period per 10 % efficiency bin (0-10 ... 90-100, >100 counted in the
     last bin) for each of CPU, GPU, memory and time; bins with no job are left out.
     Columns: metric, bin (0 ... 90), jobs."""
     w, p = f.where(scope)
     # each job once (dash_job_once: on its first day, or on the period's first day when it started
     # before), then counted per bin of each metric
-    rows = h.con.execute(
+    rows = h.execute(
         "SELECT CASE WHEN grouping(cpu_bin) = 0 THEN 'cpu' WHEN grouping(gpu_bin) = 0 THEN 'gpu' "
         "WHEN grouping(mem_bin) = 0 THEN 'mem' ELSE 'time' END, "
         "COALESCE(cpu_bin, gpu_bin, mem_bin, time_bin), sum(n) "
@@ -174,19 +170,19 @@ def efficiency_histogram(h: ReadHandle, scope: Scope, f: Filters) -> pd.DataFram
     return pd.DataFrame([(EFFICIENCY_LABELS[metrics[m]], b, n) for m, b, n in recs], columns=["metric", "bin", "jobs"])
 
 
-def flag_counts(h: ReadHandle, scope: Scope, f: Filters) -> pd.DataFrame:
+def flag_counts(h: Database, scope: Scope, f: Filters) -> pd.DataFrame:
     """Jobs that ran in the period per flag code and severity, and their SBU burned in it.
     Columns: code, severity, jobs, sbu."""
     w, p = f.where(scope)
     fw, fp = _flag_filter(f)
-    return _df(h, "SELECT code, severity, dash_jobs_in_period(jobs_first, jobs_running, day, ?)::BIGINT AS jobs, "
+    return h.df("SELECT code, severity, dash_jobs_in_period(jobs_first, jobs_running, day, ?)::BIGINT AS jobs, "
                   f"sum(sbu) AS sbu FROM dash_flag_day{w}{fw} "
                   "GROUP BY ALL ORDER BY jobs DESC, code, severity", [f.since_ts] + p + fp)
 
 
 # --- users / projects -----------------------------------------------------------------------
 
-def entity_table(h: ReadHandle, scope: Scope, f: Filters, by: str = "user") -> pd.DataFrame:
+def entity_table(h: Database, scope: Scope, f: Filters, by: str = "user") -> pd.DataFrame:
     """One row per user or per account (project): jobs, SBU, wasted SBU, GPU-hours, core-hours,
     CPU efficiency, GPU utilisation, memory and time efficiency (the reports' allocation-weighted
     means: by core-hours, GPU-hours, GiB-hours and SBU), flagged jobs. Only jobs inside the scope
@@ -207,7 +203,7 @@ def entity_table(h: ReadHandle, scope: Scope, f: Filters, by: str = "user") -> p
            dash_jobs_in_period(flagged_first, flagged_running, day, ?)::BIGINT AS flagged_jobs
     FROM dash_day{w}
     GROUP BY ALL ORDER BY sbu DESC, name"""
-    return _df(h, sql, [f.since_ts, f.since_ts] + p)
+    return h.df(sql, [f.since_ts, f.since_ts] + p)
 
 
 # --- flagged jobs ---------------------------------------------------------------------------
@@ -216,7 +212,7 @@ FLAG_COLUMNS = ["cluster", "job_id", "job_id_raw", "job_name", "user", "account"
                 "start_time", "sbu", "wasted_sbu", "code", "severity", "message", "advice"]
 
 
-def flagged_jobs(h: ReadHandle, scope: Scope, f: Filters, limit: int = 500) -> tuple[pd.DataFrame, int]:
+def flagged_jobs(h: Database, scope: Scope, f: Filters, limit: int = 500) -> tuple[pd.DataFrame, int]:
     """The flags of the jobs in scope that ran in the period, matching the filters, most wasted SBU
     first (at most ``limit`` rows), and how many there are in all."""
     fw, fp = _flag_filter(f)
@@ -228,26 +224,26 @@ def flagged_jobs(h: ReadHandle, scope: Scope, f: Filters, limit: int = 500) -> t
         tp += p + fp + [int(limit)]
     # an admin's grid filtered by period only: the top of the per-day tops (a flag once per day its
     # job ran) gives the same rows, without sorting every flag of the cluster
-    if (scope.role == "admin" and limit <= h.con.execute("SELECT dash_flag_top_n()").fetchone()[0]
+    if (scope.role == "admin" and limit <= h.execute("SELECT dash_flag_top_n()").fetchone()[0]
             and not (f.user or f.account or f.partition or f.codes or f.severities)):
         w, p = f.where(scope)
         tops, tp = [f"(SELECT DISTINCT {cols} FROM dash_flag_top{w})"], p
     # how many: one per flag code of each job that ran in the period, as the flag-count chart counts
     w, p = f.where(scope)
-    total = h.con.execute("SELECT COALESCE(dash_jobs_in_period(jobs_first, jobs_running, day, ?), 0) "
+    total = h.execute("SELECT COALESCE(dash_jobs_in_period(jobs_first, jobs_running, day, ?), 0) "
                           f"FROM dash_flag_day{w}{fw}", [f.since_ts] + p + fp).fetchone()[0]
-    df = _df(h, f"SELECT * FROM ({' UNION ALL '.join(tops)}) ORDER BY {FLAG_ORDER} LIMIT ?", tp + [int(limit)])
+    df = h.df(f"SELECT * FROM ({' UNION ALL '.join(tops)}) ORDER BY {FLAG_ORDER} LIMIT ?", tp + [int(limit)])
     return df, int(total)
 
 
-def filter_options(h: ReadHandle, scope: Scope) -> dict[str, list[str]]:
+def filter_options(h: Database, scope: Scope) -> dict[str, list[str]]:
     """Users, accounts, partitions and flag codes that occur in the scope (for the dropdowns)."""
     sc, p = scope.sql()
     out = {}
     for key, col in (("user", '"user"'), ("account", "account"), ("partition", '"partition"')):
-        out[key] = [r[0] for r in h.con.execute(
+        out[key] = [r[0] for r in h.execute(
             f"SELECT DISTINCT {col} FROM dash_day WHERE {sc} AND {col} IS NOT NULL ORDER BY 1", p).fetchall()]
-    out["code"] = [r[0] for r in h.con.execute(
+    out["code"] = [r[0] for r in h.execute(
         f"SELECT DISTINCT code FROM dash_flag_day WHERE {sc} ORDER BY 1", p).fetchall()]
     return out
 
@@ -262,7 +258,7 @@ JOB_FIELDS = ["cluster", "job_id", "job_id_raw", "job_name", "user", "account", 
               "core_hours", "gpu_hours"]
 
 
-def job(h: ReadHandle, scope: Scope, cluster: str | None, job_id: str) -> dict[str, Any] | None:
+def job(h: Database, scope: Scope, cluster: str | None, job_id: str) -> dict[str, Any] | None:
     """One job's metadata and metrics, or None when it does not exist *or* is outside the scope.
     ``job_id`` is JobIDRaw, or the JobID as printed (123_4) when no raw id matches; ``cluster``
     may be None when the id is unique (an id found in several clusters gives None)."""
@@ -271,20 +267,20 @@ def job(h: ReadHandle, scope: Scope, cluster: str | None, job_id: str) -> dict[s
     cl = "" if not cluster else " AND cluster = ?"
     # one equality at a time, so that the row-group statistics can skip most of the table
     for col in ("job_id_raw", "job_id"):
-        rows = h.con.execute(f"SELECT {cols} FROM job_metrics WHERE {sc}{cl} AND {col} = ? LIMIT 2",
+        rows = h.execute(f"SELECT {cols} FROM job_metrics WHERE {sc}{cl} AND {col} = ? LIMIT 2",
                              p + ([cluster] if cluster else []) + [job_id]).fetchall()
         if rows:
             return dict(zip(JOB_FIELDS, rows[0])) if len(rows) == 1 else None
     return None
 
 
-def job_flag_rows(h: ReadHandle, scope: Scope, cluster: str, job_id_raw: str,
+def job_flag_rows(h: Database, scope: Scope, cluster: str, job_id_raw: str,
                   user: str | None = None) -> list[dict[str, Any]]:
     """The job's flags (none outside the scope). ``user``, the job's user when known, only lets the
     snapshot's user-ordered flag table skip row groups."""
     sc, p = scope.sql()
     by_user = ' AND "user" = ?' if user else ""
-    cur = h.con.execute(f"SELECT code, severity, message, advice FROM job_flags "
+    cur = h.execute(f"SELECT code, severity, message, advice FROM job_flags "
                         f"WHERE {sc} AND cluster = ? AND job_id_raw = ?{by_user} ORDER BY severity = 'alarm' DESC, code",
                         p + [cluster, job_id_raw] + ([user] if user else []))
     return [dict(zip(("code", "severity", "message", "advice"), r)) for r in cur.fetchall()]
@@ -293,7 +289,7 @@ def job_flag_rows(h: ReadHandle, scope: Scope, cluster: str, job_id_raw: str,
 MAX_POINTS_PER_SERIES = 2000
 
 
-def job_samples(h: ReadHandle, scope: Scope, cluster: str, job_id_raw: str) -> pd.DataFrame:
+def job_samples(h: Database, scope: Scope, cluster: str, job_id_raw: str) -> pd.DataFrame:
     """The job's samples (empty when the job is outside the scope). GPUs from one source, as the
     metric views do: the sidecar's when it has any, else nvidia-smi's. Long series are averaged
     into at most MAX_POINTS_PER_SERIES time buckets per device.
@@ -303,7 +299,7 @@ def job_samples(h: ReadHandle, scope: Scope, cluster: str, job_id_raw: str) -> p
             f"FROM sample s WHERE s.cluster = ? AND s.job_id_raw = ? "
             f"AND EXISTS (SELECT 1 FROM jobs j WHERE j.cluster = ? AND j.job_id_raw = ? AND {sc})")
     params = [cluster, job_id_raw, cluster, job_id_raw] + p
-    span = h.con.execute(f"SELECT count(*), max(n) FROM (SELECT count(*) AS n FROM ({base}) GROUP BY host, device)",
+    span = h.execute(f"SELECT count(*), max(n) FROM (SELECT count(*) AS n FROM ({base}) GROUP BY host, device)",
                          params).fetchone()
     if not span[0]:
         return pd.DataFrame(columns=["host", "device", "gpu_index", "time", "util_pct", "mem_used_bytes",
@@ -315,9 +311,9 @@ def job_samples(h: ReadHandle, scope: Scope, cluster: str, job_id_raw: str) -> p
                f"min(source) AS source FROM b, r "
                f"GROUP BY host, device, floor(date_diff('millisecond', t0, time) * ? / GREATEST(date_diff('millisecond', t0, t1) + 1, 1)) "
                f"ORDER BY host, device, time")
-        df = _df(h, sql, params + [MAX_POINTS_PER_SERIES])
+        df = h.df(sql, params + [MAX_POINTS_PER_SERIES])
     else:
-        df = _df(h, f"{base} ORDER BY s.host, s.device, s.time", params)
+        df = h.df(f"{base} ORDER BY s.host, s.device, s.time", params)
     gpu = df["device"] != "cpu"
     if (gpu & (df["source"] == "sidecar")).any():
         df = df[~gpu | (df["source"] == "sidecar")]

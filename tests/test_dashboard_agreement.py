@@ -36,11 +36,11 @@ import pytest
 from conftest import post_callback
 
 from jobsight.analytics.cli import main as jobsight
+from jobsight.analytics.database import Database
 from jobsight.analytics.demo import SUBDIRS, generate
 from jobsight.analytics.reports.data import gather
 from jobsight.analytics.reports.period import iso_week
 from jobsight.analytics.reports.settings import from_config
-from jobsight.analytics.session import open_db
 from jobsight.analytics.snapshot import SnapshotReader, publish
 from jobsight.dashboard import queries
 from jobsight.dashboard.app import create_app
@@ -124,7 +124,8 @@ def _monday(week: tuple[int, int]) -> dt.date:
 def report(world):
     """(b): per (week, kind, name) the report's totals, its flagged-job counts per code, and the
     week's flagged jobs by the reports' rule (jobs with a job_day row in the week and a flag)."""
-    con, cfg = open_db(world.db, str(world.config))
+    con = Database.open(world.db, str(world.config))
+    cfg = con.config
     settings = from_config(cfg)
     out = {}
     try:

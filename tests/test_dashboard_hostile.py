@@ -28,7 +28,7 @@ from test_dashboard_queries import build_db
 
 from jobsight.analytics import store
 from jobsight.analytics.config import parse_config
-from jobsight.analytics.session import open_db
+from jobsight.analytics.database import Database
 from jobsight.analytics.snapshot import SnapshotReader, publish
 from jobsight.dashboard import common, figures
 from jobsight.dashboard.app import create_app
@@ -47,7 +47,7 @@ def build_hostile_db(path):
     """test_dashboard_queries.build_db, plus job 90 of mallory in project ACCOUNT, partition
     PARTITION, with GPU and CPU samples from host HOST (GPU device DEVICE)."""
     build_db(path)
-    con, _ = open_db(path, parse_config({}))
+    con = Database.open(path, parse_config({}))
     row = dict(cluster="c1", job_id="90", job_id_raw="90", state="COMPLETED", source="test", start_time=T0,
                end_time=T0 + dt.timedelta(hours=1), elapsed_s=3600, timelimit_s=7200, ncpus=4, ngpus=1, billing=10,
                cpu_time_s=3600, mem_alloc_bytes=8 * GiB, mem_peak_bytes=GiB, user="mallory", account=ACCOUNT,

@@ -22,8 +22,8 @@ import pytest
 
 from jobsight.analytics import store
 from jobsight.analytics.config import parse_config
-from jobsight.analytics.session import open_db
-from jobsight.analytics.snapshot import ReadHandle, SnapshotReader, publish
+from jobsight.analytics.database import Database
+from jobsight.analytics.snapshot import SnapshotReader, publish
 from jobsight.dashboard import figures, queries
 from jobsight.dashboard.queries import Filters, Scope
 
@@ -56,7 +56,7 @@ def add_samples(con, job_id, device, utils, mem_used, mem_total, start=T0, step_
 
 
 def build_db(path: Path) -> Path:
-    con, _ = open_db(path, parse_config({}))
+    con = Database.open(path, parse_config({}))
     add_job(con, "1", elapsed_s=7200, timelimit_s=4 * 3600, ncpus=4, billing=4, cpu_time_s=7200,
             mem_alloc_bytes=8 * GiB, mem_peak_bytes=1 * GiB, job_name="prep")
     add_job(con, "2", user="bob", account="proj-b", partition="gpu", elapsed_s=3600, timelimit_s=7200, ncpus=8,
@@ -88,8 +88,8 @@ def h(request, db_path):
 def _handle(kind: str, path: Path, snapshot_table: str):
     """A read handle on the stored tables and views ("views") or on a freshly published snapshot."""
     if kind == "views":
-        con, _ = open_db(path, read_only=True)
-        yield ReadHandle.of(con)
+        con = Database.open(path, read_only=True)
+        yield Database.of(con)
         con.close()
     else:
         publish(path)
@@ -218,12 +218,12 @@ def test_overview_figures():
 
 def test_long_series_are_bucketed(tmp_path, monkeypatch):
     path = tmp_path / "long.duckdb"
-    con, _ = open_db(path, parse_config({}))
+    con = Database.open(path, parse_config({}))
     add_job(con, "9", elapsed_s=3600, ncpus=1)
     add_samples(con, "9", "cpu", [50.0] * 30, [GiB] * 30, 2 * GiB, step_s=60)
     monkeypatch.setattr(queries, "MAX_POINTS_PER_SERIES", 10)
     store.refresh(con)
-    s = queries.job_samples(ReadHandle.of(con), ALICE, "c1", "9")
+    s = queries.job_samples(Database.of(con), ALICE, "c1", "9")
     assert 1 < len(s) <= 11 and set(s["util_pct"]) == {50.0}
     con.close()
 
@@ -237,7 +237,7 @@ def test_admin_grid_from_the_per_day_tops_is_exact(db_path, tmp_path):
     con.execute("INSERT INTO metric_day_scope SELECT DISTINCT day FROM job_day")
     con.execute("DELETE FROM dash_flag_top")
     con.execute("INSERT INTO dash_flag_top SELECT * FROM calc_dash_flag_top")
-    h = ReadHandle.of(con)
+    h = Database.of(con)
     assert con.execute("SELECT count(*) FROM dash_flag_top").fetchone()[0] == 1   # flagged jobs run on one day only
     df, total = queries.flagged_jobs(h, ADMIN, Filters(), limit=1)
     assert total == 7 and (df.iloc[0]["job_id"], df.iloc[0]["code"]) == ("4", "gpu_fits_smaller")
@@ -254,12 +254,12 @@ def test_the_per_day_tops_rank_in_the_grids_order():
 
 def test_job_lookup_by_printed_id_and_ambiguity(tmp_path):
     path = tmp_path / "two.duckdb"
-    con, _ = open_db(path, parse_config({}))
+    con = Database.open(path, parse_config({}))
     add_job(con, "7_1", job_id_raw="8", elapsed_s=60)               # array task: printed 7_1, raw 8
     add_job(con, "5", cluster="c2", elapsed_s=60)
     add_job(con, "5", elapsed_s=60)                                 # raw id 5 on two clusters
     store.refresh(con)
-    h = ReadHandle.of(con)
+    h = Database.of(con)
     assert queries.job(h, ALICE, None, "7_1")["job_id_raw"] == "8"
     assert queries.job(h, ALICE, None, "8")["job_id"] == "7_1"
     assert queries.job(h, ALICE, None, "5") is None                 # ambiguous without the cluster
@@ -290,7 +290,7 @@ MON, TUE, WED, THU = (dt.date(2026, 11, 16) + dt.timedelta(days=i) for i in rang
 @pytest.fixture(scope="module", params=["views", "snapshot"])
 def span(request, tmp_path_factory):
     path = tmp_path_factory.mktemp("span") / "span.duckdb"
-    con, _ = open_db(path, parse_config({}))
+    con = Database.open(path, parse_config({}))
     add_job(con, "s1", start_time=dt.datetime(2026, 11, 16, 22), elapsed_s=28 * 3600, timelimit_s=30 * 3600, ncpus=1,
             billing=1, cpu_time_s=7 * 3600)
     add_job(con, "s2", user="bob", account="proj-b", start_time=dt.datetime(2026, 11, 17, 10), elapsed_s=3600,

@@ -26,12 +26,12 @@ BATCHES = 4
 # write lock), adds a batch in one transaction, closes, then publishes a snapshot.
 WRITER = r"""
 import datetime as dt, sys
-from jobsight.analytics.session import open_db
+from jobsight.analytics.database import Database
 from jobsight.analytics.config import parse_config
 from jobsight.analytics.snapshot import publish
 db, batches, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 for b in range(batches):
-    con, _ = open_db(db, parse_config({}))
+    con = Database.open(db, parse_config({}))
     con.execute("BEGIN TRANSACTION")
     for i in range(batch):
         jid = f"w{b}-{i}"

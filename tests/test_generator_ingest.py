@@ -10,8 +10,8 @@ import pytest
 
 from jobsight.analytics.cli import main as jobsight
 from jobsight.analytics.config import parse_config
+from jobsight.analytics.database import Database
 from jobsight.analytics.demo import SUBDIRS, generate
-from jobsight.analytics.session import open_db
 
 FORMAT_OF_DIR = {"sacct": "sacct", "sacct-json": "sacct-json", "sidecar": "sidecar", "nvidia-smi": "nvidia-smi",
                  "seff": "seff"}
@@ -50,7 +50,7 @@ def report(loaded):
 @pytest.fixture(scope="module")
 def con(loaded, report):
     _, _, db = loaded
-    c, _ = open_db(db, parse_config({}))
+    c = Database.open(db, parse_config({}))
     yield c
     c.close()
 

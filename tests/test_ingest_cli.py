@@ -88,7 +88,7 @@ def test_from_sacct_without_sacct(tmp_path, capsys, monkeypatch):
 def test_changed_database_gets_views_settings_and_snapshot(tmp_path, capsys, monkeypatch):
     import duckdb
 
-    from jobsight.analytics import session
+    from jobsight.analytics import database
     monkeypatch.chdir(tmp_path)   # no ./jobsight.toml from elsewhere
     monkeypatch.delenv("JOBSIGHT_CONFIG", raising=False)
     conf = tmp_path / "site.toml"
@@ -102,7 +102,7 @@ def test_changed_database_gets_views_settings_and_snapshot(tmp_path, capsys, mon
     assert rc == 0 and doc["snapshot"] == {"published": str(snap), "error": None, "metrics_refresh": "full 8"}
     con = duckdb.connect(str(dbp), read_only=True)
     assert con.execute("SELECT value FROM setting WHERE name = 'charging.factor'").fetchone() == (2.5,)
-    assert con.execute("SELECT text FROM setting WHERE name = 'views.checksum'").fetchone() == (session.views_checksum(),)
+    assert con.execute("SELECT text FROM setting WHERE name = 'views.checksum'").fetchone() == (database.views_checksum(),)
     con.close()
     s = duckdb.connect(str(snap), read_only=True)
     assert s.execute("SELECT count(*) FROM jobs").fetchone() == (8,)   # the 8 jobs of mixed-jobs.txt

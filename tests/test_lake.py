@@ -32,8 +32,8 @@ import pytest
 from jobsight.analytics import lake, store
 from jobsight.analytics.cli import main as jobsight
 from jobsight.analytics.config import parse_config
+from jobsight.analytics.database import Database
 from jobsight.analytics.demo import SUBDIRS, generate
-from jobsight.analytics.session import open_db
 from tests.conftest import require_service
 
 GIB = 1073741824
@@ -99,7 +99,7 @@ def db(tmp_path_factory) -> Path:
     rc = jobsight(["ingest", "--db", str(path), "--timezone", "Europe/Amsterdam", "--cluster", "demo", "--quiet",
                    *[str(data / d) for d in SUBDIRS if (data / d).is_dir()]])
     assert rc == 0
-    con, _ = open_db(path, parse_config({}))
+    con = Database.open(path, parse_config({}))
     _hand_cluster(con)
     store.refresh(con)      # rows written by hand: compute their stored results, as an ingest does
     con.close()
@@ -108,7 +108,7 @@ def db(tmp_path_factory) -> Path:
 
 
 def _export(db: Path, out: Path, policy: str = "slurm-billing", *months: str) -> dict:
-    con, _ = open_db(db, parse_config(POLICIES[policy]))
+    con = Database.open(db, parse_config(POLICIES[policy]))
     try:
         return lake.export(con, out, *(months or (None, None)))
     finally:
@@ -225,7 +225,7 @@ def test_portable_sql_keeps_to_the_subset_spark_runs():
 def test_lake_sql_over_parquet_equals_job_metrics(db, tmp_path, policy):
     out = tmp_path / "lake"
     _export(db, out, policy)
-    con, _ = open_db(db, parse_config(POLICIES[policy]))
+    con = Database.open(db, parse_config(POLICIES[policy]))
     views = _by_job(con, "job_metrics")
     columns = [r[0] for r in con.execute("DESCRIBE job_metrics").fetchall()]
     con.close()

@@ -17,12 +17,12 @@ from conftest import ROOT
 
 from jobsight.analytics import ingest, lake, store
 from jobsight.analytics.config import Config, parse_config
+from jobsight.analytics.database import Database
 from jobsight.analytics.records import ParseOptions
 from jobsight.analytics.reports.data import gather
 from jobsight.analytics.reports.period import iso_week
 from jobsight.analytics.reports.settings import from_config
-from jobsight.analytics.session import open_db
-from jobsight.analytics.snapshot import ReadHandle, SnapshotReader, publish
+from jobsight.analytics.snapshot import SnapshotReader, publish
 from jobsight.dashboard import queries
 from jobsight.dashboard.queries import Filters, Scope
 
@@ -43,15 +43,15 @@ SACCT = (
 def tres_db(tmp_path) -> Path:
     path = tmp_path / "jobs.duckdb"
     (tmp_path / "sacct.txt").write_text(SACCT, encoding="utf-8")
-    con, _ = open_db(path, parse_config({}))
-    (rep,) = ingest.ingest_paths(con, [tmp_path / "sacct.txt"], ParseOptions(timezone="UTC", cluster="c1"))
+    con = Database.open(path, parse_config({}))
+    (rep,) = ingest.ingest_paths(con.con, [tmp_path / "sacct.txt"], ParseOptions(timezone="UTC", cluster="c1"))
     assert (rep.stored, rep.rejected) == (3, 0)
     con.close()
     return path
 
 
 def _report_idle(path: Path, cfg: Config) -> float:
-    con, _ = open_db(path, cfg)
+    con = Database.open(path, cfg)
     try:
         ds = gather(con, iso_week(2026, 47), from_config(cfg))
         return ds.build("admin", "cluster").totals["idle_gpu_hours"]
@@ -62,9 +62,9 @@ def _report_idle(path: Path, cfg: Config) -> float:
 def test_gres_gpuutil_only_job_counts_the_same_idle_gpu_hours_everywhere(tres_db):
     cfg = parse_config({})
     assert _report_idle(tres_db, cfg) == pytest.approx(4.0)
-    con, _ = open_db(tres_db, read_only=True)
+    con = Database.open(tres_db, read_only=True)
     try:
-        views = queries.totals(ReadHandle.of(con), Scope("admin", "root"), Filters())["idle_gpu_hours"]
+        views = queries.totals(Database.of(con), Scope("admin", "root"), Filters())["idle_gpu_hours"]
         per_job = dict(con.execute("SELECT job_id_raw, idle_gpus FROM job_metrics").fetchall())
     finally:
         con.close()
@@ -84,9 +84,9 @@ def test_idle_threshold_moves_every_reader_together(tres_db):
     """At gpu_idle_pct = 50 the 40 % job is idle too: 8 idle GPU-hours in the report and the views."""
     cfg = parse_config({"flags": {"gpu_idle_pct": 50}})
     assert _report_idle(tres_db, cfg) == pytest.approx(8.0)
-    con, _ = open_db(tres_db, cfg)
+    con = Database.open(tres_db, cfg)
     try:
-        assert queries.totals(ReadHandle.of(con), Scope("admin", "root"), Filters())["idle_gpu_hours"] == pytest.approx(8.0)
+        assert queries.totals(Database.of(con), Scope("admin", "root"), Filters())["idle_gpu_hours"] == pytest.approx(8.0)
     finally:
         con.close()
 

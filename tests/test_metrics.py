@@ -7,7 +7,7 @@ import pytest
 
 from jobsight.analytics import store
 from jobsight.analytics.config import parse_config
-from jobsight.analytics.session import open_db
+from jobsight.analytics.database import Database
 
 GiB = 2**30
 T0 = dt.datetime(2026, 11, 16, 22, 0, 0)  # a Monday, 22:00 UTC
@@ -34,7 +34,7 @@ def add_samples(con, job_id, device, utils, mem_used=None, mem_total=None, step_
 
 @pytest.fixture
 def con(tmp_path):
-    c, _ = open_db(tmp_path / "m.duckdb", parse_config({}))
+    c = Database.open(tmp_path / "m.duckdb", parse_config({}))
     yield c
     c.close()
 
@@ -127,7 +127,7 @@ def test_short_jobs_get_no_efficiency_flags_but_failed_burn_counts(con):
 
 def test_table_policy_snellius_minimum_and_memory_slots(tmp_path):
     cfg = parse_config({"charging": {"policy": "table", "preset": "snellius"}})
-    con, _ = open_db(tmp_path / "t.duckdb", cfg)
+    con = Database.open(tmp_path / "t.duckdb", cfg)
     # rome: 1 SBU per core-hour, at least 16 cores: a 4-core job for 2 h is charged 32 SBU.
     add_job(con, "7", partition="rome", elapsed_s=7200, ncpus=4, mem_alloc_bytes=7 * GiB, cpu_time_s=4 * 7200)
     # 16 cores but 56 GiB: 56 / 1.75 = 32 cores' worth of memory -> 32 SBU per hour, memory drives it.
@@ -155,10 +155,10 @@ def test_period_split_across_midnight_and_weeks(con):
 
 def test_settings_change_thresholds(tmp_path):
     cfg = parse_config({"flags": {"cpu_low_eff_pct": 20}})
-    con, _ = open_db(tmp_path / "s.duckdb", cfg)
+    con = Database.open(tmp_path / "s.duckdb", cfg)
     add_job(con, "11", elapsed_s=3600, ncpus=4, billing=4, cpu_time_s=4 * 3600 * 0.25)  # 25 %
     assert "cpu_low_eff" not in flags(con, "11")
     con.close()
-    con, _ = open_db(tmp_path / "s.duckdb", parse_config({}))   # defaults: 65 %
+    con = Database.open(tmp_path / "s.duckdb", parse_config({}))   # defaults: 65 %
     assert "cpu_low_eff" in flags(con, "11")
     con.close()

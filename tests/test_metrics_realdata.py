@@ -11,8 +11,8 @@ import pytest
 
 from jobsight.analytics import db, ingest
 from jobsight.analytics.config import parse_config
+from jobsight.analytics.database import Database
 from jobsight.analytics.records import ParseOptions
-from jobsight.analytics.session import open_db
 
 pytestmark = pytest.mark.realdata
 KiB, GiB = 1024, 1024 ** 3
@@ -38,7 +38,7 @@ def metrics(realdata, tmp_path_factory):
                                  ParseOptions(timezone="UTC", columns=columns.split(",")), parsers, fmt="sacct")
         assert rep.status == "ingested", (name, rep.error)
     con.close()
-    con, _ = open_db(path, parse_config({}))
+    con = Database.open(path, parse_config({}))
     cur = con.execute("SELECT * FROM job_metrics")
     names = [d[0] for d in cur.description]
     rows = {r[names.index("job_id")]: dict(zip(names, r)) for r in cur.fetchall()}

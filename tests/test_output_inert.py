@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 from jobsight.analytics import render, store
 from jobsight.analytics.cli import main as jobsight
 from jobsight.analytics.config import parse_config
-from jobsight.analytics.session import open_db
+from jobsight.analytics.database import Database
 
 GiB = 2**30
 T0 = dt.datetime(2026, 11, 16, 10, 0, 0)          # a Monday
@@ -84,7 +84,7 @@ def db(tmp_path_factory) -> Path:
     """Job i+1: user, account, partition and name are payloads; every job is flagged (CPU 25 %).
     Job 100 belongs to ESC_USER and has GPU samples from a host and a device with hostile names."""
     path = tmp_path_factory.mktemp("inert") / "jobs.duckdb"
-    con, _ = open_db(path, parse_config({}))
+    con = Database.open(path, parse_config({}))
     n = len(PAYLOADS)
     for i, p in enumerate(PAYLOADS):
         _add_job(con, str(i + 1), user=p, account=PAYLOADS[(i + 7) % n], partition=PAYLOADS[(i + 13) % n],
@@ -277,7 +277,8 @@ def test_reports_text_and_markdown_have_no_raw_controls(db, tmp_path, capsys):
     from jobsight.analytics.reports.period import resolve
     from jobsight.analytics.reports.settings import from_config
     from jobsight.analytics.reports.text import render_text
-    con, cfg = open_db(db, parse_config({}))
+    con = Database.open(db, parse_config({}))
+    cfg = con.config
     try:
         ds = gather(con, resolve(None, "2026-11-16", "2026-11-22"), from_config(cfg))
     finally:

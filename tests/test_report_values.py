@@ -26,10 +26,10 @@ import pytest
 from jobsight.analytics import store
 from jobsight.analytics.cli import main
 from jobsight.analytics.config import parse_config
+from jobsight.analytics.database import Database
 from jobsight.analytics.reports.data import gather
 from jobsight.analytics.reports.period import iso_week
 from jobsight.analytics.reports.settings import from_config
-from jobsight.analytics.session import open_db
 
 GiB = 2**30
 XSS = "<script>alert(1)</script>"
@@ -56,7 +56,8 @@ def _gpu_samples(con, job_id, device, utils, start):
 
 def build_db(path, config: dict | None = None):
     """The week described in the module docstring; returns (connection, Config)."""
-    con, cfg = open_db(path, parse_config(config if config is not None else CONFIG))
+    con = Database.open(path, parse_config(config if config is not None else CONFIG))
+    cfg = con.config
     d = dt.datetime
     _job(con, "1", "alice", "proj-a", d(2026, 11, 16, 22), 4, 4, 4, cpu_time_s=4 * 3600, timelimit_s=86400,
          mem_alloc_bytes=32 * GiB, mem_peak_bytes=2 * GiB, job_name="train")

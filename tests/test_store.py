@@ -20,8 +20,8 @@ import pytest
 
 from jobsight.analytics import ingest, store
 from jobsight.analytics.config import parse_config
+from jobsight.analytics.database import Database
 from jobsight.analytics.records import ParseOptions
-from jobsight.analytics.session import open_db
 from jobsight.collector.csv_schema import COLUMNS, HEADER
 
 OPTS = ParseOptions(timezone="UTC", cluster="c1")
@@ -82,9 +82,9 @@ def recomputed(db: Path, tmp: Path) -> dict[str, list]:
 
 
 def ingest_files(db: Path, *paths: Path, config=None):
-    con, _ = open_db(db, config or parse_config({}))
+    con = Database.open(db, config or parse_config({}))
     try:
-        return ingest.ingest_paths(con, list(paths), OPTS), store.refresh(con)
+        return ingest.ingest_paths(con.con, list(paths), OPTS), con.refresh()
     finally:
         con.close()
 
@@ -100,8 +100,8 @@ def base(tmp_path) -> Path:
     reps, first = ingest_files(db, dump, sidecar_file(tmp_path, "200", [0, 0, 0, 0]),
                                sidecar_file(tmp_path, "201", [90, 80, 95, 85]))
     assert [r.status for r in reps] == ["ingested"] * 3
-    assert first == store.Refresh("incremental", 14, 14, days=1)     # open_db had built them empty
-    con, _ = open_db(db, parse_config({}))
+    assert first == store.Refresh("incremental", 14, 14, days=1)     # the open had built them empty
+    con = Database.open(db, parse_config({}))
     try:
         assert con.execute("SELECT count(*) FROM job_metrics").fetchone()[0] == 14
         assert con.execute("SELECT value FROM metric_state WHERE name = 'last_refresh'").fetchone()[0] == "incremental 14 14 1"
@@ -111,7 +111,7 @@ def base(tmp_path) -> Path:
 
 
 def test_a_second_ingest_recomputes_only_the_jobs_it_changed(base, tmp_path):
-    con, _ = open_db(base, parse_config({}))
+    con = Database.open(base, parse_config({}))
     before = stored(con)
     con.close()
     # 103 comes back FAILED (was COMPLETED); 202 gets samples; 100 is repeated unchanged
@@ -194,7 +194,7 @@ def test_a_flags_setting_rebuilds_the_flags_and_summaries_once_and_says_so(base,
     ingest.ingest_paths(con, [dump], OPTS)
     con.close()
     config = parse_config({"flags": {"time_oversized_pct": 5}})
-    con, _ = open_db(base, config)
+    con = Database.open(base, config)
     con.close()
     # time_oversized_pct is read by job_flags only: it and the summaries after it are rebuilt, not
     # job_metrics, which would weigh every sample again
@@ -202,7 +202,7 @@ def test_a_flags_setting_rebuilds_the_flags_and_summaries_once_and_says_so(base,
     assert f"computing the stored {rebuilt} of all 15 jobs (once)" in capsys.readouterr().err
     assert con_rows(base, "SELECT value FROM metric_state WHERE name = 'last_refresh'") == [(f"full 15 {rebuilt}",)]
     assert con_rows(base, "SELECT state FROM job_metrics WHERE job_id_raw = '701'") == [("FAILED",)]
-    con, _ = open_db(base, config)
+    con = Database.open(base, config)
     con.close()
     assert capsys.readouterr().err == ""           # nothing to do the second time
     assert con_rows(base, late) == [(0,)]
@@ -219,7 +219,7 @@ def test_a_setting_of_the_per_job_sql_rebuilds_every_table(base, tmp_path, capsy
     con = duckdb.connect(str(base))
     ingest.ingest_paths(con, [dump], OPTS)
     con.close()
-    con, _ = open_db(base, parse_config({"flags": {"gpu_idle_pct": 95}}))
+    con = Database.open(base, parse_config({"flags": {"gpu_idle_pct": 95}}))
     con.close()
     assert "computing the stored metrics of all 15 jobs (once)" in capsys.readouterr().err
     assert con_rows(base, "SELECT value FROM metric_state WHERE name = 'last_refresh'") == [("full 15",)]
@@ -258,6 +258,6 @@ def test_kill_9_during_a_refresh_leaves_the_last_results_and_the_next_run_comple
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         assert stored_of(base) in (stale, want)       # all of one refresh or none of it
-    con, _ = open_db(base, parse_config({}))         # the next run completes what is missing
+    con = Database.open(base, parse_config({}))         # the next run completes what is missing
     con.close()
     assert stored_of(base) == want

@@ -12,12 +12,15 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from jobsight.analytics.render import rows_of
 from jobsight.analytics.reports.period import Period
 from jobsight.analytics.reports.report import Report
 from jobsight.analytics.reports.settings import ReportSettings
 from jobsight.analytics.reports.summary import summarise
+
+if TYPE_CHECKING:
+    from jobsight.analytics.database import Database
 
 TOTAL_KEYS = ("jobs", "sbu", "wasted_sbu", "wasted_pct", "unrated_sbu", "core_hours", "gpu_hours",
               "idle_gpu_hours", "cpu_eff_pct", "gpu_util_pct", "mem_eff_pct", "time_eff_pct")
@@ -132,7 +135,7 @@ def _most_wasted(r: dict):
     return (-(r.get("wasted_sbu") or 0.0), -(r.get("sbu") or 0.0), str(r.get("user")))
 
 
-def gather(con, period: Period, settings: ReportSettings, users: list[str] | None = None,
+def gather(db: Database, period: Period, settings: ReportSettings, users: list[str] | None = None,
            accounts: list[str] | None = None) -> Dataset:
     """Run the report macros once for this window: over the whole cluster, or with ``users`` /
     ``accounts`` over those users' and accounts' jobs only (then only their reports can be built).
@@ -144,16 +147,16 @@ def gather(con, period: Period, settings: ReportSettings, users: list[str] | Non
     first = since - settings.trend_weeks * period.length
     only = None if users is None and accounts is None else (frozenset(users or ()), frozenset(accounts or ()))
     names = [None, None] if only is None else [sorted(only[0]), sorted(only[1])]
-    con.execute("CREATE OR REPLACE TEMP TABLE report_window AS "
+    db.execute("CREATE OR REPLACE TEMP TABLE report_window AS "
                 "SELECT * FROM report_days(?, ?, users := ?, accounts := ?)", [first, until, *names])
-    con.execute("CREATE OR REPLACE TEMP TABLE report_window_flags AS SELECT * FROM report_flags('report_window', ?)",
+    db.execute("CREATE OR REPLACE TEMP TABLE report_window_flags AS SELECT * FROM report_flags('report_window', ?)",
                 [since])
     src, flags = "report_window", "report_window_flags"
-    totals = rows_of(con, "SELECT * FROM report_totals(?, ?, ?)", [src, since, until])
-    daily = rows_of(con, "SELECT * FROM report_daily(?, ?, ?)", [src, since, until])
-    trend = rows_of(con, "SELECT * FROM report_trend(?, ?, ?, ?)", [src, since, until, settings.trend_weeks])
-    flag_counts = rows_of(con, "SELECT * FROM report_flag_counts(?, ?, ?, ?)", [src, flags, since, until])
-    top = rows_of(con, "SELECT * FROM report_top_jobs(?, ?, ?, ?, ?)", [src, flags, since, until, settings.top_jobs])
+    totals = db.rows("SELECT * FROM report_totals(?, ?, ?)", [src, since, until])
+    daily = db.rows("SELECT * FROM report_daily(?, ?, ?)", [src, since, until])
+    trend = db.rows("SELECT * FROM report_trend(?, ?, ?, ?)", [src, since, until, settings.trend_weeks])
+    flag_counts = db.rows("SELECT * FROM report_flag_counts(?, ?, ?, ?)", [src, flags, since, until])
+    top = db.rows("SELECT * FROM report_top_jobs(?, ?, ?, ?, ?)", [src, flags, since, until, settings.top_jobs])
     burn: dict[str, float] = {}
     budgeted = sorted(set(settings.budgets) if only is None else only[1] & set(settings.budgets))
     if budgeted:
@@ -161,13 +164,13 @@ def gather(con, period: Period, settings: ReportSettings, users: list[str] | Non
         budget_src = "report_job_day"
         if only is not None:        # the budget period's rows of the asked accounts only
             budget_src = "report_budget_window"
-            con.execute("CREATE OR REPLACE TEMP TABLE report_budget_window AS "
-                        "SELECT * FROM report_days(?, ?, accounts := ?)", [start, until, budgeted])
-        burn = {r["account"]: r["sbu"] or 0.0 for r in rows_of(
-            con, "SELECT account, sbu FROM report_totals(?, ?, ?) WHERE scope = 'account'", [budget_src, start, until])}
-        con.execute("DROP TABLE IF EXISTS report_budget_window")
-    con.execute("DROP TABLE report_window")
-    con.execute("DROP TABLE report_window_flags")
+            db.execute("CREATE OR REPLACE TEMP TABLE report_budget_window AS "
+                       "SELECT * FROM report_days(?, ?, accounts := ?)", [start, until, budgeted])
+        burn = {r["account"]: r["sbu"] or 0.0 for r in db.rows(
+            "SELECT account, sbu FROM report_totals(?, ?, ?) WHERE scope = 'account'", [budget_src, start, until])}
+        db.execute("DROP TABLE IF EXISTS report_budget_window")
+    db.execute("DROP TABLE report_window")
+    db.execute("DROP TABLE report_window_flags")
     return Dataset(period, settings, _index(totals), _index(daily), _index(trend), _index(flag_counts),
                    _index_top(top, settings.top_jobs), burn, only=only)
 

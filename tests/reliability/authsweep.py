@@ -83,8 +83,8 @@ def forbidden(viewer: str) -> set[str]:
 
 def seed(db: Path) -> None:
     from jobsight.analytics.config import parse_config
-    from jobsight.analytics.session import open_db
-    con, _ = open_db(db, parse_config({}))
+    from jobsight.analytics.database import Database
+    con = Database.open(db, parse_config({}))
     for p in PEOPLE:
         start = dt.datetime.fromisoformat(p.day) + dt.timedelta(hours=10)
         for i, (printed, raw, name, nodes) in enumerate(p.jobs):
