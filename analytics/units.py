@@ -6,6 +6,7 @@ powers of 1024 (see ../shared/docs/sacct.md).
 """
 from __future__ import annotations
 
+import math
 import re
 
 # Words sacct prints where a value is absent or infinite; stored as NULL with the word kept.
@@ -77,11 +78,11 @@ def parse_duration(text: str | None) -> float | None:
     elif len(parts) == 2:
         # 'D-HH:MM' is Slurm's days form; without days two fields are MM:SS (TotalCPU style).
         h, m, s = (parts[0], parts[1], 0.0) if dash else (0.0, parts[0], parts[1])
-    elif len(parts) == 1 and not dash and parts[0] >= 0:
+    elif len(parts) == 1 and not dash and 0 <= parts[0] < math.inf:
         return parts[0]  # plain seconds (ElapsedRaw-style)
     else:
         raise ValueError(f"not a duration: {text!r}")
-    if min(h, m, s, ndays) < 0 or m >= 60 or s >= 60 or (dash and h >= 24):
+    if min(h, m, s, ndays) < 0 or m >= 60 or s >= 60 or (dash and h >= 24) or not math.isfinite(h):
         raise ValueError(f"not a duration (field out of range): {text!r}")
     return ndays * 86400 + h * 3600 + m * 60 + s
 
@@ -116,11 +117,16 @@ def tres_gpus(tres: dict[str, str]) -> tuple[int | None, str | None]:
     count = None
     gtype = None
     typed_total = 0
+    def n(key: str, value: str) -> int:
+        v = float(value)
+        if not 0 <= v < math.inf:
+            raise ValueError(f"{key}={value} is not a GPU count")
+        return int(v)
     for key, value in tres.items():
         if key == "gres/gpu":
-            count = int(float(value))
+            count = n(key, value)
         elif key.startswith("gres/gpu:"):
-            typed_total += int(float(value))
+            typed_total += n(key, value)
             gtype = key.split(":", 1)[1] if gtype is None else gtype
     if count is None and typed_total:
         count = typed_total

@@ -113,6 +113,10 @@ CASES = {
                       .replace(b"n1,cpu,1,", b"n\xff1,cpu,1,"), False),
     "NUL in a field": (text(clean() + [line(99, host="n\x001")]).encode(), None),
     "quote characters are text": (text(clean() + [line(99, host='n"1')]).encode(), None),
+    "beyond the limits: NaN, inf, negative, a GPU above 100 %": (text(mid([
+        line(99, util="nan"), line(98, util="inf"), line(97, mem="-1"), line(96, UUID, util="100.5", gpu_index="0"),
+        line(95, UUID, power="1e9", gpu_index="0"), line(94, time_text="1969-12-31T23:59:59.000Z")])).encode(), False),
+    "a CPU above 100 % is within the limits": (text(clean() + [line(99, util="250.0")]).encode(), True),
     "clock stepped back: a repeated (device, time)": (text(mid([line(0, util="99.0")])).encode(), False),
     "two jobs in one file": (text(clean()[:3] + [line(99, job="78")] + clean()[3:]).encode(), False),
     "two jobs, told by the last line": (text(clean() + [line(99, job="78")]).encode(), NOT_TRIED),

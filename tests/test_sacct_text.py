@@ -240,7 +240,8 @@ def test_out_of_range_values_are_rejected_not_raised(tmp_path):
             "5_[1-3]|1K|00:00:01|PENDING|e\n")
     res = parse_text(tmp_path, text, timezone="UTC")
     assert [r.line_no for r in res.rejects] == [2, 3, 4, 5]
-    assert "out of range" in res.rejects[0].reason and "not a duration" in res.rejects[2].reason
+    assert "max_rss_bytes: " in res.rejects[0].reason and "above the limit" in res.rejects[0].reason
+    assert "not a duration" in res.rejects[2].reason
     assert res.jobs["job_id"].to_list() == ["5_[1-3]"]
 
 

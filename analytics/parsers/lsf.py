@@ -7,7 +7,8 @@ counts: numAskedHosts + hosts, numExHosts + hosts (`16*host` = 16 slots), submit
 key/value pairs), numHostRusage (n entries of hostname mem swap utime stime [+ more in later
 versions: the entry width is found from where the host names are). Records of versions 5.1 to
 10.x end at different fields; the fields read after maxRSwap are optional.
-Mapping (unavailable values "", 0 and -1 become NULL, the raw value kept in null_reasons):
+Mapping (unavailable values "", 0 and -1 become NULL, the raw value kept in null_reasons; another
+negative time, size or count rejects the record, as values beyond analytics/limits.py do):
   jobId [+ '[idx]' when idx > 0]     -> job_id_raw / job_id; array_job_id, array_task_id
   userName, queue, projectName, jobName -> user, partition, account, job_name
   submitTime, startTime, eventTime   -> submit_time, start_time, end_time (UTC epochs)
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import pathlib
 import re
 from collections import Counter
@@ -34,6 +36,7 @@ from typing import Optional
 
 import polars as pl
 
+from jobsight.analytics import limits
 from jobsight.analytics.records import ParseOptions, ParseResult, Reject, field_value
 
 FORMAT = "lsf"
@@ -130,8 +133,23 @@ class _Walk:
         return len(self.toks) - self.pos
 
 
+def _finite(text: str) -> float:
+    v = float(text)
+    if not math.isfinite(v):
+        raise ValueError(text)
+    return v
+
+
 def _num(f: dict, key: str) -> Optional[float]:
-    return field_value(f, key, float, "a number")
+    return field_value(f, key, _finite, "a finite number")
+
+
+def _nonneg(f: dict, key: str) -> Optional[float]:
+    """A count, size or time: -1 is LSF's "unavailable" (the callers make it NULL); below that, the reason."""
+    v = _num(f, key)
+    if v is not None and v < 0 and v != -1:
+        raise ValueError(f"{key}={f[key]!r} is negative")
+    return v
 
 
 def _hostrusage_width(toks, start: int, n: int) -> int:
@@ -185,7 +203,7 @@ def walk(toks: list[tuple[str, bool]], notes: Counter) -> dict:
 
 
 def _epoch(f: dict, key: str, nulls: dict) -> Optional[dt.datetime]:
-    v = _num(f, key)
+    v = _nonneg(f, key)
     if v is None or v <= 0:
         if key in f:
             nulls[_COL.get(key, key)] = f[key]
@@ -241,31 +259,31 @@ def row_of(f: dict, cluster: str) -> dict:
     row["end_time"] = _epoch(f, "eventTime", nulls)
     if row["start_time"] and row["end_time"] and row["end_time"] < row["start_time"]:
         raise ValueError(f"eventTime ({f['eventTime']}) before startTime ({f['startTime']})")
-    run = _num(f, "runTime")
+    run = _nonneg(f, "runTime")
     if run is not None and run >= 0 and row["start_time"]:
         row["elapsed_s"] = int(run)
     elif row["start_time"] and row["end_time"]:
         row["elapsed_s"] = int((row["end_time"] - row["start_time"]).total_seconds())
     elif row["end_time"]:
         row["elapsed_s"] = 0          # never started
-    limit = _num(f, "runLimit")
+    limit = _nonneg(f, "runLimit")
     if limit is not None and limit > 0:
         row["timelimit_s"] = int(limit)
     elif "runLimit" in f:
         nulls["timelimit_s"] = f["runLimit"]
     slots, hosts = expand_hosts(f["execHosts"])
-    nproc = _num(f, "numProcessors")
+    nproc = _nonneg(f, "numProcessors")
     row["ncpus"] = slots or (int(nproc) if nproc and nproc > 0 else None)
     row["nnodes"] = len(hosts) or None
     row["node_list"] = ",".join(hosts) or None
     per_host = gpus_per_host(f)
     row["ngpus"] = per_host * (len(hosts) or 1) if per_host is not None else None
-    mem = _num(f, "maxRMem")
+    mem = _nonneg(f, "maxRMem")
     if mem is not None and mem > 0:
         row["mem_peak_bytes"] = int(mem) * 1024
     else:
         nulls["mem_peak_bytes"] = f["maxRMem"]
-    ut, st = _num(f, "ru_utime"), _num(f, "ru_stime")
+    ut, st = _nonneg(f, "ru_utime"), _nonneg(f, "ru_stime")
     parts = [x for x in (ut, st) if x is not None and x >= 0]
     if parts:
         row["cpu_time_s"] = round(sum(parts), 6)
@@ -328,7 +346,9 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
             other[toks[0][0]] += 1
             continue
         try:
-            rows.append(row_of(walk(toks, notes), cluster))
+            row = row_of(walk(toks, notes), cluster)
+            limits.check(row)
+            rows.append(row)
         except (ValueError, KeyError, OverflowError) as exc:
             result.rejects.append(Reject(line_no, f"JOB_FINISH: {exc}", text[:1000]))
     result.dropped = comments + sum(other.values())

@@ -32,6 +32,7 @@ from typing import Optional
 
 import polars as pl
 
+from jobsight.analytics import limits
 from jobsight.analytics.records import ParseOptions, ParseResult, Reject
 from jobsight.analytics.timezones import local_zone_name
 
@@ -253,6 +254,7 @@ def _segment_frame(header: list[str], df: pl.DataFrame, rejects: list[Reject], n
             checks.append((number.is_not_null() & ~fits, pl.lit(f"{name}: out of range: ") + pl.col(cols[i])))
             value = pl.when(fits).then(value).round(0).cast(pl.Int64)
         out[col] = value
+    checks.extend(limits.sample_reasons(out, gpu=True))   # negative, beyond a GPU's physical range
     if "uuid" in names:
         out["device"] = clean(cols[names.index("uuid")])
     if "hostname" in names:

@@ -37,6 +37,7 @@ from typing import Optional
 
 import polars as pl
 
+from jobsight.analytics import limits
 from jobsight.analytics.records import ParseOptions, ParseResult, Reject, field_value
 from jobsight.analytics.timezones import local_zone_name
 from jobsight.analytics.units import parse_duration
@@ -315,6 +316,7 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
             if rtype == "D" and key in seen:
                 # a deletion record names only the requestor: keep what earlier records said
                 row = {**seen[key], "state": "CANCELLED", "exit_code": None, "end_time": rtime}
+            limits.check(row)
             seen[key] = row
             rows.append(row)
         except (ValueError, KeyError, OverflowError) as exc:

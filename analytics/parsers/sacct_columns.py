@@ -6,7 +6,7 @@ from typing import Optional
 
 import polars as pl
 
-from jobsight.analytics import units
+from jobsight.analytics import limits, units
 from jobsight.analytics.parsers.sacct_format import COLUMNS, OUT_SCHEMA, SOURCE, TRAILING, TRES_PARSED, Ctx
 
 _NULL_WORDS = sorted(units.NULL_WORDS - {""})
@@ -147,6 +147,7 @@ def _convert_column(st: "_Stages", col: str, kind: str, target: str, ctx: Ctx) -
     elif kind == "tres":
         st.s2[target] = pl.when(c != "").then(c)
         raw_tres = c
+        st.bad.append(c.str.contains(limits.TRES_SUSPECT).fill_null(False))   # negative, inf, nan items
         c = pl.concat_str([pl.lit(","), c])  # anchor: every item starts with ','
         no_gpu = col in st.no_gpu   # then every gres/gpu* item is null: not looked for row by row
         def item(key, c=c, no_gpu=no_gpu):
@@ -291,7 +292,8 @@ def fast_frame(df: pl.DataFrame, cols: list[str], ctx: Ctx) -> pl.DataFrame:
         val = pl.when(per == "c").then(val * cpus).when(per == "n").then(val * nodes).otherwise(val)
         isnull, zero = pl.col("__rmn"), num == 0
         w = w.with_columns(mem_req_bytes=pl.when(isnull | zero).then(None).otherwise(val.round(0).cast(pl.Int64, strict=False)))
-        st.bad.append(~isnull & (num.is_null() | ((per == "c") & cpus.is_null() & ~zero)))
+        st.bad.append(~isnull & (num.is_null() | ((per == "c") & cpus.is_null() & ~zero)
+                                 | (~zero & pl.col("mem_req_bytes").is_null())))   # overflowed Int64
         st.reasons.append(("mem_req_bytes", (isnull | zero).fill_null(False) & (src("reqmem") != ""),
                            pl.format('"mem_req_bytes": "{}"', src("reqmem"))))
     if "start_time" in w.columns and "end_time" in w.columns:
@@ -307,6 +309,8 @@ def fast_frame(df: pl.DataFrame, cols: list[str], ctx: Ctx) -> pl.DataFrame:
         gpu_type=pl.coalesce(opt("_gtype_alloc_tres", pl.String), opt("_gtype_req_tres", pl.String)),
         source=pl.lit(SOURCE),
     )
+    # an impossible number (analytics/limits.py): the per-line reader rejects the line and says why
+    w = w.with_columns(_bad=pl.col("_bad") | limits.out_of_range({c: w.schema[c] for c in w.columns if c in limits.RECORD}))
     # null_reasons only for the rows that have one (string building is the costly part), filtering
     # only the columns it reads (lazy: projection pushdown)
     reasons = pl.repeat(None, w.height, dtype=pl.String, eager=True).alias("null_reasons")

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import pathlib
 import re
 from typing import Any, Optional
 
 import polars as pl
 
+from jobsight.analytics import limits
 from jobsight.analytics.records import ParseOptions, ParseResult, Reject
 from jobsight.analytics.units import tres_gpus
 
@@ -57,6 +59,8 @@ def _num(value: Any) -> Any:
     if isinstance(value, (int, float)):
         if isinstance(value, int) and value >= _NO_VAL and value <= 0xFFFFFFFF:
             return _Null("INFINITE" if value == 0xFFFFFFFF else "NO_VAL")
+        if isinstance(value, float) and not math.isfinite(value):   # 1e999, Infinity, NaN
+            raise ValueError(f"not a finite number: {value!r}")
         return value
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():
         return int(value)
@@ -68,14 +72,19 @@ def _plain(value: Any) -> Optional[float]:
     return None if v is None or isinstance(v, _Null) else v
 
 
-def _epoch(value: Any) -> Optional[dt.datetime]:
+_LATEST = (limits.LATEST - limits.EARLIEST).total_seconds()
+
+
+def _epoch(value: Any, name: str) -> Optional[dt.datetime]:
+    """Unix time -> naive UTC; 0 is unset (None). Before 1970 or after the limit: the reason."""
     v = _plain(value)
-    if not v or v <= 0:
+    if not v:
         return None
-    try:
-        return dt.datetime.fromtimestamp(v, dt.timezone.utc).replace(tzinfo=None)
-    except (OverflowError, OSError, ValueError):   # 1e17 is OSError EOVERFLOW, not ValueError
-        raise ValueError(f"time out of range: {value!r}") from None
+    if v < 0:
+        raise ValueError(f"time.{name} {v} is before 1970-01-01")
+    if v >= _LATEST:
+        raise ValueError(f"time.{name} {v} is after {limits.LATEST:%Y-%m-%d}")
+    return dt.datetime.fromtimestamp(v, dt.timezone.utc).replace(tzinfo=None)
 
 
 def _first_state(value: Any) -> Optional[str]:
@@ -121,10 +130,15 @@ def _tres_items(items: Any) -> list[tuple[str, float]]:
     for it in items:
         if not isinstance(it, dict) or "type" not in it:
             raise ValueError(f"TRES item without a type: {it!r}")
-        count = _plain(it.get("count"))
-        if count is None or count < 0:      # energy=-2 etc.: not recorded
-            continue
         key = it["type"] + (f"/{it['name']}" if it.get("name") else "")
+        try:
+            count = _plain(it.get("count"))
+        except ValueError as exc:
+            raise ValueError(f"TRES {key} count: {exc}") from None
+        if count is None or count in (-1, -2):   # INFINITE64 / NO_VAL64 as signed: not recorded (energy=-2)
+            continue
+        if count < 0:
+            raise ValueError(f"TRES {key} count {count} is negative")
         out.append((key, count))
     return out
 
@@ -218,7 +232,7 @@ def _step_row(step: dict, job_raw: str, job_printed: str, cluster: str) -> dict:
         "step_name": sid.get("name") if isinstance(sid, dict) else None,
         "state": _first_state(step.get("state")),
         "exit_code": _failed_exit_code(_first_state(step.get("state")), _exit_code(step.get("exit_code")), nulls),
-        "start_time": _epoch(t.get("start")), "end_time": _epoch(t.get("end")),
+        "start_time": _epoch(t.get("start"), "start"), "end_time": _epoch(t.get("end"), "end"),
         "elapsed_s": None if elapsed is None or isinstance(elapsed, _Null) else int(elapsed),
         "ncpus": _get(alloc, "cpu"), "nnodes": _plain(nodes.get("count")) if isinstance(nodes, dict) else None,
         "ntasks": _plain(tasks.get("count")) if isinstance(tasks, dict) else None,
@@ -235,6 +249,7 @@ def _step_row(step: dict, job_raw: str, job_printed: str, cluster: str) -> dict:
     if row["end_time"] is None and t.get("end") is not None:
         nulls["end_time"] = "0 (not ended)"
     row["null_reasons"] = json.dumps(nulls) if nulls else None
+    limits.check(row)
     return row
 
 
@@ -286,9 +301,9 @@ def _job_row(job: dict, cluster_default: str, steps: list[dict]) -> dict:
     gutil = [s["gpu_util_tres"] for s in steps if s.get("gpu_util_tres") is not None]
     gmem = [s["gpu_mem_tres_bytes"] for s in steps if s.get("gpu_mem_tres_bytes") is not None]
     state = job.get("state") or {}
-    if t.get("end") is not None and _epoch(t.get("end")) is None:
+    if t.get("end") is not None and _epoch(t.get("end"), "end") is None:
         nulls["end_time"] = "0 (not ended)"
-    if t.get("start") is not None and _epoch(t.get("start")) is None:
+    if t.get("start") is not None and _epoch(t.get("start"), "start") is None:
         nulls["start_time"] = "0 (not started)"
     if "limit" in t and t["limit"] is None:
         nulls["timelimit_s"] = "UNLIMITED"          # dbv0.0.38 prints INFINITE as null (sacct text: UNLIMITED)
@@ -302,14 +317,14 @@ def _job_row(job: dict, cluster_default: str, steps: list[dict]) -> dict:
     killer = job.get("kill_request_user")
     if isinstance(killer, str) and killer and job_state == "CANCELLED":
         nulls["cancelled_by_uid"] = killer         # a user name here, not the uid sacct text prints
-    return {
+    row = {
         "cluster": job.get("cluster") or cluster_default, "job_id": printed, "job_id_raw": job_raw,
         "array_job_id": a_job, "array_task_id": a_task, "het_job_id": h_job, "het_offset": h_off,
         "job_name": job.get("name"), "user": job.get("user"), "group": job.get("group"),
         "account": job.get("account"), "partition": job.get("partition"), "qos": job.get("qos"),
         "state": job_state, "exit_code": exit_code,
-        "submit_time": _epoch(t.get("submission")), "eligible_time": _epoch(t.get("eligible")),
-        "start_time": _epoch(t.get("start")), "end_time": _epoch(t.get("end")),
+        "submit_time": _epoch(t.get("submission"), "submission"), "eligible_time": _epoch(t.get("eligible"), "eligible"),
+        "start_time": _epoch(t.get("start"), "start"), "end_time": _epoch(t.get("end"), "end"),
         "elapsed_s": None if elapsed is None else int(elapsed), "timelimit_s": timelimit_s,
         "ncpus": ncpus, "nnodes": nnodes, "ngpus": ngpus, "gpu_type": gpu_type,
         "mem_req_bytes": None if mem_req is None else int(mem_req * _MIB),
@@ -321,6 +336,8 @@ def _job_row(job: dict, cluster_default: str, steps: list[dict]) -> dict:
         "node_list": node_list, "restarts": _plain(job.get("restart_cnt")),
         "null_reasons": json.dumps(nulls) if nulls else None, "source": SOURCE,
     }
+    limits.check(row)
+    return row
 
 
 JOB_SCHEMA = {

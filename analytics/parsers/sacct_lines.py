@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from typing import Optional
 from zoneinfo import ZoneInfo
 
-from jobsight.analytics import units
+from jobsight.analytics import limits, units
 from jobsight.analytics.parsers.sacct_format import COLUMNS, FREE_TEXT, JOBID_RE, OUT_SCHEMA, SOURCE, TRAILING, TRES_PARSED, Ctx
 
 
@@ -130,6 +130,8 @@ def parse_line(cols: list[str], fields: list[str], line_no: int, ctx: Ctx) -> di
                 rec[target] = None  # resolved below, needs ncpus / nnodes
             elif kind == "tres":
                 rec[target] = t
+                for key, _, value in (item.partition("=") for item in t.split(",")):
+                    limits.check_tres_value(key.strip(), value)
                 _tres_values(t, target, rec)
         except ValueError as exc:
             raise ValueError(f"column {col}: {exc}") from None
@@ -170,6 +172,7 @@ def parse_line(cols: list[str], fields: list[str], line_no: int, ctx: Ctx) -> di
         raise ValueError(f"End {raw.get('end')!r} is before Start {raw.get('start')!r}")
     rec["null_reasons"] = json.dumps(reasons) if reasons else None
     out = {k: rec.get(k) for k in OUT_SCHEMA}
+    limits.check(out)
     for k, v in out.items():
         if isinstance(v, int) and not -2 ** 63 <= v < 2 ** 63 or isinstance(v, float) and v != v:
             raise ValueError(f"{k}: value out of range: {v!r}")

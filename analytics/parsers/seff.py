@@ -34,6 +34,7 @@ from typing import Optional
 
 import polars as pl
 
+from jobsight.analytics import limits
 from jobsight.analytics.records import ParseOptions, ParseResult, Reject
 from jobsight.analytics.units import parse_duration, parse_mem, parse_state
 
@@ -225,6 +226,7 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
             else:
                 row = _seff_row(fields, cluster_default)
             row["source"] = SOURCE
+            limits.check(row)
             rows.append(row)
         except (ValueError, KeyError, TypeError, OverflowError, zoneinfo.ZoneInfoNotFoundError) as exc:
             result.rejects.append(Reject(line_no, f"seff report: {exc}", "\n".join(block)[:1000]))

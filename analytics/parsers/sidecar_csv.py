@@ -24,6 +24,7 @@ from typing import Iterator, Optional
 import duckdb
 import polars as pl
 
+from jobsight.analytics import limits
 from jobsight.analytics.ingest_trust import meta_refusal
 from jobsight.analytics.ingest_walk import open_regular
 from jobsight.analytics.records import BulkRead, ParseOptions, ParseResult, Reject
@@ -100,10 +101,17 @@ def _reasons(raw: pl.DataFrame, typed: pl.DataFrame) -> pl.Series:
     for c in _TYPES:
         failed = pl.col(c).is_null() & pl.col(f"raw_{c}").str.strip_chars().fill_null("").ne("")
         checks.append((failed, pl.lit(f"{c} is not a number: ") + pl.col(f"raw_{c}").fill_null("")))
+    checks += _limit_checks()
     expr = pl.lit(None, dtype=pl.String)
     for cond, msg in reversed(checks):
         expr = pl.when(cond).then(msg).otherwise(expr)
     return both.select(expr.alias("reason"))["reason"]
+
+
+def _limit_checks() -> list[tuple[pl.Expr, pl.Expr]]:
+    """(condition, reason) for values beyond physical limits (analytics/limits.py): NaN, inf,
+    negative, a GPU above 100 %."""
+    return limits.sample_reasons({c: pl.col(c) for c in ("time", *_TYPES)}, gpu=pl.col("device") != "cpu")
 
 
 def _robust(source: bytes, first_line: int = 2) -> tuple[pl.DataFrame, list[Reject], int]:
@@ -260,6 +268,8 @@ def _read_block(source: bytes, first_line: int) -> tuple[pl.DataFrame, list[Reje
         samples = _read_typed(source)
         if samples["time"].null_count() or samples["device"].null_count():
             raise ValueError("null key")
+        if samples.select(pl.any_horizontal([cond for cond, _ in _limit_checks()]).any()).item():
+            raise ValueError("a value beyond its limits")
         line = pl.int_range(first_line, len(samples) + first_line, dtype=pl.Int64)
         return samples.with_columns(line.alias("_line")), [], len(samples)
     except Exception:  # noqa: BLE001 - any failure of the fast path: find the bad lines one by one
@@ -347,6 +357,9 @@ def bulk_read(path: pathlib.Path, opts: ParseOptions) -> Optional[BulkRead]:
     select = (f"SELECT {', '.join(f'{values[c]} AS {o}' for c, o in zip(COLUMNS, _SAMPLE_COLUMNS))}, '{SOURCE}' AS source "
               f"FROM read_csv({_sql_text(str(path))}, header = true, delim = ',', quote = '', escape = '', "
               f"auto_detect = false, strict_mode = true, null_padding = false, columns = {{{columns}}})")
+    # a row beyond the limits is left out: fewer rows than lines, so the loader reads the file line
+    # by line, which rejects that row with the reason
+    select = f"SELECT * FROM ({select}) WHERE {limits.sample_sql_ok()}"
     return BulkRead(select=select, owner=(row0["cluster"], row0["job_id_raw"], row0["host"]), result=result,
                     fields=len(COLUMNS))
 

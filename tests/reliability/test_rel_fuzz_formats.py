@@ -421,4 +421,4 @@ def test_regression_sacct_json_time_out_of_range_rejects_the_job(tmp_path, epoch
                                       {"job_id": 8, "time": {"eligible": 1700000000}}]}))
     res = sacct_json.parse(p, OPTS)
     assert res.rows_in == 2 and res.jobs["job_id_raw"].to_list() == ["8"]
-    assert [(r.line_no, r.reason) for r in res.rejects] == [(1, f"job 1: time out of range: {epoch}")]
+    assert [(r.line_no, r.reason) for r in res.rejects] == [(1, f"job 1: time.eligible {epoch} is after 2200-01-01")]
