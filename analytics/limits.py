@@ -32,6 +32,10 @@ EARLIEST = datetime(1970, 1, 1)   # Unix time 0: accounting holds no earlier job
 LATEST = datetime(2200, 1, 1)     # the dashboard's range ends with 2199
 
 
+class OutOfLimits(ValueError):
+    """A value beyond its limit: the row is rejected, never stored with the value NULL."""
+
+
 @dataclass(frozen=True)
 class Limit:
     lo: float | datetime
@@ -99,7 +103,7 @@ def check(rec: dict, limits: dict[str, Limit] = RECORD) -> None:
             continue
         why = _problem(v, lim)
         if why:
-            raise ValueError(f"{col}: {why}")
+            raise OutOfLimits(f"{col}: {why}")
 
 
 def check_tres_value(key: str, value: str) -> None:

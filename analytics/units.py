@@ -9,11 +9,20 @@ from __future__ import annotations
 import math
 import re
 
+from jobsight.analytics.limits import MAX_BYTES, OutOfLimits
+
 # Words sacct prints where a value is absent or infinite; stored as NULL with the word kept.
 NULL_WORDS = frozenset({"", "unlimited", "partition_limit", "unknown", "none", "n/a", "invalid"})
 
 _MEM_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTPE]?)(i?B?)\s*([nc]?)\s*$", re.IGNORECASE)
 _MEM_POW = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
+
+
+def to_bytes(value: float, text: str) -> int:
+    """A size in bytes as an int; one too large for a float (400 digits) is refused with the limit."""
+    if not math.isfinite(value):
+        raise OutOfLimits(f"{text.strip()[:40]!r} is above the limit of {MAX_BYTES} bytes (1 EiB)")
+    return int(round(value))
 
 
 def is_null_word(text: str | None) -> bool:
@@ -34,7 +43,7 @@ def parse_mem(text: str | None, default_unit: str = "") -> int | None:
     if per:
         raise ValueError(f"per-{'core' if per.lower() == 'c' else 'node'} memory where a total was expected: {text!r}")
     unit = (unit or default_unit).upper()
-    return int(round(float(num) * 1024 ** _MEM_POW[unit]))
+    return to_bytes(float(num) * 1024 ** _MEM_POW[unit], text)
 
 
 def parse_reqmem(text: str | None, ncpus: int | None, nnodes: int | None) -> int | None:
@@ -59,7 +68,7 @@ def parse_reqmem(text: str | None, ncpus: int | None, nnodes: int | None) -> int
         value *= ncpus
     elif per == "n":
         value *= nnodes or 1
-    return int(round(value))
+    return to_bytes(value, text)
 
 
 def parse_duration(text: str | None) -> float | None:

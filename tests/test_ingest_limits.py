@@ -63,6 +63,8 @@ SACCT = [
     (f"9.0|9.0|COMPLETED|{T}|4|1||cpu=4|01:00:00|1G|cpu=01:00:00,gres/gpuutil=-50,mem=1G|1000|util",
      "gres/gpuutil=-50 is negative"),
     (f"10|10|COMPLETED|{T}|4|1|4G|billing=4|99999999999999:00:00|1G||1000|cpu", "cpu_time_s: 3.599999999999964e+17 is above"),
+    (f"12|12|COMPLETED|{T}|4|1|{'9' * 400}M|billing=4|01:00:00|1G||1000|huge", "column reqmem: '99999"),
+    (f"13|13|COMPLETED|{T}|4|1|4G|billing=4|01:00:00|{'9' * 400}K||1000|huge", "column maxrss: '99999"),
     (f"11|11|COMPLETED|{T}|4|1|16Gn|billing=4,cpu=4,mem=4G,node=1|01:00:00|1G||1000|ok", None),
     (f"11.0|11.0|COMPLETED|{T}|4|1||cpu=4|01:00:00|1G|cpu=01:00:00,gres/gpuutil=50,mem=1G|1000|ok", None),
 ]
@@ -83,7 +85,7 @@ def test_sacct_text_both_readers(tmp_path, fast):
 
 def test_sacct_text_ingest_stores_only_the_valid_rows(tmp_path):
     rep, out, rejects = _ingest(tmp_path, "d.txt", "\n".join([SACCT_HEAD] + [ln for ln, _ in SACCT]) + "\n")
-    assert rep.rejected == 10 and set(rejects) == {i for i, (_, why) in enumerate(SACCT, start=2) if why}
+    assert rep.rejected == 12 and set(rejects) == {i for i, (_, why) in enumerate(SACCT, start=2) if why}
     jobs = {j["job_id_raw"]: j for j in out["job"]}
     assert set(jobs) == {"1", "11"} and [s["job_id_raw"] for s in out["step"]] == ["11"]
     assert (jobs["1"]["billing"], jobs["1"]["mem_req_bytes"], jobs["1"]["ncpus"]) == (4.0, 4 * GiB, 4)
@@ -162,14 +164,16 @@ def test_pbs(tmp_path):
     ok = dict(mem="8gb", cput="03:00:00", wall="01:00:00", ncpus=4)
     lines = [PBS_E.format(id=100, **ok), PBS_E.format(id=101, **{**ok, "ncpus": -4}),
              PBS_E.format(id=102, **{**ok, "wall": "inf"}), PBS_E.format(id=103, **{**ok, "mem": "9999999999999tb"}),
-             PBS_E.format(id=104, **{**ok, "cput": "99999999999999:00:00"}), PBS_E.format(id=105, **ok)]
+             PBS_E.format(id=104, **{**ok, "cput": "99999999999999:00:00"}),
+             PBS_E.format(id=106, **{**ok, "mem": "9" * 400 + "kb"}), PBS_E.format(id=105, **ok)]
     rep, out, rejects = _ingest(tmp_path, "20240301", "\n".join(lines) + "\n", ParseOptions(timezone="UTC"))
     assert rejects == {2: "PBS E record 101.srv01: ncpus: -4 is negative",
                        3: "PBS E record 102.srv01: resources_used.walltime='inf' is not a duration",
                        4: f"PBS E record 103.srv01: mem_req_bytes: {9999999999999 * 2 ** 40} is above the limit of "
                           f"{2 ** 60} bytes (1 EiB)",
                        5: "PBS E record 104.srv01: cpu_time_s: 3.599999999999964e+17 is above the limit of "
-                          "315576000000000000 core-seconds"}
+                          "315576000000000000 core-seconds",
+                       6: f"PBS E record 106.srv01: Resource_List.mem: '{'9' * 40}' is above the limit of {2 ** 60} bytes (1 EiB)"}
     jobs = {j["job_id_raw"]: j for j in out["job"]}
     assert set(jobs) == {"100", "105"}
     assert (jobs["100"]["ncpus"], jobs["100"]["mem_req_bytes"], jobs["100"]["elapsed_s"]) == (4, 8 * GiB, 3600)

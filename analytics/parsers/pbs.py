@@ -40,7 +40,7 @@ import polars as pl
 from jobsight.analytics import limits
 from jobsight.analytics.records import ParseOptions, ParseResult, Reject, field_value
 from jobsight.analytics.timezones import local_zone_name
-from jobsight.analytics.units import parse_duration
+from jobsight.analytics.units import parse_duration, to_bytes
 
 FORMAT = "pbs"
 SOURCE = "pbs"
@@ -103,8 +103,8 @@ def pbs_mem(text: str) -> Optional[int]:
     num, unit = m.groups()
     unit = (unit or "kb").lower()
     if unit == "w":
-        return int(round(float(num) * 8))
-    return int(round(float(num) * 1024 ** _MEM_POW[unit]))
+        return to_bytes(float(num) * 8, text)
+    return to_bytes(float(num) * 1024 ** _MEM_POW[unit], text)
 
 
 def exec_host_slots(text: str) -> tuple[int, list[str]]:
@@ -242,11 +242,15 @@ def _record(rtype: str, jobid: str, fields: dict[str, str], rtime: dt.datetime, 
         if v:
             try:
                 row[col] = pbs_mem(v)
-            except ValueError:
+            except limits.OutOfLimits as exc:   # a size, but none a machine has: the record is rejected
+                raise ValueError(f"{key}: {exc}") from None
+            except ValueError:                  # another form ('12.27M'): NULL with the text
                 nulls[col] = v
     if row.get("mem_req_bytes") is None and fields.get("Resource_List.pmem") and row["ncpus"]:
         try:
             row["mem_req_bytes"] = pbs_mem(fields["Resource_List.pmem"]) * row["ncpus"]
+        except limits.OutOfLimits as exc:
+            raise ValueError(f"Resource_List.pmem: {exc}") from None
         except ValueError:
             nulls["mem_req_bytes"] = fields["Resource_List.pmem"]
 

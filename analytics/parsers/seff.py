@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import pathlib
 import re
 import zoneinfo
@@ -67,7 +68,10 @@ def _mem(text: str) -> int:
 
 
 def _num(text: str) -> float:
-    return float(text.replace(",", "."))
+    v = float(text.replace(",", "."))
+    if not math.isfinite(v):   # 400 digits
+        raise ValueError(f"not a finite number: {text.strip()[:40]!r}")
+    return v
 
 
 def _blocks(lines: list[str]) -> list[tuple[int, list[str]]]:
