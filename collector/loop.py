@@ -54,6 +54,7 @@ class Sampler:
         self.last_mono: float | None = None
         self.mem_peak: int | None = None
         self.samples = 0
+        self.watch = None   # idle.IdleWatch: fed each sample's GPU rows
 
     def _read_cpu(self) -> CpuReading:
         try:
@@ -92,6 +93,12 @@ class Sampler:
                 gpu_rows = []
             for g in gpu_rows:
                 ok = self.out.write_row({**g, **base}) and ok
+            if self.watch is not None:
+                try:
+                    self.watch.observe(mono, gpu_rows)
+                except Exception as exc:   # the alert is a courtesy: it never stops the samples
+                    self.problems.warn("idle", f"jobsight sidecar: idle alert disabled ({exc!r})")
+                    self.watch = None
         self.samples += 1
         return ok
 
@@ -147,10 +154,10 @@ def next_deadline(first: float, interval: float, now: float) -> float:
 
 
 def sample_until(sampler: Sampler | None, signals: Signals, interval: float, started_mono: float,
-                 command_exited, problems: Problems) -> None:
+                 command_exited, problems: Problems, job_over=None) -> None:
     """Sample every `interval` seconds until the wrapped command has exited (wrapper mode:
-    `command_exited` is a callable) or a stop signal arrives (background mode: None), then take
-    the last sample. Without a sampler (sampling disabled), wrapper mode only waits for the command;
+    `command_exited` is a callable) or a stop signal arrives or `job_over()` says so (background
+    mode: command_exited None), then take the last sample. Without a sampler (sampling disabled), wrapper mode only waits for the command;
     when the output can no longer be written, background mode stops and wrapper mode keeps waiting."""
     wrapper = command_exited is not None
     sampling = sampler is not None
@@ -162,7 +169,7 @@ def sample_until(sampler: Sampler | None, signals: Signals, interval: float, sta
         if wrapper:
             if command_exited():
                 break
-        elif signals.stop_requested():
+        elif signals.stop_requested() or (job_over is not None and job_over()):
             break
         now = time.monotonic()
         if not sampling:

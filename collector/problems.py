@@ -33,28 +33,36 @@ def guard_std_fds() -> list[int]:
     return closed
 
 
-def stderr_line(message: str) -> None:
-    """One line on sys.stderr; nothing when there is no stderr (never stdout, as print(file=None) would)."""
+def stderr_line(message: str) -> bool:
+    """One line on sys.stderr; nothing when there is no stderr (never stdout, as print(file=None) would).
+    False when it could not be written."""
     stream = sys.stderr
     if stream is None:
-        return
+        return False
     try:
         print(message, file=stream, flush=True)
     except (OSError, ValueError):
-        pass
+        return False
+    return True
 
 
 class Problems:
-    """At most one stderr line per distinct problem."""
+    """At most one stderr line per distinct problem; `lines` keeps them for the metadata JSON (a site
+    sidecar's stderr is /dev/null)."""
+
+    MAX_KEPT = 50
 
     def __init__(self, stream=None) -> None:
         self.stream = stream
         self.seen: set[str] = set()
+        self.lines: list[str] = []
 
     def warn(self, key: str, message: str) -> None:
         if key in self.seen:
             return
         self.seen.add(key)
+        if len(self.lines) < self.MAX_KEPT:
+            self.lines.append(message)
         if self.stream is None:
             stderr_line(message)
             return

@@ -38,6 +38,7 @@ class ProcessSet:
         self._exclude = set(exclude or ()) | {os.getpid()}
         self._tracked: dict[int, _Tracked] = {}
         self._gone_cpu = 0.0  # CPU seconds of processes no longer present
+        self.pids: list[int] = []   # the processes of the last read
 
     def _members(self) -> list:
         raise NotImplementedError
@@ -70,6 +71,7 @@ class ProcessSet:
             if new is None or new.proc != old.proc:
                 self._gone_cpu += old.cpu
         self._tracked = seen
+        self.pids = list(seen)
         total = self._gone_cpu + sum(t.cpu for t in seen.values())
         return total, rss, len(seen)
 
@@ -96,13 +98,14 @@ class ProcessTree(ProcessSet):
 
 
 class JobProcesses(ProcessSet):
-    """This user's processes whose environment holds VAR=job_id (decided once per process)."""
+    """The processes of user `uid` (default: this user) whose environment holds VAR=job_id (decided
+    once per process). A site sidecar runs as root and passes the job's uid."""
 
-    def __init__(self, var: str, job_id: str, exclude: set[int] | None = None) -> None:
+    def __init__(self, var: str, job_id: str, exclude: set[int] | None = None, uid: int | None = None) -> None:
         super().__init__(exclude)
         self.var = var
         self.job_id = job_id
-        self._uid = os.getuid()
+        self._uid = os.getuid() if uid is None else uid
         self._decided: dict[tuple[int, float], bool] = {}
 
     def _belongs(self, proc) -> bool:
@@ -149,6 +152,21 @@ def _proc_stat(pid: int, proc: str = "/proc"):
         return None
 
 
+def start_ticks(pid: int, proc: str = "/proc") -> int | None:
+    """When a live process started (clock ticks since boot), to tell it from a later one with its pid;
+    None when it is gone or a zombie (its parent may be an init that reaps late)."""
+    try:
+        with open(f"{proc}/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    fields = data[data.rfind(b")") + 2:].split()
+    try:
+        return None if fields[0] in (b"Z", b"X") else int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
 class ProcfsSet:
     """The same counters as ProcessSet, read from /proc with the standard library only
     (for `python3 collector/sidecar.py` on a node without psutil)."""
@@ -158,6 +176,7 @@ class ProcfsSet:
         self._exclude = set(exclude or ()) | {os.getpid()}
         self._last: dict[tuple[int, int], float] = {}   # (pid, start ticks) -> cpu seconds
         self._gone_cpu = 0.0
+        self.pids: list[int] = []   # the processes of the last read
 
     def _pids(self) -> list[int]:
         try:
@@ -186,6 +205,7 @@ class ProcfsSet:
             if key not in now:
                 self._gone_cpu += cpu
         self._last = now
+        self.pids = [pid for pid, _ in now]
         return self._gone_cpu + sum(now.values()), rss, len(now)
 
 
@@ -211,12 +231,13 @@ class ProcfsTree(ProcfsSet):
 
 
 class ProcfsJobProcesses(ProcfsSet):
-    """This user's processes whose environment holds VAR=job_id (decided once per process)."""
+    """The processes of user `uid` (default: this user) whose environment holds VAR=job_id (decided once per process)."""
 
-    def __init__(self, var: str, job_id: str, exclude: set[int] | None = None, proc: str = "/proc") -> None:
+    def __init__(self, var: str, job_id: str, exclude: set[int] | None = None, proc: str = "/proc",
+                 uid: int | None = None) -> None:
         super().__init__(exclude, proc)
         self._needle = f"{var}={job_id}".encode()
-        self._uid = os.getuid()
+        self._uid = os.getuid() if uid is None else uid
         self._decided: dict[tuple[int, int], bool] = {}
 
     def _belongs(self, pid: int, start: int) -> bool:

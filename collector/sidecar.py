@@ -2,7 +2,12 @@
 
     jobsight sidecar [--interval 10] [--out DIR] [--job-id ID] [--cluster NAME] [--gpus auto|none] &
     jobsight sidecar run [OPTIONS] -- CMD ARGS...
+    jobsight sidecar prolog|epilog [--spool DIR]     (site mode, site_mode.py)
     python3 collector/sidecar.py ...            (where jobsight is not installed)
+
+With GPUs, an idle alert watches them (idle.py): one stderr line per idle GPU at most hourly, a
+summary at the end, and the user's opt-in actions. When the site's sidecar already records the job
+on this node, a job's own sidecar writes no files and keeps only its idle alert.
 
 Never harms the job: output or sampling problems print one stderr line each and the sidecar
 degrades (background mode: exits 0; wrapper mode: keeps waiting for the command and returns
@@ -25,7 +30,7 @@ if not __package__:
 
 import time  # noqa: E402
 
-from . import csv_schema, jobenv, writer  # noqa: E402
+from . import csv_schema, jobenv, site_mode, writer  # noqa: E402
 from .loop import (  # noqa: E402
     DEFAULT_MIN_UTIL_WINDOW_S,
     MIN_UTIL_WINDOW_S,
@@ -61,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         args = parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
         return int(exc.code or 0)
+    if args.mode == "prolog":
+        return site_mode.prolog(args)
+    if args.mode == "epilog":
+        return site_mode.epilog(args)
     return Sidecar(args).run()
 
 
@@ -77,17 +86,30 @@ class Sidecar:
         self.out: writer.CsvWriter | None = None
         self.meta: dict = {}
         self.meta_path: str | None = None
+        self.site_mode = getattr(args, "mode", None) == "site"   # started by `jobsight sidecar prolog`
+        self.watch = None
+        self.cpu = None
+        self.cores_source = None
 
-    def _setup(self, started: float):
-        """Open output, CPU and GPU sources. Returns a Sampler, or None (after one stderr line)."""
+    def _open_output(self, started: float) -> str | None:
+        """The CSV (returns the files' stem), or a NullWriter when the site's sidecar records this job."""
         args, job = self.args, self.job
-        try:
-            writer.ensure_dir(args.out)
-            stem = os.path.join(args.out, output_stem(job, started, self.pid))
-            self.out = writer.CsvWriter(stem + ".csv", csv_schema.COLUMNS, warn=self.problems.warn)
-        except writer.OutputError as exc:
-            self.problems.warn("output", f"jobsight sidecar: {exc}; not sampling (the job is not affected)")
+        marker = None if self.site_mode or job.scheduler == "none" else site_mode.site_sidecar_running(self.env, job.host)
+        if marker is not None:
+            self.out = writer.NullWriter()
+            self.problems.warn("site", f"jobsight sidecar: the site's sidecar records job {job.job_id} on this node "
+                                       f"({marker}); this one writes no files")
             return None
+        writer.ensure_dir(args.out)
+        stem = os.path.join(args.out, output_stem(job, started, self.pid))
+        self.out = writer.CsvWriter(stem + ".csv", csv_schema.COLUMNS, warn=self.problems.warn)
+        return stem
+
+    def _cpu_source(self):
+        args, job = self.args, self.job
+        if self.site_mode:
+            cpu = site_mode.make_site_cpu(self.env, args.site_uid, args.cgroup_root)
+            return (cpu, *site_mode.site_cores(self.env))
         proc_text = None
         if args.proc_cgroup:
             try:
@@ -96,8 +118,44 @@ class Sidecar:
             except OSError as exc:
                 self.problems.warn("proc-cgroup", f"jobsight sidecar: cannot read {args.proc_cgroup}: {exc.strerror}")
                 proc_text = ""
-        cpu, cores, cores_source = make_cpu_source(job, self.env, self.command.pid if self.command else None,
-                                                   args.cgroup_root, proc_text, self.problems)
+        return make_cpu_source(job, self.env, self.command.pid if self.command else None,
+                               args.cgroup_root, proc_text, self.problems)
+
+    def _idle_watch(self, gpus, gpu_meta: dict):
+        """The idle alert for a job with GPUs (not in site mode: its stderr reaches no one)."""
+        args = self.args
+        if self.site_mode or gpus is None or not args.idle_alert:
+            return None
+        from .idle import IdleWatch
+        from .idle_settings import idle_settings
+        names = [g.get("name") or "" for g in gpu_meta["gpus"] if isinstance(g, dict)]
+        settings = idle_settings(args.config, self.env, self.job.scheduler, names,
+                                 warn=lambda line: self.problems.warn("config", line))
+        return IdleWatch(self.job.job_id, args.idle_alert * 60, settings, self.problems, self.env,
+                         on_idle=args.on_idle_argv, cancel_s=args.idle_cancel * 60)
+
+    def _who(self) -> dict:
+        """The job's user: the site sidecar's from the scheduler, a job's own sidecar's is its own."""
+        if self.site_mode:
+            return {"mode": "site", "uid": self.args.site_uid, "user": self.args.site_user}
+        import pwd
+        uid = os.getuid()
+        try:
+            user = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            user = None
+        return {"mode": "job", "uid": uid, "user": user}
+
+    def _setup(self, started: float):
+        """Open output, CPU and GPU sources. Returns a Sampler, or None (after one stderr line)."""
+        args, job = self.args, self.job
+        try:
+            stem = self._open_output(started)
+        except writer.OutputError as exc:
+            self.problems.warn("output", f"jobsight sidecar: {exc}; not sampling (the job is not affected)")
+            return None
+        cpu, cores, self.cores_source = self._cpu_source()
+        self.cpu = cpu
         gpus = open_gpu_source(self.env, args.gpus, args.interval, self.problems)
         gpu_meta = {"gpu_method": "none", "driver_version": None, "nvml_version": None, "gpus": []}
         if gpus is not None:
@@ -105,10 +163,25 @@ class Sidecar:
                 gpu_meta.update(gpus.meta())
             except Exception as exc:
                 self.problems.warn("gpu-meta", f"jobsight sidecar: GPU metadata unavailable ({exc!r})")
+        try:
+            self.watch = self._idle_watch(gpus, gpu_meta)
+        except Exception as exc:   # a courtesy: never a reason not to sample
+            self.problems.warn("idle", f"jobsight sidecar: idle alert disabled ({exc!r})")
+        if stem is None and self.watch is None:   # the site records the job and there is nothing to watch
+            if gpus is not None:
+                gpus.close()
+            return None
         # A short --interval lowers the minimum window, so jitter alone never blanks regular rows.
         min_window = min(MIN_UTIL_WINDOW_S.get(cpu.method, DEFAULT_MIN_UTIL_WINDOW_S), args.interval / 2)
         sampler = Sampler(job, cpu, cores, gpus, self.out, self.problems, min_window=min_window)
+        sampler.watch = self.watch
+        if self.site_mode:
+            def found(cg, sampler=sampler) -> None:   # the job's cgroup: its cpuset gives the cores
+                sampler.cores, self.cores_source = jobenv.allocated_cores(self.env, cg.cpuset())
+            cpu.on_cgroup = found
         sampler.baseline()
+        if stem is None:
+            return sampler
         mem_limit = None
         try:
             mem_limit = cpu.read().mem_total
@@ -127,9 +200,10 @@ class Sidecar:
             "cpu_method": cpu.method,
             "cgroup_path": cpu.cgroup_path,
             "alloc_cores": cores,
-            "alloc_cores_source": cores_source,
+            "alloc_cores_source": self.cores_source,
             "mem_limit_bytes": mem_limit,
             **gpu_meta,
+            **self._who(),
             "pid": self.pid,
             "command": self.args.cmd or None,
             "sidecar_version": SIDECAR_VERSION,
@@ -144,6 +218,11 @@ class Sidecar:
         return sampler
 
     def _finish(self, sampler, exit_code: int | None) -> None:
+        if self.watch is not None and sampler is not None:
+            try:
+                self.watch.finish(time.monotonic())
+            except Exception as exc:
+                self.problems.warn("idle", f"jobsight sidecar: idle summary failed ({exc!r})")
         if sampler is not None and sampler.gpus is not None:
             try:
                 sampler.gpus.close()
@@ -154,7 +233,14 @@ class Sidecar:
         if self.meta_path and sampler is not None and not self.out.failed:  # disk full: one line is enough
             self.meta.update({"ended_at": iso_utc(time.time()), "samples": sampler.samples,
                               "rows": self.out.rows_written, "mem_peak_bytes": sampler.mem_peak,
-                              "exit_code": exit_code, "write_failed": self.out.failed})
+                              "exit_code": exit_code, "write_failed": self.out.failed,
+                              # site mode may have found the job's cgroup after the start
+                              "cpu_method": sampler.cpu.method, "cgroup_path": sampler.cpu.cgroup_path,
+                              "alloc_cores": sampler.cores, "alloc_cores_source": self.cores_source})
+            if self.watch is not None:
+                self.meta.update(self.watch.meta())
+            if self.problems.lines:
+                self.meta["problems"] = list(self.problems.lines)
             try:
                 writer.replace_json(self.meta_path, self.meta)
             except writer.OutputError as exc:
@@ -178,8 +264,9 @@ class Sidecar:
             sampler = None
         if sampler is None and not args.wrapper:
             return 0
+        job_over = (lambda: self.cpu.gone) if self.site_mode and sampler is not None else None
         sample_until(sampler, signals, args.interval, started_mono,
-                     self.command.exited if args.wrapper else None, self.problems)
+                     self.command.exited if args.wrapper else None, self.problems, job_over)
         exit_code = self.command.exit_code() if args.wrapper else 0
         try:
             self._finish(sampler, exit_code if args.wrapper else None)

@@ -138,6 +138,19 @@ class CsvWriter:
             pass
 
 
+class NullWriter:
+    """Rows go nowhere: a job's own sidecar when the site's sidecar records the job (it keeps its idle alert)."""
+    path = ""
+    failed = False
+    rows_written = 0
+
+    def write_row(self, row: dict) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
+
+
 def write_json_new(path: str, data: dict) -> None:
     """Create a new JSON file (exclusive, no symlink following)."""
     fd = create_exclusive(path)
