@@ -134,9 +134,9 @@ def sidecar_build_parser():
 
 
 CLI_CASES = [(cmd, opt, choices) for cmd, p in cli_commands() for opt, choices in documented_options(p)]
-SIDECAR_CASES = [(f"jobsight sidecar{' run' if wrapper else ''}", opt, choices)
-                 for wrapper in (False, True)
-                 for opt, choices in documented_options(sidecar_build_parser()(wrapper=wrapper))]
+SIDECAR_CASES = [(f"jobsight sidecar{f' {mode}' if mode else ''}", opt, choices)
+                 for mode in (None, "run", "prolog", "epilog")
+                 for opt, choices in documented_options(sidecar_build_parser()(mode=mode))]
 
 
 def test_the_walk_finds_every_command_and_nested_ones():
