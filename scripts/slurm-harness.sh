@@ -9,7 +9,9 @@
 # slurmd run as plain daemons on loopback. Cluster "$JOBSIGHT_SLURM_CLUSTER" (default jobsight), one
 # node named after `hostname -s` with 2 CPUs and two fake A100s (GRES over /dev/nvidia0,1 character
 # devices: a count-only gres.conf leaves the node INVALID), partitions `cpu` (default) and `gpu` with
-# TRESBillingWeights, accounts proj-astro (user alice) and proj-bio (user bob).
+# TRESBillingWeights, accounts proj-astro (user alice) and proj-bio (user bob). Partition `site` is
+# the site-mode sidecar's: a Prolog and Epilog run `jobsight sidecar prolog|epilog` for its jobs
+# only (spool /var/spool/jobsight), so the other partitions' jobs are sampled only by their own line.
 #
 # Idempotent: `start` on a running harness only checks it (a second or two); stale pid files from a
 # session whose processes are gone are ignored; a changed configuration restarts the daemons it
@@ -22,6 +24,8 @@ RUN=/run/jobsight-slurm
 STATE=/var/lib/jobsight-slurm
 CONF=/etc/slurm
 NODE=$(hostname -s)
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+SPOOL=/var/spool/jobsight
 # user:account pairs, created as Unix users and Slurm associations
 USERS=(alice:proj-astro bob:proj-bio)
 PACKAGES=(slurmctld slurmd slurmdbd slurm-client mariadb-server munge)
@@ -148,6 +152,9 @@ SlurmdDebug=info
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 PrologFlags=Contain
+# The site-mode sidecar, for partition "site" only (the scripts check SLURM_JOB_PARTITION).
+Prolog=$CONF/jobsight-prolog.sh
+Epilog=$CONF/jobsight-epilog.sh
 MpiDefault=none
 SwitchType=switch/none
 ReturnToService=2
@@ -176,8 +183,10 @@ SlurmdTimeout=300
 NodeName=$NODE NodeAddr=127.0.0.1 CPUs=2 RealMemory=$real Gres=gpu:a100:2 State=UNKNOWN
 PartitionName=cpu Nodes=$NODE Default=YES MaxTime=INFINITE State=UP TRESBillingWeights="CPU=1.0,Mem=0.25G"
 PartitionName=gpu Nodes=$NODE MaxTime=INFINITE State=UP TRESBillingWeights="CPU=1.0,Mem=0.25G,GRES/gpu=32"
+PartitionName=site Nodes=$NODE MaxTime=INFINITE State=UP TRESBillingWeights="CPU=1.0,Mem=0.25G,GRES/gpu=32"
 EOF
   if install_file "$CONF/slurm.conf" root:root 644; then CHANGED_SLURM=1; fi
+  write_site_scripts
 
   cat >"$CONF/gres.conf.new" <<EOF
 # Written by jobsight scripts/slurm-harness.sh: two fake GPUs (character devices, no driver).
@@ -206,6 +215,25 @@ StorageUser=slurm
 StoragePass=$pass
 EOF
   if install_file "$CONF/slurmdbd.conf" slurm:slurm 600; then CHANGED_DBD=1; fi
+}
+
+# The Prolog and Epilog: this checkout's jobsight (else the plain-file sidecar), for partition "site".
+# They always exit 0: a failing Prolog or Epilog drains the node.
+write_site_scripts() {
+  local cmd verb
+  if [ -x "$REPO/.venv/bin/jobsight" ]; then cmd="$REPO/.venv/bin/jobsight sidecar"
+  else cmd="/usr/bin/python3 $REPO/collector/sidecar.py"; fi
+  for verb in prolog epilog; do
+    # every second in the prolog: the test jobs last seconds
+    cat >"$CONF/jobsight-$verb.sh.new" <<EOF
+#!/bin/sh
+# Written by jobsight scripts/slurm-harness.sh: the site-mode sidecar's $verb, partition "site" only.
+[ "\$SLURM_JOB_PARTITION" = site ] || exit 0
+$cmd $verb --spool $SPOOL$([ "$verb" = prolog ] && echo " --interval 1") >>$LOG/jobsight-$verb.log 2>&1 </dev/null
+exit 0
+EOF
+    install_file "$CONF/jobsight-$verb.sh" root:root 755 || true
+  done
 }
 
 make_devices_and_users() {
@@ -359,7 +387,7 @@ cmd_start() {
   start_slurmctld
   start_slurmd
   wait_node
-  say "up: cluster $CLUSTER, node $NODE ($(node_state)), partitions cpu gpu; $(( $(date +%s) - T0 ))s"
+  say "up: cluster $CLUSTER, node $NODE ($(node_state)), partitions cpu gpu site; $(( $(date +%s) - T0 ))s"
 }
 
 cmd_status() {
