@@ -281,6 +281,8 @@ def _prolog(args) -> int:
 def _sampler(args, env: dict[str, str], uid: int, user: str | None, marker: str, ready_fd: int) -> None:
     """The detached sampler: own process group, /dev/null on 0-2, no inherited descriptors."""
     os.setpgid(0, 0)    # the epilog's SIGKILL reaches an nvidia-smi child too
+    # a blocked mask survives fork and exec: the prolog's caller must not make us deaf to the epilog
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD})
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
