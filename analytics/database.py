@@ -122,6 +122,9 @@ class Database:
     def execute(self, sql: str, params: Sequence | dict | None = None) -> duckdb.DuckDBPyConnection:
         return self.con.execute(sql, params if params is not None else [])
 
+    def executemany(self, sql: str, params: Sequence) -> duckdb.DuckDBPyConnection:
+        return self.con.executemany(sql, params)
+
     def fetch(self, sql: str, params: Sequence | None = None) -> tuple[list[str], list[tuple]]:
         """A query's column names and rows as tuples (no dict per row: outputs of 10^5 rows)."""
         cur = self.execute(sql, params)
