@@ -40,7 +40,6 @@ SELECT j.cluster, j.job_id, j.job_id_raw, j.array_job_id, j.array_task_id, j.het
              0)                                                          AS idle_gpus,
     g.gpus_sampled,
     g.gpu_energy_kwh,
-    j.elapsed_s * COALESCE(j.ncpus, 0) / 3600e0                          AS core_hours,
     j.elapsed_s * COALESCE(j.ngpus, 0) / 3600e0                          AS gpu_hours
 FROM lake_jobs j
 JOIN lake_config s ON s.cluster = j.cluster
