@@ -81,9 +81,9 @@ def _hand_cluster(con) -> None:
             ("H1", "n1", "GPU-b", "2026-11-01 00:20:00", 0, "sidecar"),
             ("H1", "n1", "GPU-0", "2026-10-31 23:59:50", 0, "nvidia-smi"),
             ("H1", "n1", "GPU-0", "2026-11-01 00:00:50", 0, "nvidia-smi")]
-    con.executemany("INSERT INTO sample (cluster, job_id_raw, host, device, time, util_pct, mem_used_bytes, "
+    con.con.executemany("INSERT INTO sample (cluster, job_id_raw, host, device, time, util_pct, mem_used_bytes, "
                     "mem_total_bytes, source) VALUES ('hand', ?, ?, ?, CAST(? AS TIMESTAMP), ?, 1, 2, ?)", rows)
-    con.executemany("INSERT INTO sample (cluster, job_id_raw, host, device, time, util_pct, mem_used_bytes, "
+    con.con.executemany("INSERT INTO sample (cluster, job_id_raw, host, device, time, util_pct, mem_used_bytes, "
                     "mem_total_bytes, source) VALUES ('hand', 'H2', ?, 'cpu', CAST(? AS TIMESTAMP), 50, ?, ?, "
                     "'sidecar')",
                     [(h, t, GIB, 8 * GIB) for h in ("n1", "n2")

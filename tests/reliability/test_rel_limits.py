@@ -208,4 +208,6 @@ def test_memory_limit_follows_rlimit_as_and_the_setting(monkeypatch):
         db.connect(":memory:")
     monkeypatch.setattr(db.resource, "getrlimit", lambda _: (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
     monkeypatch.delenv("JOBSIGHT_MEMORY_LIMIT")
-    assert db.memory_limit() is None                  # DuckDB's own default
+    assert db.memory_limit() == "2048MiB"             # the cap: DuckDB's default (80 % of RAM) is more here
+    monkeypatch.setattr(db.os, "sysconf", lambda name: 1 << 18 if name == "SC_PHYS_PAGES" else 4096)
+    assert db.memory_limit() is None                  # 1 GiB of RAM: DuckDB's own default is less
