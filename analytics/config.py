@@ -1,8 +1,8 @@
-"""jobsight.toml: charging policy, flag thresholds, budgets and roles.
+"""jobsight.toml: charging policy, flag thresholds, advice, budgets and roles.
 
 Found at --config, else $JOBSIGHT_CONFIG, else ./jobsight.toml, else built-in defaults. Every
 threshold the SQL views use is a `setting` row written from here (see sql/schema/0002_config.sql),
-so the defaults live in exactly one place: DEFAULT_FLAGS and DEFAULT_CHARGING below.
+so the defaults live in exactly one place: DEFAULT_FLAGS, DEFAULT_SAMPLES and DEFAULT_ADVICE below.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jobsight.analytics import billing_weights
 from jobsight.analytics.render import select_list
 
 # Defaults follow the anchors (../shared/docs/metrics-anchors.md): jobstats' GPU 25/15 %,
@@ -38,6 +39,17 @@ DEFAULT_FLAGS: dict[str, float] = {
     "failed_burn_alarm_sbu": 100,
 }
 DEFAULT_SAMPLES: dict[str, float] = {"max_gap_s": 600}
+# [advice]: the site's cheaper places for the advised request. "", 0 and [] mean "none": the request
+# stays in the job's partition.
+DEFAULT_ADVICE: dict[str, Any] = {
+    "cpu_partition": "",
+    "mem_partition": "",
+    "mem_partition_node_gib": 0,
+    "fat_partitions": [],
+    "small_gpu_partition": "",
+}
+# [advice] keys that are not settings: the billing weights they give go to the billing_weight table
+ADVICE_WEIGHT_KEYS = ("partitions_file", "billing_weights")
 POLICIES = ("slurm-billing", "table")
 RATE_KEYS = ("per_core_h", "per_gpu_h", "per_gb_h", "min_cores", "min_gpus",
              "mem_per_core_gb", "cores_per_gpu", "mem_per_gpu_gb")
@@ -74,12 +86,20 @@ class Config:
     report: dict[str, Any] = field(default_factory=dict)      # [report], checked by analytics/reports/settings.py
     email: dict[str, Any] = field(default_factory=dict)       # [email], checked by analytics/reports/settings.py
     cluster: str | None = None
+    advice: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_ADVICE))
+    # partition -> TRESBillingWeights, from [advice.billing_weights] and from [advice] partitions_file
+    weights: dict[str, dict[str, float]] = field(default_factory=dict)
+    file_weights: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def settings(self) -> list[tuple[str, float | None, str | None]]:
         rows: list[tuple[str, float | None, str | None]] = [
             ("charging.policy", None, self.policy), ("charging.factor", float(self.factor), None)]
         rows += [(f"flags.{k}", float(v), None) for k, v in self.flags.items()]
         rows += [(f"samples.{k}", float(v), None) for k, v in self.samples.items()]
+        for k, v in self.advice.items():
+            # a list is one text (partition names hold no comma); numbers are values
+            text = ",".join(v) if isinstance(v, list) else v
+            rows.append((f"advice.{k}", None, text) if isinstance(text, str) else (f"advice.{k}", float(v), None))
         return rows
 
 
@@ -203,7 +223,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None, text: str | Non
     """Check and apply a parsed jobsight.toml; `text` (the file's text) only helps name lines."""
     cfg = Config(path=path)
     check = _Checker(path, text)
-    known = {"charging", "flags", "samples", "budgets", "roles", "cluster", "dashboard", "report", "email"}
+    known = {"charging", "flags", "samples", "budgets", "roles", "cluster", "dashboard", "report", "email", "advice"}
     for key in data:
         if key not in known:
             check.fail(key, f"unknown section or key [{_name(key)}] (known: {', '.join(sorted(known))})")
@@ -255,6 +275,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None, text: str | Non
             if key not in target:
                 check.fail(f"{section}.{key}", f"unknown key {section}.{_name(key)} (known: {', '.join(sorted(target))})")
             target[key] = check.number(f"{section}.{key}", value)
+    _parse_advice(cfg, check, data.get("advice", {}))
     for account, value in data.get("budgets", {}).items():
         cfg.budgets[account] = check.number(f"budgets.{_name(account)}", value)
     cfg.roles = dict(data.get("roles", {}))
@@ -263,8 +284,48 @@ def parse_config(data: dict[str, Any], path: Path | None = None, text: str | Non
     return cfg
 
 
+def _parse_advice(cfg: Config, check: _Checker, advice: dict[str, Any]) -> None:
+    known = sorted(list(DEFAULT_ADVICE) + list(ADVICE_WEIGHT_KEYS))
+    for key, value in advice.items():
+        where = f"advice.{key}"
+        if key not in known:
+            check.fail(where, f"unknown key advice.{_name(key)} (known: {', '.join(known)})")
+        if key == "mem_partition_node_gib":
+            cfg.advice[key] = check.number(where, value)
+            if cfg.advice[key] < 0:
+                check.fail(where, f"{where} must not be negative, got {_show(value)}")
+        elif key == "fat_partitions":
+            if not isinstance(value, list):
+                check.fail(where, f"{where} must be a list of partition names, got {_show(value)}")
+            cfg.advice[key] = [_partition(check, where, v) for v in value]
+        elif key == "billing_weights":
+            for part, text in check.table(where, value).items():
+                try:
+                    cfg.weights[part] = billing_weights.parse_weights(check.string(f"{where}.{_name(part)}", text))
+                except billing_weights.WeightsError as exc:
+                    check.fail(f"{where}.{part}", f"{where}.{_name(part)}: {exc}")
+        elif key == "partitions_file":
+            path = Path(check.string(where, value))
+            if not path.is_absolute() and cfg.path is not None:
+                path = cfg.path.parent / path       # beside the config file, whatever the working directory
+            try:
+                cfg.file_weights = billing_weights.read_file(path)
+            except billing_weights.WeightsError as exc:
+                check.fail(where, f"{where}: {exc}")
+        else:
+            cfg.advice[key] = _partition(check, where, value)
+
+
+def _partition(check: _Checker, where: str, value: Any) -> str:
+    name = check.string(where, value)
+    if "," in name:
+        check.fail(where, f"{where}: a partition name holds no comma, got {_show(value)}")
+    return name
+
+
 def apply_to_db(con, cfg: Config) -> None:
-    """Write settings and charge rates into the database the SQL views read (one transaction)."""
+    """Write settings, charge rates and the configured billing weights into the database the SQL
+    views read (one transaction)."""
     con.execute("BEGIN TRANSACTION")
     try:
         con.execute("DELETE FROM setting")
@@ -277,6 +338,8 @@ def apply_to_db(con, cfg: Config) -> None:
                        for k in RATE_KEYS]
             placeholders = ", ".join("?" for _ in cols)
             con.execute(f"INSERT INTO charge_rate ({select_list(cols)}) VALUES ({placeholders})", values)
+        billing_weights.replace(con, billing_weights.rows(cfg.weights, "config"), "config")
+        billing_weights.replace(con, billing_weights.rows(cfg.file_weights, "file"), "file")
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")

@@ -1,5 +1,6 @@
 """Stored per-job results and the dashboard's per-day summaries, kept current: job_gpu_devices,
-job_metrics, job_day, job_flags, and dash_day, dash_eff_day, dash_flag_day, dash_flag_top.
+job_metrics, job_day, job_flags, job_advice, job_savings, and dash_day, dash_eff_day, dash_flag_day,
+dash_flag_top.
 
 The definitions are the files of sql/metrics/, in order:
 
@@ -10,7 +11,9 @@ The definitions are the files of sql/metrics/, in order:
   lake_job_gpu_devices as job_gpu_devices and lake_job_metrics as job_metrics.
 - **DuckDB-only** (NN_<table>.sql, after them): each ends with the view calc_<table>, which reads
   the stored tables before it for the jobs (or, for the dash_* summaries, the days) in its scope
-  table.
+  table. job_savings prices the requests of job_advice with the portable charging SQL (PRICING),
+  created over those requests (``_pricing_views``) just before it is computed: the request that
+  would have fit is charged by the one definition that charged the job.
 
 ``refresh(con)`` brings the stored tables up to date in one transaction:
 
@@ -54,6 +57,7 @@ class Stored:
     scope: str      # the table listing the jobs (or days) to (re)compute
     order: str      # row order of a full build: what readers filter on
     key: str = KEY  # what the scope lists: its rows are replaced by key
+    prices: str = ""  # a stored table of requests that `view` reads priced as lake_job_charge
 
 
 # In dependency order. The first two are portable views (sql/metrics/NN_lake_*.sql); each later one
@@ -64,6 +68,8 @@ STORED = (
     Stored("job_metrics", "lake_job_metrics", "metric_scope", f"start_time, {KEY}"),
     Stored("job_day", "calc_job_day", "metric_scope", f"day, {KEY}"),
     Stored("job_flags", "calc_job_flags", "metric_flag_scope", f"start_time, {KEY}, code"),
+    Stored("job_advice", "calc_job_advice", "metric_flag_scope", f'{KEY}, "partition"'),
+    Stored("job_savings", "calc_job_savings", "metric_flag_scope", f"start_time, {KEY}", prices="job_advice"),
     Stored("dash_day", "calc_dash_day", "metric_day_scope", DAY, DAY),
     Stored("dash_eff_day", "calc_dash_eff_day", "metric_day_scope", DAY, DAY),
     Stored("dash_flag_day", "calc_dash_flag_day", "metric_day_scope", DAY, DAY),
@@ -73,13 +79,21 @@ SCOPES = ("metric_scope", "metric_flag_scope", "metric_day_scope")
 
 # The portable SQL's inputs (lake.INPUT_VIEWS), for the jobs in metric_scope: the same columns as
 # the lake's files. The settings and the charging table apply to every cluster of the database.
-_SCOPE_CLUSTERS = "(SELECT DISTINCT cluster FROM metric_scope)"
+_CLUSTER_INPUTS = {   # the inputs that are per cluster, for the clusters of a scope table
+    "setting": "SELECT c.cluster, s.name, s.value, s.text FROM (SELECT DISTINCT cluster FROM {scope}) c CROSS JOIN setting s",
+    "charge_rate": "SELECT c.cluster, r.* FROM (SELECT DISTINCT cluster FROM {scope}) c CROSS JOIN charge_rate r",
+}
 INPUTS = {
     "samples": f"SELECT s.*, {lake.TIME_MS} AS time_ms FROM samples s SEMI JOIN metric_scope USING ({KEY})",
     "jobs": f"SELECT j.* FROM jobs j SEMI JOIN metric_scope USING ({KEY})",
-    "setting": f"SELECT c.cluster, s.name, s.value, s.text FROM {_SCOPE_CLUSTERS} c CROSS JOIN setting s",
-    "charge_rate": f"SELECT c.cluster, r.* FROM {_SCOPE_CLUSTERS} c CROSS JOIN charge_rate r",
+    **{table: select.format(scope="metric_scope") for table, select in _CLUSTER_INPUTS.items()},
 }
+# The portable views that charge a request (lake_job_request): what prices a stored table of
+# requests (Stored.prices) too, over the settings and charging table of the scope's clusters.
+PRICING = ("lake_config", "lake_job_charge")
+REQUEST_VIEW = "lake_job_request"
+# Tables besides `setting` a definition may read; their rows are part of its checksum.
+TABLES_READ = ("charge_rate", "billing_weight")
 # A full rebuild's scope is every job: it reads every sample rather than probe 10^7 samples against
 # the scope (a third of the rebuild), and drops the rows of samples without a job record (whose
 # jobs get no results, as in an incremental refresh) when it stores the portable views.
@@ -143,6 +157,9 @@ def definitions_checksums(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
         h.update(repr([(name, settings.get(name)) for name in read]).encode())
         if _portable(s) or "charge_rate" in text:
             h.update(repr(rates).encode())
+        for table in TABLES_READ[1:]:
+            if table in text:
+                h.update(repr(con.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall()).encode())
         if _portable(s):
             h.update(repr((sorted(INPUTS.items()), EVERY_SAMPLE)).encode())
         out[s.table] = h.hexdigest()[:16]
@@ -170,6 +187,18 @@ def _create_views(con, every_sample: bool = False) -> None:
     for name, select in lake.lake_views():
         kind = "TABLE" if name in MATERIALIZED else "VIEW"
         con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {select}")
+
+
+def _pricing_views(con, s: Stored) -> None:
+    """lake_job_charge over the requests of s.prices for the jobs in s.scope (see PRICING)."""
+    _check_settings(con)
+    for table, select in _CLUSTER_INPUTS.items():
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {lake.INPUT_VIEWS[table]} AS {select.format(scope=s.scope)}")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {REQUEST_VIEW} AS "
+                f"SELECT r.* FROM {s.prices} r SEMI JOIN {s.scope} USING ({KEY})")
+    for name, select in lake.lake_views():
+        if name in PRICING:
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {select}")
 
 
 def _drop_views(con) -> None:
@@ -262,6 +291,8 @@ def _rebuild(con, start: int, sums: dict[str, str], reason: str, say, announce: 
     duckdb_files = {p.stem.split("_", 1)[-1]: p for p in metric_files()}
     for s in todo:
         path = None if _portable(s) else duckdb_files[s.table]
+        if s.prices:
+            _pricing_views(con, s)
         if path is not None:
             con.execute(path.read_text(encoding="utf-8"))
         if s.table == "job_flags":
@@ -294,7 +325,7 @@ def _incremental(con, watermark: int, upto: int = len(STORED)) -> Refresh:
                 UNION ALL SELECT {KEY} FROM sample WHERE ingest_id > $w OR ingest_id IS NULL)
         ) changed SEMI JOIN job USING ({KEY})""", {"w": watermark})
     n = con.execute("SELECT count(*) FROM metric_scope").fetchone()[0]
-    devices, metrics, job_day, flags, *summaries = STORED
+    devices, metrics, job_day, flags, advice, savings, *summaries = STORED
     active = STORED[:upto]
     _create_views(con)
     for s in (devices, metrics):
@@ -327,9 +358,13 @@ def _incremental(con, watermark: int, upto: int = len(STORED)) -> Refresh:
     if flags in active:
         con.execute(f"INSERT INTO metric_day_scope {days_of.format('metric_scope')} EXCEPT SELECT day FROM metric_day_scope")
         n_days = con.execute("SELECT count(*) FROM metric_day_scope").fetchone()[0]
-    for s in (flags, *summaries):
+    for s in (flags, advice, savings, *summaries):
         if s in active:
+            if s.prices:
+                _pricing_views(con, s)
             _replace(con, s)
+            if s.prices:
+                _drop_views(con)
     _clear_scope(con)
     _set_state(con, ingest_watermark=_watermark_now(con), last_refresh=f"incremental {n} {n_flags} {n_days}")
     return Refresh("incremental", n, n_flags, days=n_days)

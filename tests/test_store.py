@@ -198,7 +198,7 @@ def test_a_flags_setting_rebuilds_the_flags_and_summaries_once_and_says_so(base,
     con.close()
     # time_oversized_pct is read by job_flags only: it and the summaries after it are rebuilt, not
     # job_metrics, which would weigh every sample again
-    rebuilt = "job_flags, dash_day, dash_eff_day, dash_flag_day, dash_flag_top"
+    rebuilt = "job_flags, job_advice, job_savings, dash_day, dash_eff_day, dash_flag_day, dash_flag_top"
     assert f"computing the stored {rebuilt} of all 15 jobs (once)" in capsys.readouterr().err
     assert con_rows(base, "SELECT value FROM metric_state WHERE name = 'last_refresh'") == [(f"full 15 {rebuilt}",)]
     assert con_rows(base, "SELECT state FROM job_metrics WHERE job_id_raw = '701'") == [("FAILED",)]

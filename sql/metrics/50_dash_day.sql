@@ -11,12 +11,16 @@
 -- day (*_running), and take the running count on the period's first day and the starting count on
 -- the others (dash_jobs_in_period, sql/views/60_dashboard.sql).
 
--- The job_day rows of the days in scope, with whether the job has a flag.
+-- The job_day rows of the days in scope, with whether the job has a flag and the day's share of
+-- what its advice would have saved (day_savings, 46_job_savings.sql).
 CREATE OR REPLACE VIEW calc_dash_job_day AS
-SELECT d.*, f.cluster IS NOT NULL AS flagged
+SELECT d.*, f.cluster IS NOT NULL AS flagged,
+       day_savings(s.cluster IS NOT NULL, s.savings_sbu, d.fraction) AS savings_sbu
 FROM job_day d SEMI JOIN metric_day_scope USING (day)
 LEFT JOIN (SELECT DISTINCT cluster, job_id_raw FROM job_flags
-           WHERE last_day >= (SELECT min(day) FROM metric_day_scope)) f USING (cluster, job_id_raw);
+           WHERE last_day >= (SELECT min(day) FROM metric_day_scope)) f USING (cluster, job_id_raw)
+LEFT JOIN (SELECT cluster, job_id_raw, savings_sbu FROM job_savings
+           WHERE last_day >= (SELECT min(day) FROM metric_day_scope)) s USING (cluster, job_id_raw);
 
 -- calc_dash_day (stored as dash_day): per day, cluster, user, account and partition, the sums the
 -- overview, the users and projects tables and the usage chart add up over a period, and the
@@ -31,6 +35,10 @@ SELECT day, cluster, "user", account, "partition",
        count(*) FILTER (WHERE flagged)                                        AS flagged_running,
        sum(sbu)                                                               AS sbu,
        sum(wasted_sbu)                                                        AS wasted_sbu,
+       -- what following the advice would have saved, and the SBU of the jobs whose savings are
+       -- known (the share saved is savings_sbu over savings_w)
+       sum(savings_sbu)                                                       AS savings_sbu,
+       sum(sbu) FILTER (WHERE savings_sbu IS NOT NULL)                        AS savings_w,
        sum(core_hours)                                                        AS core_hours,
        sum(gpu_hours)                                                         AS gpu_hours,
        -- GPU-hours on GPUs counted idle (job_metrics.idle_gpus, split by day in job_day)

@@ -17,13 +17,25 @@ GROUP BY cluster, job_id_raw, date_trunc(period, day);
 
 CREATE OR REPLACE VIEW usage_weekly AS SELECT * FROM job_usage_by('week');
 
+-- job_day with each day's share of what following the advice would have saved (day_savings,
+-- sql/metrics/46_job_savings.sql: 0 for a job without advice, NULL where it is unknown).
+CREATE OR REPLACE VIEW usage_job_day AS
+SELECT d.*, day_savings(s.cluster IS NOT NULL, s.savings_sbu, d.fraction) AS savings_sbu
+FROM job_day d
+LEFT JOIN (SELECT cluster, job_id_raw, savings_sbu FROM job_savings) s USING (cluster, job_id_raw);
+
 -- The share of the burn wasted, in percent: wasted SBU over the SBU whose waste is known (a job whose
 -- efficiency was not measured has no wasted SBU and weighs in neither). An aggregate, for GROUP BYs;
 -- `jobsight usage` and the reports' totals both use it.
 CREATE OR REPLACE MACRO wasted_pct(wasted_sbu, sbu) AS
     sum(wasted_sbu) * 100.0 / NULLIF(sum(sbu) FILTER (WHERE wasted_sbu IS NOT NULL), 0);
 
--- `jobsight usage`: jobs, SBU burned and wasted, core- and GPU-hours of the days [since, until), by
+-- The share of the burn following the advice would have saved, in percent: over the SBU whose
+-- savings are known (a job without advice saves 0; one whose savings are unknown weighs in neither).
+CREATE OR REPLACE MACRO savings_pct(savings_sbu, sbu) AS
+    sum(savings_sbu) * 100.0 / NULLIF(sum(sbu) FILTER (WHERE savings_sbu IS NOT NULL), 0);
+
+-- `jobsight usage`: jobs, SBU burned, wasted and the advice would have saved, core- and GPU-hours of the days [since, until), by
 -- `by_key` (user, account, partition, cluster, or the day, ISO week or month as text), for the jobs of
 -- the named user, account, partition and cluster (NULL: any). "key" holds the group's value.
 -- With plain DuckDB:  SELECT * FROM usage_summary('account', DATE '2026-11-16', DATE '2026-11-23');
@@ -40,9 +52,11 @@ SELECT CASE by_key WHEN 'user' THEN "user" WHEN 'account' THEN account WHEN 'par
        sum(sbu)                                                               AS sbu,
        sum(wasted_sbu)                                                        AS wasted_sbu,
        wasted_pct(wasted_sbu, sbu)                                            AS wasted_pct,
+       sum(savings_sbu)                                                       AS savings_sbu,
+       savings_pct(savings_sbu, sbu)                                          AS savings_pct,
        sum(core_hours)                                                        AS core_hours,
        sum(gpu_hours)                                                         AS gpu_hours
-FROM job_day
+FROM usage_job_day
 WHERE day >= since AND day < until
   AND (only_user IS NULL OR "user" = only_user) AND (only_account IS NULL OR account = only_account)
   AND (only_partition IS NULL OR "partition" = only_partition) AND (only_cluster IS NULL OR cluster = only_cluster)

@@ -16,8 +16,9 @@
 CREATE OR REPLACE MACRO alloc_weighted(v, w) AS
     sum(v * w) / NULLIF(sum(CASE WHEN v IS NOT NULL THEN w END), 0);
 
--- One row per job and UTC day it ran, with the job's share of that day and its efficiencies.
-CREATE OR REPLACE VIEW report_job_day AS SELECT * FROM job_day;
+-- One row per job and UTC day it ran, with the job's share of that day, its efficiencies and the
+-- day's share of what its advice would have saved (usage_job_day, 40_usage.sql).
+CREATE OR REPLACE VIEW report_job_day AS SELECT * FROM usage_job_day;
 
 -- The rows of [since, until); with `users` or `accounts` (lists), only the jobs of those users and
 -- those accounts: every row a report on one of them reads (job_day is stored in day order, so the
@@ -33,7 +34,7 @@ SELECT * FROM job_flags
 SEMI JOIN (SELECT DISTINCT cluster, job_id_raw FROM query_table(src) WHERE day >= since) USING (cluster, job_id_raw);
 
 -- Totals per user, per account, per (account, user) member, per partition and for the cluster.
--- scope says which; wasted_pct as `jobsight usage` (sql/views/40_usage.sql);
+-- scope says which; wasted_pct and savings_pct as `jobsight usage` (sql/views/40_usage.sql);
 -- unrated_sbu is burn whose efficiency was not measured (no TotalCPU, no GPU samples).
 CREATE OR REPLACE MACRO report_totals(src, since, until) AS TABLE
 SELECT CASE WHEN grouping("user") = 0 AND grouping(account) = 0 THEN 'member'
@@ -47,6 +48,8 @@ SELECT CASE WHEN grouping("user") = 0 AND grouping(account) = 0 THEN 'member'
        sum(wasted_sbu)                                                        AS wasted_sbu,
        wasted_pct(wasted_sbu, sbu)                                            AS wasted_pct,
        sum(sbu) FILTER (WHERE wasted_sbu IS NULL)                             AS unrated_sbu,
+       sum(savings_sbu)                                                       AS savings_sbu,
+       savings_pct(savings_sbu, sbu)                                          AS savings_pct,
        sum(core_hours)                                                        AS core_hours,
        sum(gpu_hours)                                                         AS gpu_hours,
        sum(idle_gpu_hours)                                                    AS idle_gpu_hours,
@@ -86,26 +89,18 @@ SELECT CASE WHEN grouping("user") = 0 THEN 'user' WHEN grouping(account) = 0 THE
        count(DISTINCT (cluster, job_id_raw))                                  AS jobs,
        sum(sbu)                                                               AS sbu,
        sum(wasted_sbu)                                                        AS wasted_sbu,
+       sum(savings_sbu)                                                       AS savings_sbu,
        sum(idle_gpu_hours)                                                    AS idle_gpu_hours
 FROM d
 GROUP BY GROUPING SETS ((windows_back, "user"), (windows_back, account), (windows_back));
 
--- The #SBATCH lines that would have fit a job: the leading `--option=value` tokens of its flags'
--- advice (job_flags), one line per option. Advice that is prose (no leading option) gives none.
+-- The #SBATCH lines that would have fit the jobs of `flags` (a slice of job_flags): the options of
+-- the request their advice adds up to (job_savings.fitted_request), one line per option. A job
+-- whose advice changes no option of its request gives none.
 CREATE OR REPLACE MACRO sbatch_advice(flags) AS TABLE
-WITH opts AS (
-    SELECT cluster, job_id_raw,
-           unnest(regexp_extract_all(regexp_extract(advice, '^(--[A-Za-z-]+=[^ ,]+( --[A-Za-z-]+=[^ ,]+)*)', 1),
-                                     '--[A-Za-z-]+=[^ ,]+')) AS opt
-    FROM query_table(flags)
-    WHERE advice LIKE '--%'
-), named AS (
-    -- two flags advising the same option (cpu_low_eff and cpu_serial_on_many): keep one line
-    SELECT cluster, job_id_raw, split_part(opt, '=', 1) AS name, min(opt) AS opt
-    FROM opts GROUP BY ALL
-)
-SELECT cluster, job_id_raw, string_agg('#SBATCH ' || opt, chr(10) ORDER BY name) AS sbatch_lines
-FROM named GROUP BY ALL;
+SELECT cluster, job_id_raw, '#SBATCH ' || replace(fitted_request, ' --', chr(10) || '#SBATCH --') AS sbatch_lines
+FROM job_savings SEMI JOIN (SELECT DISTINCT cluster, job_id_raw FROM query_table(flags)) USING (cluster, job_id_raw)
+WHERE fitted_request <> '';
 
 -- One row per job with its flags folded: codes, worst severity, messages.
 CREATE OR REPLACE MACRO flag_summary(flags) AS TABLE
@@ -126,7 +121,7 @@ WITH j AS (
     SELECT cluster, job_id_raw, any_value(job_id) AS job_id, any_value("user") AS "user",
            any_value(account) AS account, any_value("partition") AS "partition", any_value(state) AS state,
            any_value(job_name) AS job_name,
-           sum(sbu) AS sbu, sum(wasted_sbu) AS wasted_sbu,
+           sum(sbu) AS sbu, sum(wasted_sbu) AS wasted_sbu, sum(savings_sbu) AS savings_sbu,
            any_value(cpu_eff_pct) AS cpu_eff_pct, any_value(gpu_util_pct) AS gpu_util_pct,
            any_value(mem_eff_pct) AS mem_eff_pct, any_value(time_eff_pct) AS time_eff_pct,
            any_value(start_time) AS start_time, any_value(job_elapsed_s) AS elapsed_s,
