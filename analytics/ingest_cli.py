@@ -26,7 +26,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="sacct text without a header: the --format columns it was made with")
     parser.add_argument("--job-id", metavar="JOBID", help="nvidia-smi logs: the job the samples belong to")
     parser.add_argument("--from-sacct", action="store_true",
-                        help="run `TZ=UTC sacct ...` here and ingest its output (incremental)")
+                        help="run `TZ=UTC sacct ...` here and ingest its output (incremental); also read the "
+                             "partitions' TRESBillingWeights with `scontrol show partition -o`")
     parser.add_argument("--since", metavar="DATE",
                         help="with --from-sacct: start of the window (default: last ingested end time)")
     parser.add_argument("--json", action="store_true", help="print a machine-readable summary on stdout")
@@ -169,5 +170,18 @@ def _from_sacct(con, args, opts, progress, show):
         rep.path = label
     finally:
         run_.output.unlink(missing_ok=True)
+    rep.notes.append(_billing_weights(con, args.cluster))
     show(rep)
     return rep
+
+
+def _billing_weights(con, cluster) -> str:
+    """The partitions' TRESBillingWeights, for pricing advised requests (analytics/billing_weights.py);
+    a note of what was read, or why not (it never fails the ingest)."""
+    from jobsight.analytics import billing_weights
+    try:
+        name, weights = billing_weights.from_scontrol(cluster)
+    except billing_weights.WeightsError as exc:
+        return f"partitions' billing weights not read: {exc}"
+    billing_weights.replace(con, billing_weights.rows(weights, "scontrol", name), "scontrol", name)
+    return f"billing weights of {len(weights)} partition(s) of cluster {name} read with scontrol show partition -o"

@@ -112,6 +112,13 @@ SELECT cluster, job_id_raw,
 FROM query_table(flags) GROUP BY ALL;
 
 CREATE OR REPLACE VIEW job_sbatch_advice AS SELECT * FROM sbatch_advice('job_flags');
+
+-- The flags with what following their job's advice would have saved (job_savings; NULL: unknown),
+-- for `jobsight flags`.
+CREATE OR REPLACE VIEW job_flags_savings AS
+SELECT f.*, s.savings_sbu, s.sbu_if_fitted
+FROM job_flags f
+LEFT JOIN (SELECT cluster, job_id_raw, savings_sbu, sbu_if_fitted FROM job_savings) s USING (cluster, job_id_raw);
 CREATE OR REPLACE VIEW job_flag_summary AS SELECT * FROM flag_summary('job_flags');
 
 -- Jobs that ran in [since, until) with their burn and waste inside it, ranked by wasted SBU within
