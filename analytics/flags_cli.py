@@ -1,4 +1,5 @@
-"""`jobsight flags`: the jobs worth talking about, with the request that would have fit.
+"""`jobsight flags`: the jobs worth talking about, with the request that would have fit and what
+following the advice would have saved (savings_sbu: the job's, on each of its flags).
 
 A week of a large cluster holds 10^5 flags, so by default the most wasted 100 are printed (as
 jobstats and reportseff users expect) and a line on stderr says how many more there are; `--limit 0`
@@ -13,13 +14,15 @@ from jobsight.analytics import render
 from jobsight.analytics.query_filters import add_db_options, add_scope_options, scope_where
 
 COLUMNS = ["cluster", "job_id", "job_id_raw", "user", "account", "partition", "state", "end_time",
-           "sbu", "wasted_sbu", "code", "severity", "message", "advice"]
-TABLE_COLUMNS = ["job_id", "user", "account", "partition", "sbu", "wasted_sbu", "severity", "code", "message", "advice"]
+           "sbu", "wasted_sbu", "savings_sbu", "code", "severity", "message", "advice"]
+TABLE_COLUMNS = ["job_id", "user", "account", "partition", "sbu", "wasted_sbu", "savings_sbu", "severity", "code",
+                 "message", "advice"]
 DEFAULT_LIMIT = 100
 # --sort KEY -> ORDER BY; ties go to the job id and flag code, so a limit always cuts the same rows
 SORTS = {
     "wasted_sbu": "wasted_sbu DESC NULLS LAST, sbu DESC NULLS LAST",
     "sbu": "sbu DESC NULLS LAST, wasted_sbu DESC NULLS LAST",
+    "savings": "savings_sbu DESC NULLS LAST, sbu DESC NULLS LAST",
     "end_time": "COALESCE(end_time, start_time) DESC NULLS LAST",
 }
 TIE_BREAK = "cluster, job_id_raw, code"
@@ -30,7 +33,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     add_scope_options(p)
     p.add_argument("--flag", action="append", metavar="CODE", help="only this flag code (repeatable)")
     p.add_argument("--sort", choices=tuple(SORTS), default="wasted_sbu",
-                   help="most wasted SBU first (default), most SBU first, or the latest end time first")
+                   help="most wasted SBU first (default), most SBU first, most SBU the advice would have "
+                        "saved first, or the latest end time first")
     p.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT, metavar="N",
                    help=f"print the first N flags (default {DEFAULT_LIMIT}); 0 prints every flag")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
@@ -57,12 +61,12 @@ def _run(db, args: argparse.Namespace) -> int:
     if args.flag:
         where += (" AND " if where else " WHERE ") + f"code IN ({', '.join('?' for _ in args.flag)})"
         params += args.flag
-    sql = (f"SELECT {render.select_list(COLUMNS)} FROM job_flags{where} "
+    sql = (f"SELECT {render.select_list(COLUMNS)} FROM job_flags_savings{where} "
            f"ORDER BY {SORTS[args.sort]}, {TIE_BREAK}")
     names, rows = db.fetch(sql + (f" LIMIT {args.limit}" if args.limit else ""), params)
     more = 0
     if args.limit and len(rows) == args.limit:
-        more = db.value(f"SELECT count(*) FROM job_flags{where}", params) - len(rows)
+        more = db.value(f"SELECT count(*) FROM job_flags_savings{where}", params) - len(rows)
     render.emit_rows(names, rows, args.format, COLUMNS, TABLE_COLUMNS, empty="no flagged jobs")
     if more:
         sys.stdout.flush()      # the note comes after the rows, also when both go to a terminal

@@ -1,4 +1,5 @@
-"""`jobsight job`: one job, seff/jobstats style: efficiencies, GPU table, SBU, flags and advice."""
+"""`jobsight job`: one job, seff/jobstats style: efficiencies, GPU table, SBU, flags and advice, and
+what the request that would have fit is charged (job_savings)."""
 from __future__ import annotations
 
 import argparse
@@ -44,6 +45,10 @@ def job_details(db, job: str, cluster: str | None) -> dict:
     series = db.execute("SELECT device, list(util_pct ORDER BY time) FROM samples WHERE cluster = ? AND job_id_raw = ? "
                          "GROUP BY device ORDER BY device = 'cpu' DESC, device", key).fetchall()
     m["series"] = {dev: vals for dev, vals in series}
+    saved = db.rows("SELECT fitted_request, sbu_if_fitted, savings_sbu, savings_note, fitted_partition, fitted_ncpus, "
+                    "fitted_ngpus, fitted_mem_bytes, fitted_timelimit_s, fitted_billing FROM job_savings "
+                    "WHERE cluster = ? AND job_id_raw = ?", key)
+    m["savings"] = saved[0] if saved else None
     return m
 
 
@@ -107,7 +112,24 @@ def text_report(m: dict) -> str:
             lines.append(f"      advice: {t(f['advice'])}")
     else:
         lines += ["", "Flags: none"]
+    lines += _savings_lines(m)
     return "\n".join(lines)     # run() escapes anything a line above let through, before a terminal sees it
+
+
+def _savings_lines(m: dict) -> list[str]:
+    """The request the advice adds up to, and what it would have been charged."""
+    s = m.get("savings")
+    if not s:
+        return []
+    t = render.terminal_safe
+    out = ["", f"Would have fit: {t(s['fitted_request']) or 'the same request (the advice changes no option)'}"]
+    if s["savings_sbu"] is None:
+        out.append(f"  savings: unknown ({t(s['savings_note'] or 'no price')})")
+    else:
+        share = f" ({s['savings_sbu'] / m['sbu'] * 100:.0f}%)" if m.get("sbu") else ""
+        out.append(f"  charged {s['sbu_if_fitted']:.1f} SBU instead of {m['sbu']:.1f}: "
+                   f"following the advice would have saved {s['savings_sbu']:.1f} SBU{share}")
+    return out
 
 
 def run(args: argparse.Namespace) -> int:

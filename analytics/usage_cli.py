@@ -1,4 +1,5 @@
-"""`jobsight usage`: billing units burned and wasted, by user, account, partition or period.
+"""`jobsight usage`: billing units burned, wasted and what following the advice would have saved,
+by user, account, partition or period.
 
 Every number is the table macro usage_summary (sql/views/40_usage.sql): usage split by day (job_day),
 the whole days of --since/--until, summed by the key. A job crossing the window's edge or a week
@@ -14,7 +15,7 @@ from jobsight.analytics.query_filters import add_db_options, add_scope_options, 
 
 BY = ("user", "account", "partition", "cluster", "day", "week", "month")
 PERIODS = ("day", "week", "month")
-COLUMNS = ["jobs", "sbu", "wasted_sbu", "wasted_pct", "core_hours", "gpu_hours"]
+COLUMNS = ["jobs", "sbu", "wasted_sbu", "wasted_pct", "savings_sbu", "savings_pct", "core_hours", "gpu_hours"]
 # no --since / --until: every day DuckDB can hold (bounds rather than NULLs keep the day filter a
 # range that the scan of job_day, stored in day order, prunes with)
 EARLIEST, LATEST = dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31)
