@@ -89,13 +89,19 @@ def test_job_text_report_gpu_job(env):
 def test_job_json_fields_are_view_columns_and_flags_objects(env):
     m = json.loads(run(env, "job", "501", "--format", "json"))
     assert set(view_columns(env, "job_metrics")) <= set(m)
-    assert set(m) - set(view_columns(env, "job_metrics")) == {"flags", "gpus", "steps", "series"}
+    assert set(m) - set(view_columns(env, "job_metrics")) == {"flags", "gpus", "steps", "series", "savings"}
     assert m["cpu_eff_pct"] == pytest.approx(25.0) and m["mem_eff_pct"] == pytest.approx(6.25)
     assert m["time_eff_pct"] == pytest.approx(100 * 4 / 24)
     assert m["sbu"] == pytest.approx(16.0) and m["wasted_sbu"] == pytest.approx(12.0)
     assert all(set(f) == {"code", "severity", "message", "advice"} for f in m["flags"])
     assert {f["code"]: f["severity"] for f in m["flags"]} == {
         "cpu_low_eff": "alarm", "cpu_serial_on_many": "alarm", "mem_oversized": "warn", "time_oversized": "warn"}
+    # 1 core (serial), ceil(2 GiB x 1.2) = 3 GiB, 4 h x 1.5; charged by Slurm's billing, whose weights
+    # for partition cpu nothing here gives: the savings are unknown, never guessed
+    s = m["savings"]
+    assert s["fitted_request"] == "--cpus-per-task=1 --mem=3G --time=06:00:00"
+    assert s["sbu_if_fitted"] is None and s["savings_sbu"] is None
+    assert s["savings_note"] == "no TRESBillingWeights known for partition cpu"
 
 
 def test_job_id_forms(env):
@@ -121,7 +127,10 @@ ALL_FLAGS = {("501", "cpu_low_eff"), ("501", "cpu_serial_on_many"), ("501", "mem
 def test_flags_json_all_and_field_names(env):
     rows = json.loads(run(env, "flags", "--format", "json"))
     assert codes(rows) == ALL_FLAGS
-    assert all(set(r) <= set(view_columns(env, "job_flags")) for r in rows)
+    assert all(set(r) <= set(view_columns(env, "job_flags_savings")) for r in rows)
+    # slurm-billing without TRESBillingWeights: unknown, but for 504 whose failed_burn advice resizes
+    # nothing (the same request, the same billing: 0 saved)
+    assert {r["job_id"]: r["savings_sbu"] for r in rows} == {"501": None, "503": None, "504": 0.0}
     burn = next(r for r in rows if r["code"] == "failed_burn")
     assert burn["message"] == "FAILED (exit 1:0) after 0.5 h: 4.0 SBU burned" and burn["severity"] == "info"
     assert rows[0]["job_id"] == "503"    # most wasted SBU first (79.2)
