@@ -35,6 +35,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser of every subcommand, or with ``only``: that subcommand's options, the others
     named with their help line (enough for `jobsight --help` and for a mistyped command)."""
     parser = argparse.ArgumentParser(prog="jobsight", description="Job accounting and GPU/CPU efficiency for HPC clusters.")
+    parser.add_argument("--version", action="version", version=f"jobsight {version()}",
+                        help="print the version (from the installed package) and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("sidecar", help="sample this job's GPUs, CPU and memory to CSV (see `jobsight sidecar --help`)", add_help=False)
     for name, (module, help_text) in SUBCOMMANDS.items():
@@ -45,14 +47,37 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def version() -> str:
+    """The installed package's version (its metadata: pyproject.toml's, written once)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as package_version
+    try:
+        return package_version("jobsight")
+    except PackageNotFoundError:        # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def _innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)command the arguments chose: its usage is the one to show."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = getattr(args, action.dest, None)
+            if chosen in action.choices:
+                return _innermost(action.choices[chosen], args)
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "sidecar":
         from jobsight.collector.sidecar import main as sidecar_main
         return sidecar_main(argv[1:])
-    # the command is the first argument (jobsight has no options of its own before it)
+    # the command is the first argument (jobsight's only options before it are --help and --version)
     parser = build_parser(only=argv[0] if argv and argv[0] in SUBCOMMANDS else "")
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # argparse reports an unknown option with the top-level usage; show the command's own
+        _innermost(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "_module", None):
         parser.print_help()
         return 2

@@ -79,16 +79,19 @@ class Database:
 
     @classmethod
     def open(cls, path: str | Path, config: Config | str | None = None, read_only: bool = False,
-             say: Optional[Callable[[str], None]] = say) -> "Database":
+             say: Optional[Callable[[str], None]] = say, must_exist: bool = False) -> "Database":
         """Connect, migrate, write the settings, refresh the stored results and the views (see the
-        module docstring). ``config``: a Config, a jobsight.toml path, or None for the usual search."""
+        module docstring). ``config``: a Config, a jobsight.toml path, or None for the usual search.
+        ``must_exist``: refuse a path that holds no database rather than create one (the commands
+        that only read: a mistyped --db is an error, not an empty database); read-only implies it."""
         try:
             cfg = config if isinstance(config, Config) else load_config(config)
         except ConfigError as exc:
             raise UserError(str(exc)) from None
         path = Path(path)
-        if read_only and not path.exists():
-            raise UserError(f"{path}: no such database (create it with `jobsight ingest --db {path} ...`)")
+        if (read_only or must_exist) and not path.is_file():
+            what = "not a file" if path.exists() else "no such database"
+            raise UserError(f"{path}: {what} (create it with `jobsight ingest --db {path} ...`)")
         con = db.connect(path, read_only=read_only)
         try:
             if read_only:

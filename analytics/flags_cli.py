@@ -8,7 +8,10 @@ prints them all. Rows are fetched as tuples and written column by column (analyt
 from __future__ import annotations
 
 import argparse
+import functools
+import re
 import sys
+from pathlib import Path
 
 from jobsight.analytics import render
 from jobsight.analytics.query_filters import add_db_options, add_scope_options, scope_where
@@ -26,18 +29,37 @@ SORTS = {
     "end_time": "COALESCE(end_time, start_time) DESC NULLS LAST",
 }
 TIE_BREAK = "cluster, job_id_raw, code"
+# The table fits TABLE_WIDTH terminal columns (long text cut with an ellipsis); --wide shows every
+# table column whole.
+TABLE_WIDTH = 120
+NARROW_DROP = ("partition", "message")      # left out of the table without --wide
+# the columns the SQL writes from its own words, numbers and jobsight.toml, never from what a user
+# wrote: in CSV, advice starting with an option (--mem=27G) is not prefixed with ' (analytics/render.py)
+OWN_TEXT = ("advice",)
+FLAGS_SQL = Path(__file__).resolve().parents[1] / "sql" / "metrics" / "40_job_flags.sql"
+
+
+@functools.lru_cache(maxsize=1)
+def flag_codes() -> tuple[str, ...]:
+    """The flag codes, in the order sql/metrics/40_job_flags.sql defines them (each branch of its
+    UNION ALL starts `SELECT m.*, 'code'`): the SQL is the one list."""
+    codes = re.findall(r"SELECT\s+m\.\*,\s*'([a-z0-9_]+)'", FLAGS_SQL.read_text(encoding="utf-8"))
+    return tuple(dict.fromkeys(codes))
 
 
 def configure(p: argparse.ArgumentParser) -> None:
     add_db_options(p)
     add_scope_options(p)
-    p.add_argument("--flag", action="append", metavar="CODE", help="only this flag code (repeatable)")
+    p.add_argument("--flag", action="append", metavar="CODE", choices=flag_codes(),
+                   help="only this flag code (repeatable): " + ", ".join(flag_codes()))
     p.add_argument("--sort", choices=tuple(SORTS), default="wasted_sbu",
                    help="most wasted SBU first (default), most SBU first, most SBU the advice would have "
                         "saved first, or the latest end time first")
     p.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT, metavar="N",
                    help=f"print the first N flags (default {DEFAULT_LIMIT}); 0 prints every flag")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.add_argument("--wide", action="store_true",
+                   help=f"table: every column, text uncut (default: fit {TABLE_WIDTH} columns)")
 
 
 def _limit(text: str) -> int:
@@ -52,7 +74,7 @@ def _limit(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from jobsight.analytics.database import Database  # duckdb: not to parse options (analytics/cli.py)
-    with Database.open(args.db, args.config) as db:
+    with Database.open(args.db, args.config, must_exist=True) as db:
         return _run(db, args)
 
 
@@ -67,7 +89,10 @@ def _run(db, args: argparse.Namespace) -> int:
     more = 0
     if args.limit and len(rows) == args.limit:
         more = db.value(f"SELECT count(*) FROM job_flags_savings{where}", params) - len(rows)
-    render.emit_rows(names, rows, args.format, COLUMNS, TABLE_COLUMNS, empty="no flagged jobs")
+    table = TABLE_COLUMNS if args.wide else [c for c in TABLE_COLUMNS if c not in NARROW_DROP]
+    render.emit_rows(names, rows, args.format, COLUMNS, table, empty="no flagged jobs",
+                     width=None if args.wide else TABLE_WIDTH, options=OWN_TEXT,
+                     cut_first=("advice", "message"))
     if more:
         sys.stdout.flush()      # the note comes after the rows, also when both go to a terminal
         print(f"jobsight flags: {more:,} more flags; --limit 0 for all", file=sys.stderr)

@@ -8,8 +8,13 @@ spreadsheet formula; the rules live here, once, for every writer:
   printed as visible escapes (``\\x1b``, ``\\u202e``): tables and text always, CSV when stdout is a
   terminal. JSON writes them as ``\\u`` escapes, which any JSON reader turns back into the data.
 - CSV: a text cell that a spreadsheet would run as a formula (first character, after any leading
-  spaces or control characters, one of ``= + - @``, or a leading tab or CR) gets a leading ``'``;
-  a cell holding a comma, a quote, a CR or a LF is quoted. Numbers stay numbers.
+  spaces or control characters, one of ``= + - @``, or a leading tab or CR) gets a leading ``'``
+  (OWASP's CSV-injection rule: ``-`` too, however it goes on; ``--A1`` is Excel's double negation).
+  A cell holding a comma, a quote, a CR or a LF is quoted. Numbers stay numbers.
+  One exception, by provenance rather than content: a column the caller names as jobsight's own
+  text (``options``: the advice of ``jobsight flags``, made by the SQL from fixed words, numbers and
+  jobsight.toml, never from what a user wrote) keeps a cell that starts with a command-line
+  option, ``--`` and a letter (``--mem=27G``), as it is.
 """
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ import json
 import math
 import re
 import sys
-from typing import Any, Iterable, Sequence, TextIO
+from typing import Any, Collection, Iterable, Sequence, TextIO
 
 # C0, DEL, C1; the bidi embeddings, overrides and isolates; the bidi marks (ALM, LRM, RLM)
 _UNSAFE_CHARS = "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
@@ -30,6 +35,7 @@ _FORMULA_START = ("=", "+", "-", "@")
 _LEADING_CHARS = "\\s\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff"
 _LEADING = re.compile(f"[{_LEADING_CHARS}]*")
 _CSV_QUOTE = re.compile('[,"\r\n]')
+_OPTION = re.compile("--[a-z]")       # a command-line option: in an ``options`` column, not guarded
 # text that csv_field leaves as it is (for a terminal or not): its first character can start neither
 # a formula nor what a spreadsheet skips before one, and it holds nothing to escape or quote
 _PLAIN_CSV_TEXT = re.compile(f'(?![{_LEADING_CHARS}=+@-])[^,"{_UNSAFE_CHARS}]*')
@@ -55,8 +61,11 @@ def is_terminal(stream: TextIO | None = None) -> bool:
         return False
 
 
-def csv_safe(value: Any) -> Any:
-    """A text value a spreadsheet would run as a formula, with a leading apostrophe; others as they are."""
+def csv_safe(value: Any, option: bool = False) -> Any:
+    """A text value a spreadsheet would run as a formula, with a leading apostrophe; others as they
+    are. ``option``: the value is jobsight's own text, and one starting with ``--x`` stays as it is."""
+    if option and isinstance(value, str) and _OPTION.match(value):
+        return value
     if isinstance(value, str) and (value.startswith(("\t", "\r"))
                                    or value[_LEADING.match(value).end():].startswith(_FORMULA_START)):
         return "'" + value
@@ -89,9 +98,11 @@ def table(rows: Sequence[dict], columns: Sequence[str], headers: Sequence[str] |
 
 
 def table_of(names: Sequence[str], data: Sequence[tuple], columns: Sequence[str],
-             headers: Sequence[str] | None = None) -> str:
+             headers: Sequence[str] | None = None, width: int | None = None, cut_first: Sequence[str] = ()) -> str:
     """The text table of ``columns`` of the tuples ``data`` (whose fields are ``names``): numbers
-    right-aligned, everything else left-aligned, every cell terminal-safe. Built column by column."""
+    right-aligned, everything else left-aligned, every cell terminal-safe. Built column by column.
+    ``width``: the lines fit it, text cut with an ellipsis (numbers never): the columns of
+    ``cut_first`` first, then the widest text columns."""
     headers = [terminal_safe(str(h)) for h in (headers or columns)]
     cols, right = [], []
     for c in columns:
@@ -100,10 +111,41 @@ def table_of(names: Sequence[str], data: Sequence[tuple], columns: Sequence[str]
         cols.append(_cells(values))
         right.append(bool(data) and all(_is_number(v) for v in values))
     widths = [max([len(h)] + [len(v) for v in col]) for h, col in zip(headers, cols)]
+    if width is not None:
+        fitted = _fit(widths, right, headers, width, [list(columns).index(c) for c in cut_first if c in columns])
+        cols = [col if w == f else [v if len(v) <= f else v[:f - 1] + ELLIPSIS for v in col]
+                for col, w, f in zip(cols, widths, fitted)]
+        widths = fitted
     fmt = "  ".join(f"{{:{'>' if r else '<'}{w}}}" for r, w in zip(right, widths))
     lines = [fmt.format(*headers).rstrip(), fmt.format(*["-" * w for w in widths]).rstrip()]
     lines += [fmt.format(*row).rstrip() for row in zip(*cols)]
     return "\n".join(lines)
+
+
+ELLIPSIS = "…"
+MIN_CUT_WIDTH = 10      # a text column is never cut narrower (nor narrower than its header)
+
+
+def _fit(widths: list[int], right: list[bool], headers: list[str], width: int, first: list[int]) -> list[int]:
+    """Column widths whose line (two spaces between columns) fits ``width``: the text columns of
+    ``first`` are narrowed first, then the widest text column, one character at a time, while any
+    can be."""
+    out = list(widths)
+    floor = [max(len(h), MIN_CUT_WIDTH) for h in headers]
+    excess = sum(out) + 2 * (len(out) - 1) - width
+    for i in first:
+        if not right[i] and excess > 0:
+            step = min(excess, max(0, out[i] - floor[i]))
+            out[i] -= step
+            excess -= step
+    while excess > 0:
+        cuttable = [i for i, w in enumerate(out) if not right[i] and w > floor[i]]
+        if not cuttable:
+            break
+        i = max(cuttable, key=lambda k: out[k])
+        out[i] -= 1
+        excess -= 1
+    return out
 
 
 def _cells(values: list) -> list[str]:
@@ -120,13 +162,14 @@ def _is_number(v: Any) -> bool:
     return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
 
 
-def csv_field(value: Any, terminal: bool = False) -> str:
-    """One CSV cell: None and NaN empty, times ISO-8601, text formula-guarded (and escaped for a terminal)."""
+def csv_field(value: Any, terminal: bool = False, option: bool = False) -> str:
+    """One CSV cell: None and NaN empty, times ISO-8601, text formula-guarded (and escaped for a
+    terminal); ``option``: see csv_safe."""
     value = plain(value)
     if value is None:
         return ""
     if isinstance(value, str):
-        value = csv_safe(value)
+        value = csv_safe(value, option)
         if terminal:
             value = terminal_safe(value)
     text = str(value)
@@ -143,21 +186,24 @@ def to_csv(rows: Iterable[dict], columns: Sequence[str], terminal: bool = False)
     return csv_of(list(columns), [tuple(r.get(c) for c in columns) for r in rows], columns, terminal)
 
 
-def csv_of(names: Sequence[str], data: Sequence[tuple], columns: Sequence[str], terminal: bool = False) -> str:
+def csv_of(names: Sequence[str], data: Sequence[tuple], columns: Sequence[str], terminal: bool = False,
+           options: Collection[str] = ()) -> str:
     """CSV of ``columns`` of the tuples ``data``: csv_line's cells, made column by column (a column
-    of plain numbers needs no guarding, quoting or escaping)."""
+    of plain numbers needs no guarding, quoting or escaping). ``options``: the columns of
+    jobsight's own text whose cells may start with a command-line option (module docstring)."""
     cols = []
     for c in columns:
         i = list(names).index(c)
         values = [r[i] for r in data]
         kinds = {type(v) for v in values}
+        option = c in options
         if kinds <= {int, float, _NONE}:
             cols.append(["" if v is None or v != v else str(v) for v in values])
         elif kinds <= {str, _NONE}:
-            cols.append(["" if v is None else v if _PLAIN_CSV_TEXT.fullmatch(v) else csv_field(v, terminal)
+            cols.append(["" if v is None else v if _PLAIN_CSV_TEXT.fullmatch(v) else csv_field(v, terminal, option)
                          for v in values])
         else:
-            cols.append([csv_field(v, terminal) for v in values])
+            cols.append([csv_field(v, terminal, option) for v in values])
     if len(columns) == 1:       # a lone empty cell is not an empty line
         cols[0] = [v or '""' for v in cols[0]]
     return csv_line(columns, terminal) + "".join(",".join(row) + "\n" for row in zip(*cols))
@@ -232,15 +278,17 @@ def emit(rows: Sequence[dict], fmt: str, columns: Sequence[str], table_columns: 
 
 
 def emit_rows(names: Sequence[str], data: Sequence[tuple], fmt: str, columns: Sequence[str],
-              table_columns: Sequence[str] | None = None, empty: str = "no rows") -> None:
-    """``emit`` for a query's names and tuples (``fetch``); JSON objects hold ``columns``."""
+              table_columns: Sequence[str] | None = None, empty: str = "no rows", width: int | None = None,
+              options: Collection[str] = (), cut_first: Sequence[str] = ()) -> None:
+    """``emit`` for a query's names and tuples (``fetch``); JSON objects hold ``columns``; the
+    table fits ``width`` (see table_of); ``options``: see csv_of."""
     if fmt == "json":
         keep = [list(names).index(c) for c in columns]
         print(json_of(columns, [tuple(r[i] for i in keep) for r in data]))
     elif fmt == "csv":
-        print(csv_of(names, data, columns, terminal=is_terminal()), end="")
+        print(csv_of(names, data, columns, terminal=is_terminal(), options=options), end="")
     else:
-        print_text(table_of(names, data, table_columns or columns) if data else empty)
+        print_text(table_of(names, data, table_columns or columns, width=width, cut_first=cut_first) if data else empty)
 
 
 def print_text(text: str) -> None:

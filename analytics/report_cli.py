@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     from jobsight.analytics.reports.settings import from_config
     period = resolve(args.week, args.since, args.until)
     only = named_only(targets)
-    with Database.open(args.db, args.config) as db:
+    with Database.open(args.db, args.config, must_exist=True) as db:
         settings = from_config(db.config)
         ds = gather(db, period, settings) if only is None else gather(db, period, settings, *only)
     reports = [ds.build(kind, name) for kind, name in subjects(ds, targets)]

@@ -30,7 +30,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from jobsight.analytics.database import Database  # duckdb: not to parse options (analytics/cli.py)
-    with Database.open(args.db, args.config) as db:
+    with Database.open(args.db, args.config, must_exist=True) as db:
         return _run(db, args)
 
 

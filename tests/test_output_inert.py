@@ -116,7 +116,8 @@ def _is_formula(cell: str) -> bool:
     return cell.startswith(("\t", "\r")) or cell[SPREADSHEET_SKIPS.match(cell).end():].startswith(tuple("=+-@"))
 
 
-def _check_csv(text: str, numeric: set[str]) -> list[dict]:
+def _check_csv(text: str, numeric: set[str], options: set[str] = frozenset()) -> list[dict]:
+    """``options``: columns of jobsight's own text, whose cells may start with an option (--mem=3G)."""
     rows = _rows(text)
     header, body = rows[0], rows[1:]
     assert body, "no rows"
@@ -127,6 +128,8 @@ def _check_csv(text: str, numeric: set[str]) -> list[dict]:
         for col, value in rec.items():
             if col in numeric and value:
                 float(value)                                   # a number, as written
+            elif col in options and re.match("--[a-z]", value):
+                assert not any(p.strip() in value for p in PAYLOADS), (col, value)   # nothing a user wrote
             else:
                 assert not _is_formula(value), (col, value)
         out.append(rec)
@@ -143,6 +146,11 @@ def test_writer_guards_text_quotes_line_breaks_and_keeps_numbers():
     assert render.to_csv([{"x": None}], ["x"]) == 'x\n""\n'          # one empty cell, not an empty line
     assert render.csv_safe("\u202e=1+1") == "'\u202e=1+1" and render.csv_safe("a=1") == "a=1"
     assert render.csv_safe(-3) == -3 and render.csv_safe("") == ""
+    # jobsight's own advice keeps its leading option; nothing else that starts with '-' does
+    assert render.csv_safe("--mem=3G", option=True) == "--mem=3G" and render.csv_safe("--mem=3G") == "'--mem=3G"
+    for text in ("-2+3", "--1+cmd|' /C calc'!A0", "-cmd|' /C calc'!A0", "=1+1", " --mem=3G"):
+        assert render.csv_safe(text, option=True) == "'" + text
+    assert render.csv_of(["a", "b"], [("--x=1", "--x=1")], ["a", "b"], options={"b"}) == "a,b\n'--x=1,--x=1\n"
 
 
 # text made of the characters every rule above is about, and the values a query returns
@@ -177,7 +185,9 @@ def test_column_writers_equal_the_per_cell_rules(kinds, data, terminal):
 
 
 def test_flags_csv_neutralises_every_payload(db, capsys):
-    recs = _check_csv(_run(["flags", "--db", db, "--format", "csv"], capsys), {"sbu", "wasted_sbu"})
+    recs = _check_csv(_run(["flags", "--db", db, "--format", "csv", "--limit", "0"], capsys),
+                      {"sbu", "wasted_sbu", "savings_sbu"}, options={"advice"})
+    assert any(r["advice"].startswith("--") for r in recs)     # advice as written: no ' before --cpus-per-task
     users = {r["user"] for r in recs}
     # every payload came out, guarded, and otherwise exactly (a pipe keeps the data)
     assert {"'" + p for p in PAYLOADS} <= users
@@ -215,7 +225,7 @@ def _tty(monkeypatch):
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
 
 
-@pytest.mark.parametrize("args", [["flags"], ["flags", "--format", "csv"], ["usage", "--by", "user", *WEEK],
+@pytest.mark.parametrize("args", [["flags", "--wide"], ["flags", "--format", "csv"], ["usage", "--by", "user", *WEEK],
                                   ["usage", "--by", "account", "--format", "csv", *WEEK], ["job", "100"],
                                   ["job", "100", "--format", "json"], ["flags", "--format", "json"]])
 def test_no_raw_control_character_reaches_a_terminal(db, capsys, monkeypatch, args):
@@ -227,6 +237,15 @@ def test_no_raw_control_character_reaches_a_terminal(db, capsys, monkeypatch, ar
         assert ESC_USER in json.dumps(json.loads(out), ensure_ascii=False) or "\\u0000" in out
     else:
         assert "\\x1b[2Jroot\\u202egnp.exe\\x00x" in out           # shown, as escapes
+
+
+def test_flags_table_fits_120_columns_and_stays_escaped(db, capsys, monkeypatch):
+    _tty(monkeypatch)
+    out = _run(["flags", "--db", db, "--limit", "0"], capsys)
+    assert not RAW.search(out) and max(len(line) for line in out.splitlines()) <= 120
+    assert "\\x1b[2Jroot" in out                           # the name's start, escaped, before any cut
+    wide = _run(["flags", "--db", db, "--limit", "0", "--wide"], capsys)
+    assert not RAW.search(wide) and "…" not in wide and max(len(line) for line in wide.splitlines()) > 120
 
 
 def test_job_text_escapes_every_field(db, capsys):
