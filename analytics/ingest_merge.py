@@ -145,12 +145,12 @@ def _merge_sql(table: str, keys: list[str], data_cols: list[str], time_cols: lis
     rank = f"""
         SELECT w.*, {stored}, t.{_q(keys[0])} IS NULL AS _new,
                {_fidelity('w.source')} AS _fw, {_fidelity('t.source')} AS _ft,
-               coalesce((t.state IN ({finals}))::INT, 0) AS _fint,
+               coalesce(w._final, 0) AS _finw, coalesce((t.state IN ({finals}))::INT, 0) AS _fint,
                coalesce(w._t, '-infinity'::TIMESTAMP) AS _tw, coalesce({t_time}, '-infinity'::TIMESTAMP) AS _tt,
                (CASE w.source {pref} ELSE 0 END) AS _pw, (CASE t.source {pref} ELSE 0 END) AS _pt
         FROM _w w LEFT JOIN {table} t ON {on}"""
-    above = "(_fw > _ft OR (_fw = _ft AND (_final > _fint OR (_final = _fint AND _tw > _tt))))"
-    below = "(_fw < _ft OR (_fw = _ft AND (_final < _fint OR (_final = _fint AND _tw < _tt))))"
+    above = "(_fw > _ft OR (_fw = _ft AND (_finw > _fint OR (_finw = _fint AND _tw > _tt))))"
+    below = "(_fw < _ft OR (_fw = _ft AND (_finw < _fint OR (_finw = _fint AND _tw < _tt))))"
     order = f"""
         SELECT *, _new OR {above} OR (NOT {below} AND _pw >= _pt) AS _ww, NOT _new AND ({above} OR {below}) AS _strict
         FROM ({rank})"""

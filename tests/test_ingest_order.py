@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import itertools
 import json
+from datetime import datetime
 from pathlib import Path
 
+import polars as pl
 import pytest
 from conftest import FIXTURES, REALDATA
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jobsight.analytics import db, ingest
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.ingest_load import load_result
+from jobsight.analytics.records import ParseOptions, ParseResult
 
 SLURM = FIXTURES / "slurm"
 UTC = ParseOptions(timezone="UTC")
@@ -122,6 +127,49 @@ def test_known_values_survive_a_later_null(tmp_path):
     for row in list(jobs.values()) + list(steps.values()):
         for col in json.loads(row["null_reasons"] or "{}"):
             assert row[col] is None, (row["job_id_raw"], col, row[col])
+
+
+_RECORD = st.fixed_dictionaries({
+    "state": st.sampled_from([None, "PENDING", "RUNNING", "COMPLETED", "FAILED"]),
+    "exit_code": st.sampled_from([None, "0:0", "3:0"]), "ncpus": st.sampled_from([None, 1, 4]),
+    "start_time": st.sampled_from([None, datetime(2026, 1, 1, 9)]),
+    "end_time": st.sampled_from([None, datetime(2026, 1, 1, 10), datetime(2026, 1, 1, 11)]),
+    "node_list": st.sampled_from([None, "n1", "n2"]),
+    "explained": st.lists(st.sampled_from(["exit_code", "end_time", "node_list", "ncpus"]), unique=True, max_size=2),
+    "source": st.sampled_from(["slurm-sacct", "slurm-sacct-json", "slurm-seff", "pbs"]),
+})
+
+
+_SCHEMA = {"state": pl.String, "exit_code": pl.String, "ncpus": pl.Int64, "start_time": pl.Datetime("us"),
+           "end_time": pl.Datetime("us"), "node_list": pl.String, "source": pl.String, "cluster": pl.String,
+           "job_id": pl.String, "job_id_raw": pl.String, "null_reasons": pl.String}
+
+
+_MERGES = {"con": None, "n": 0}
+
+
+def _merged(records: list[dict]) -> list[tuple]:
+    """The job row the records give, merged in this order (one database for all: a new job id each)."""
+    if _MERGES["con"] is None:
+        _MERGES["con"] = db.connect(":memory:")
+    con, key = _MERGES["con"], str(_MERGES["n"])
+    _MERGES["n"] += 1
+    for r in records:
+        reasons = {c: "why" for c in r["explained"] if r[c] is None}
+        row = {k: v for k, v in r.items() if k != "explained"}
+        frame = pl.DataFrame([{**row, "cluster": "c", "job_id": key, "job_id_raw": key,
+                               "null_reasons": json.dumps(reasons) if reasons else None}], schema=_SCHEMA)
+        load_result(con, ParseResult(format="x", rows_in=1, jobs=frame), f"f{key}", None, {})
+    return con.execute("SELECT * EXCLUDE (ingest_id, job_id, job_id_raw) FROM job WHERE job_id_raw = ?", [key]).fetchall()
+
+
+@settings(max_examples=60, deadline=None)
+@given(a=_RECORD, b=_RECORD)
+def test_any_two_records_merge_the_same_in_both_orders(a, b):
+    """Records of one job from two sources, any states, times, NULLs and reasons: one row either way
+    (of one source, the later file wins a tie: that is the only order that counts)."""
+    if a["source"] != b["source"]:
+        assert _merged([a, b]) == _merged([b, a])
 
 
 @pytest.mark.realdata
