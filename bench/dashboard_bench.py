@@ -95,14 +95,14 @@ def session(app, rounds: int, seed: int = 1) -> dict[str, list[float]]:
     lead_users = [f"u{u}" for u in range(USERS) if u % PROJECTS == 7]
     roles_cycle = [("root", "admin"), ("lead7", "lead"), (lead_users[0], "user")]
 
-    def post(user, key, values, label):
+    def post(user, key, values, label, changed=()):
         spec = app.callback_map[key]
         outs = key.strip(".").split("...") if key.startswith("..") else [key]
         outputs = [{"id": o.split(".", 1)[0], "property": o.split(".", 1)[1]} for o in outs]
         body = {"output": key, "outputs": outputs if len(outputs) > 1 else outputs[0],
                 "inputs": [{**i, "value": values.get(f"{i['id']}.{i['property']}")} for i in spec["inputs"]],
                 "state": [{**s, "value": values.get(f"{s['id']}.{s['property']}")} for s in spec.get("state", [])],
-                "changedPropIds": []}
+                "changedPropIds": list(changed)}
         data = json.dumps(body)
         t = time.perf_counter()
         r = client.post("/_dash-update-component", data=data, content_type="application/json",
@@ -115,7 +115,7 @@ def session(app, rounds: int, seed: int = 1) -> dict[str, list[float]]:
     job_ids = [str(rng.randrange(0, app.bench_jobs)) for _ in range(rounds * 3)]
     for rnd in range(rounds):
         for user, _role in roles_cycle:
-            for path in ("/", "/users", "/projects", "/flagged", "/job"):
+            for path in ("/", "/jobs", "/users", "/projects", "/flagged", "/job"):
                 post(user, "page.children", {"url.pathname": path, "url.search": ""}, "route (page layout)")
             base = {"ov-grain.value": "day", "ov-stack.value": "account"}
             post(user, "ov-content.children", base, "overview")
@@ -128,14 +128,24 @@ def session(app, rounds: int, seed: int = 1) -> dict[str, list[float]]:
                                                "us-name.data": lead_users[rnd % len(lead_users)]}, "user page")
             post(user, "pj-content.children", {"pj-grain.value": "week", "pj-stack.value": "partition",
                                                "pj-name.data": lead_project}, "project page")
-            post(user, "..ut-table.data...ut-status.children..", {}, "users table")
-            post(user, "..ut-table.data...ut-status.children..", {"ut-partition.value": "gpu"}, "users table")
-            post(user, "..pt-table.data...pt-status.children..", {}, "projects table")
-            post(user, "..fl-table.data...fl-status.children..", {}, "flagged grid")
-            post(user, "..fl-table.data...fl-status.children..", {"fl-code.value": ["gpu_low_util"],
+            post(user, "..ut-table.rowData...ut-status.children..", {}, "users table")
+            post(user, "..ut-table.rowData...ut-status.children..", {"ut-partition.value": "gpu"}, "users table")
+            post(user, "..pt-table.rowData...pt-status.children..", {}, "projects table")
+            post(user, "..fl-table.rowData...fl-status.children..", {}, "flagged grid")
+            post(user, "..fl-table.rowData...fl-status.children..", {"fl-code.value": ["gpu_low_util"],
                                                                   "fl-severity.value": ["alarm"]}, "flagged grid")
-            post(user, "..fl-table.data...fl-status.children..", {"fl-account.value": lead_project,
+            post(user, "..fl-table.rowData...fl-status.children..", {"fl-account.value": lead_project,
                                                                   "fl-period.start_date": "2026-10-01"}, "flagged grid")
+            jobs_key = "..jobs-table.rowData...jobs-status.children...jobs-page.data...jobs-newer.disabled...jobs-older.disabled.."
+            me = {"jobs-user.value": user}
+            post(user, jobs_key, me, "my jobs")
+            post(user, jobs_key, {**me, "jobs-state.value": "FAILED"}, "my jobs")
+            post(user, jobs_key, {**me, "jobs-code.value": "cpu_low_eff"}, "my jobs")
+            post(user, jobs_key, {**me, "jobs-page.data": 3}, "my jobs", ["jobs-older.n_clicks"])   # page 5
+            post(user, jobs_key, {"jobs-partition.value": "gpu"}, "my jobs")      # a lead's or admin's all jobs
+            search_key = next(k for k, v in app.callback_map.items() if k.startswith("..search-results") and "callback" in v)
+            for text in (job_ids[rnd * 3], "job-12", "no-such-job"):
+                post(user, search_key, {"search-box.value": text, "search-box.n_submit": 1}, "search")
             for jid in job_ids[rnd * 3:(rnd + 1) * 3]:
                 post(user, "job-content.children", {"job-key.data": {"cluster": "bench", "id": jid}}, "job page")
     return times
@@ -149,11 +159,11 @@ def refresh_views(db: Path) -> None:
     """Re-create the metric views when sql/views changed since the database was made."""
     import duckdb
 
-    from jobsight.analytics.session import views_checksum
+    from jobsight.analytics.database import stored_views_checksum, views_checksum
     con = duckdb.connect(str(db), read_only=True)
-    stored = con.execute("SELECT text FROM setting WHERE name = 'views.checksum'").fetchone()
+    stored = stored_views_checksum(con)
     con.close()
-    if not stored or stored[0] != views_checksum():
+    if stored != views_checksum():
         print("metric views changed since the database was made: refreshing them", flush=True)
         Database.open(db, parse_config({})).close()
 

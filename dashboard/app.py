@@ -15,13 +15,14 @@ from dash import Input, Output, State, dcc, html
 from dash.exceptions import UnsupportedRelativePath
 
 from jobsight.analytics.snapshot import SnapshotReader
-from jobsight.dashboard import callback_requests, common, served_files
+from jobsight.dashboard import callback_requests, common, search, served_files
 from jobsight.dashboard.auth import Auth, current_scope, install
-from jobsight.dashboard.pages import entities, flagged, job, overview
+from jobsight.dashboard.pages import entities, flagged, job, jobs, overview
 
 log = logging.getLogger("jobsight.dashboard")
 
-NAV = [("/", "Overview"), ("/users", "Users"), ("/projects", "Projects"), ("/flagged", "Flagged jobs")]
+NAV = [("/", "Overview"), ("/jobs", "My jobs"), ("/users", "Users"), ("/projects", "Projects"),
+       ("/flagged", "Flagged jobs")]
 
 
 def page_for(path: str, params: dict[str, str]):
@@ -36,6 +37,8 @@ def page_for(path: str, params: dict[str, str]):
             return entities.layout(prefix, params, scope)
     if path == "/flagged":
         return flagged.layout(params, scope)
+    if path == "/jobs":
+        return jobs.layout(params, scope)
     if path == "/job":
         return job.layout(params, scope)
     return html.Div([html.H2("Page not found"), dcc.Link("Back to the overview", href="/")])
@@ -57,7 +60,8 @@ def create_app(reader: SnapshotReader, auth: Auth, url_prefix: str = "/", debug:
         return html.Div([
             dcc.Location(id="url", refresh="callback-nav"),
             html.Nav([dcc.Link(label, href=app.get_relative_path(path)) for path, label in NAV]
-                     + [html.Span(who, className="who")], className="topbar"),
+                     + [search.box(), html.Span(who, className="who")], className="topbar"),
+            html.Div(id="search-results"),
             html.Div(id="page"),
         ])
 
@@ -75,5 +79,7 @@ def create_app(reader: SnapshotReader, auth: Auth, url_prefix: str = "/", debug:
     overview.register(app)
     entities.register(app)
     flagged.register(app)
+    jobs.register(app)
     job.register(app)
+    search.register(app)
     return app

@@ -1,8 +1,9 @@
-"""A request to Dash's callback endpoint that matches no registered callback (unknown output, wrong
-number of inputs, state or outputs, not a JSON object, JSON nested deeper than any callback takes)
-is answered 400 here. Dash itself fails on it with an exception: HTTP 500 and a traceback in the log
-for every probe of a scanner. A value of a type its component never sends (a list for a date, an
-object for a dropdown) is read as no value (null), as if the control were cleared."""
+"""A request to Dash's callback endpoint that matches no registered callback (unknown output, a
+callback that runs in the browser, wrong number of inputs, state or outputs, not a JSON object,
+JSON nested deeper than any callback takes) is answered 400 here. Dash itself fails on it with an
+exception: HTTP 500 and a traceback in the log for every probe of a scanner. A value of a type its
+component never sends (a list for a date, an object for a dropdown) is read as no value (null), as
+if the control were cleared."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -34,8 +35,6 @@ def _choice(v) -> bool:          # a dropdown: one option's value, or a list of 
 # what the browser sends for each property the app's callbacks take (a Store's `data` is any JSON)
 VALUE_TYPES: dict[str, Callable[[Any], bool]] = {
     "start_date": _text, "end_date": _text, "pathname": _text, "search": _text, "href": _text, "value": _choice,
-    "active_cell": lambda v: v is None or isinstance(v, dict),
-    "derived_viewport_data": lambda v: v is None or (isinstance(v, list) and all(isinstance(x, dict) for x in v)),
 }
 
 
@@ -60,7 +59,7 @@ def problem(body, callback_map: dict) -> str | None:
         return "nested too deeply"
     key = body.get("output")
     spec = callback_map.get(key) if isinstance(key, str) else None
-    if spec is None:
+    if spec is None or "callback" not in spec:      # none, or one that runs in the browser (clientside)
         return "no such callback output"
     if not _shape_ok(body.get("inputs"), len(spec.get("inputs", []))):
         return "inputs do not match the callback"

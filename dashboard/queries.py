@@ -26,8 +26,10 @@ from jobsight.analytics.database import Database
 ROLES = ("admin", "lead", "user")
 
 # The flagged-jobs grid's order, most wasted first (dash_flag_top, sql/metrics/53_dash_flag_top.sql,
-# ranks each day's flags by the same).
-FLAG_ORDER = "COALESCE(wasted_sbu, 0) DESC, sbu DESC, cluster, job_id_raw, code"
+# ranks each day's jobs by the same); its flags in that order, one per code.
+JOB_ORDER = "COALESCE(wasted_sbu, 0) DESC, sbu DESC, cluster, job_id_raw"
+FLAG_ORDER = JOB_ORDER + ", code"
+SEVERITY_RANK = "CASE severity WHEN 'alarm' THEN 0 WHEN 'warn' THEN 1 ELSE 2 END"
 
 
 @dataclass(frozen=True)
@@ -208,32 +210,67 @@ def entity_table(h: Database, scope: Scope, f: Filters, by: str = "user") -> pd.
 
 # --- flagged jobs ---------------------------------------------------------------------------
 
-FLAG_COLUMNS = ["cluster", "job_id", "job_id_raw", "job_name", "user", "account", "partition", "state",
-                "start_time", "sbu", "wasted_sbu", "code", "severity", "message", "advice"]
+FLAGGED_COLUMNS = ["cluster", "job_id", "job_id_raw", "job_name", "user", "account", "partition", "state",
+                   "start_time", "sbu", "wasted_sbu"]
+# per-job columns shown when the database has them
+OPTIONAL_JOB_COLUMNS = ("savings_sbu",)
+
+
+def columns(h: Database, table: str) -> list[str]:
+    return [d[0] for d in h.execute(f"SELECT * FROM {table} LIMIT 0").description]
 
 
 def flagged_jobs(h: Database, scope: Scope, f: Filters, limit: int = 500) -> tuple[pd.DataFrame, int]:
-    """The flags of the jobs in scope that ran in the period, matching the filters, most wasted SBU
-    first (at most ``limit`` rows), and how many there are in all."""
+    """The flagged jobs in scope that ran in the period, one row per job with its flags (those that
+    match the flag and severity filters), most wasted SBU first (at most ``limit``), and how many
+    there are in all. Columns: FLAGGED_COLUMNS, those of OPTIONAL_JOB_COLUMNS the database has,
+    severity (the highest), and codes, severities, messages, advice: lists, alarms first."""
     fw, fp = _flag_filter(f)
-    cols = ", ".join(f'"{c}"' for c in FLAG_COLUMNS)
-    tops, tp = [], []
-    for part in scope.parts():      # disjoint: the top rows are among each part's top
-        w, p = f.where(scope, scope_sql=part, ran=True)
-        tops.append(f"(SELECT {cols} FROM job_flags{w}{fw} ORDER BY {FLAG_ORDER} LIMIT ?)")
-        tp += p + fp + [int(limit)]
-    # an admin's grid filtered by period only: the top of the per-day tops (a flag once per day its
-    # job ran) gives the same rows, without sorting every flag of the cluster
-    if (scope.role == "admin" and limit <= h.execute("SELECT dash_flag_top_n()").fetchone()[0]
+    have = columns(h, "job_flags")
+    job_cols = FLAGGED_COLUMNS + [c for c in OPTIONAL_JOB_COLUMNS if c in have]
+    cols = ", ".join(f'"{c}"' for c in job_cols + ["code", "severity", "message", "advice"])
+    if (scope.role == "admin" and limit <= h.value("SELECT dash_flag_top_n()")
             and not (f.user or f.account or f.partition or f.codes or f.severities)):
+        # the top jobs of the per-day top jobs, with all their flags: the same rows, without
+        # sorting every flag of the cluster
         w, p = f.where(scope)
-        tops, tp = [f"(SELECT DISTINCT {cols} FROM dash_flag_top{w})"], p
-    # how many: one per flag code of each job that ran in the period, as the flag-count chart counts
+        src, params = f"SELECT DISTINCT {cols} FROM dash_flag_top{w}", p
+    else:
+        # one flag per job and code: the first limit x codes flags hold those of the first limit jobs
+        w, p = f.where(scope)
+        codes = len(f.codes) or h.value(f"SELECT count(DISTINCT code) FROM dash_flag_day{w}{fw}", p + fp) or 1
+        tops, params = [], []
+        for part in scope.parts():      # disjoint: the top rows are among each part's top
+            w, p = f.where(scope, scope_sql=part, ran=True)
+            tops.append(f"(SELECT {cols} FROM job_flags{w}{fw} ORDER BY {FLAG_ORDER} LIMIT ?)")
+            params += p + fp + [int(limit) * int(codes)]
+        src = " UNION ALL ".join(tops)
+    first = ", ".join(f'any_value("{c}") AS "{c}"' for c in job_cols if c not in ("cluster", "job_id_raw"))
+    lists = ", ".join(f"list({c} ORDER BY {SEVERITY_RANK}, code) AS {name}" for c, name in (
+        ("code", "codes"), ("severity", "severities"), ("message", "messages"), ("advice", "advice")))
+    df = h.df(f"SELECT * FROM (SELECT cluster, job_id_raw, {first}, "
+              f"CASE min({SEVERITY_RANK}) WHEN 0 THEN 'alarm' WHEN 1 THEN 'warn' ELSE 'info' END AS severity, "
+              f"{lists} FROM ({src}) GROUP BY cluster, job_id_raw) ORDER BY {JOB_ORDER} LIMIT ?",
+              params + [int(limit)])
+    return df[job_cols + ["severity", "codes", "severities", "messages", "advice"]], flagged_count(h, scope, f)
+
+
+def flagged_count(h: Database, scope: Scope, f: Filters) -> int:
+    """How many jobs in scope that ran in the period have a flag matching the filters: the
+    overview's count from the per-day summaries when no flag or severity is chosen, or one code
+    (a job has a code once, with one severity); else the distinct jobs of the matching flags."""
+    fw, fp = _flag_filter(f)
     w, p = f.where(scope)
-    total = h.execute("SELECT COALESCE(dash_jobs_in_period(jobs_first, jobs_running, day, ?), 0) "
-                          f"FROM dash_flag_day{w}{fw}", [f.since_ts] + p + fp).fetchone()[0]
-    df = h.df(f"SELECT * FROM ({' UNION ALL '.join(tops)}) ORDER BY {FLAG_ORDER} LIMIT ?", tp + [int(limit)])
-    return df, int(total)
+    if not f.codes and not f.severities:
+        n = h.value(f"SELECT dash_jobs_in_period(flagged_first, flagged_running, day, ?) FROM dash_day{w}",
+                    [f.since_ts] + p)
+    elif len(f.codes) == 1:
+        n = h.value(f"SELECT dash_jobs_in_period(jobs_first, jobs_running, day, ?) FROM dash_flag_day{w}{fw}",
+                    [f.since_ts] + p + fp)
+    else:
+        w, p = f.where(scope, ran=True)
+        n = h.value(f"SELECT count(*) FROM (SELECT DISTINCT cluster, job_id_raw FROM job_flags{w}{fw})", p + fp)
+    return int(n or 0)
 
 
 def filter_options(h: Database, scope: Scope) -> dict[str, list[str]]:

@@ -249,18 +249,18 @@ def _page(dash, prefix: str, week, name: str | None) -> dict:
 
 def _table(dash, prefix: str, week) -> dict[str, dict]:
     mon = _monday(week)
-    resp = _post(dash, f"..{prefix}-table.data...{prefix}-status.children..",
+    resp = _post(dash, f"..{prefix}-table.rowData...{prefix}-status.children..",
                  {f"{prefix}-period.start_date": mon.isoformat(),
                   f"{prefix}-period.end_date": (mon + dt.timedelta(days=6)).isoformat()})
-    return {r["name"]: r for r in resp[f"{prefix}-table"]["data"]}
+    return {r["name"]: r for r in resp[f"{prefix}-table"]["rowData"]}
 
 
 def _grid_jobs(dash, week, user: str) -> set[str]:
     mon = _monday(week)
-    resp = _post(dash, "..fl-table.data...fl-status.children..",
+    resp = _post(dash, "..fl-table.rowData...fl-status.children..",
                  {"fl-period.start_date": mon.isoformat(), "fl-period.end_date": (mon + dt.timedelta(days=6)).isoformat(),
                   "fl-user.value": user})
-    rows = resp["fl-table"]["data"]
+    rows = resp["fl-table"]["rowData"]
     assert len(rows) < 500                               # the whole grid, not its first page of rows
     return {r["job_id_raw"] for r in rows}
 

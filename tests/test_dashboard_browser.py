@@ -3,14 +3,21 @@ served by waitress as in production, on the database of test_dashboard_queries.b
 
 Each page loads with no browser console errors; a filter changes the numbers and lands in the URL;
 clicking a flagged job opens its time series; names with HTML in them (a host <a href=...>, a
-project <b>...</b>) show in the plots as text, never as a link, bold or italics. Needs chromium +
-chromedriver (scripts/browser-setup.sh start): skipped locally without them, failed under CI.
+project <b>...</b>) show in the plots and the grids as text, never as a link, bold or italics.
+Logged in as alice (behind a proxy that sets REMOTE_USER), a researcher finds her jobs on My jobs,
+opens one by its id from the header's search, gets "Not found" for bob's job id, and downloads
+the grid as a CSV file whose content is checked. Needs chromium + chromedriver
+(scripts/browser-setup.sh start): skipped locally without them, failed under CI.
 """
 from __future__ import annotations
 
+import csv
 import importlib.util
+import io
 import shutil
 import threading
+import time
+from pathlib import Path
 
 import pytest
 from conftest import require_service
@@ -24,13 +31,23 @@ from jobsight.dashboard.auth import Auth, Roles
 pytestmark = pytest.mark.browser
 
 
-def _serve(db):
+def as_user(wsgi_app, user: str):
+    """A stand-in for the authenticating reverse proxy: every request is ``user``'s (REMOTE_USER)."""
+    def app(environ, start_response):
+        environ["REMOTE_USER"] = user
+        return wsgi_app(environ, start_response)
+    return app
+
+
+def _serve(db, user: str | None = None):
+    """The app over ``db`` on waitress: --auth none (everyone admin), or as ``user`` (--auth header)."""
     require_service(importlib.util.find_spec("waitress") is not None, "waitress not installed (pip install waitress)")
     import waitress.server as waitress
     publish(db)
     reader = SnapshotReader(db)
-    app = create_app(reader, Auth("none", Roles()))
-    server = waitress.create_server(app.server, host="127.0.0.1", port=0, threads=4)
+    app = create_app(reader, Auth("header", Roles.from_config({"admins": ["root"]})) if user else Auth("none", Roles()))
+    server = waitress.create_server(as_user(app.server.wsgi_app, user) if user else app.server,
+                                    host="127.0.0.1", port=0, threads=4)
     t = threading.Thread(target=server.run, daemon=True)
     t.start()
     yield f"http://127.0.0.1:{server.effective_port}"
@@ -41,6 +58,11 @@ def _serve(db):
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory):
     yield from _serve(build_db(tmp_path_factory.mktemp("browser") / "jobs.duckdb"))
+
+
+@pytest.fixture(scope="module")
+def alice_url(tmp_path_factory):
+    yield from _serve(build_db(tmp_path_factory.mktemp("browser-alice") / "jobs.duckdb"), user="alice")
 
 
 @pytest.fixture(scope="module")
@@ -64,11 +86,36 @@ def visit(browser, url):
     browser.wait_for_element("#page")
 
 
+def grid_cells(browser, grid: str, column: str) -> list[str]:
+    """The texts of a grid's cells in one column (rows rendered on the current page)."""
+    return [c.text.strip() for c in browser.find_elements(f"#{grid} .ag-center-cols-container .ag-cell[col-id='{column}'], "
+                                                          f"#{grid} .ag-pinned-left-cols-container .ag-cell[col-id='{column}']")]
+
+
+def wait_for(predicate, timeout: float = 20, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = predicate()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def downloaded(folder: Path, name: str) -> str:
+    """The text of a finished download (Chromium writes NAME.crdownload first)."""
+    path = folder / name
+    wait_for(lambda: path.is_file() and not (folder / (name + ".crdownload")).exists() and path.stat().st_size,
+             what=f"the download {name}")
+    return path.read_text(encoding="utf-8-sig")
+
+
 @pytest.mark.parametrize("path, selector, text", [
     ("/", "#total-sbu", "509.0"),
     ("/users", "#ut-status", "3 users"),
     ("/projects", "#pt-status", "2 projects"),
-    ("/flagged", "#fl-status", "7 flags"),
+    ("/flagged", "#fl-status", "3 flagged jobs"),
+    ("/jobs", "#jobs-status", "Jobs 1–4 of 4"),
     ("/job?cluster=c1&id=2", "#job-content h2", "Job 2"),
     ("/job?cluster=c1&id=1", "#job-no-samples", "No samples"),
     ("/user?name=bob", "#total-sbu", "500.0"),
@@ -99,10 +146,12 @@ def test_filter_changes_the_numbers_and_the_url(browser, server_url):
 
 def test_clicking_a_flagged_job_opens_its_time_series(browser, server_url):
     visit(browser, server_url + "/flagged")
-    browser.wait_for_contains_text("#fl-status", "7 flags")
-    cells = browser.find_elements("#fl-table td[data-dash-column='job_id']")
-    target = [c for c in cells if c.text.strip() == "2"][0]
-    target.click()
+    browser.wait_for_contains_text("#fl-status", "3 flagged jobs")
+    wait_for(lambda: grid_cells(browser, "fl-table", "job_id"), what="the flagged grid's rows")
+    assert grid_cells(browser, "fl-table", "job_id") == ["4", "2", "1"]       # one row per job, most wasted first
+    assert grid_cells(browser, "fl-table", "codes")[0] == "gpu_idle, gpu_unused_devices, gpu_fits_smaller"
+    links = browser.find_elements("#fl-table .ag-cell[col-id='job_id'] a")
+    [a for a in links if a.text.strip() == "2"][0].click()
     browser.wait_for_element("#job-fig-gpu_util")
     browser.wait_for_contains_text("#job-content h2", "Job 2")
     assert "/job?" in browser.driver.current_url and "id=2" in browser.driver.current_url
@@ -118,7 +167,9 @@ def test_clicking_a_flagged_job_opens_its_time_series(browser, server_url):
 def test_clicking_a_user_opens_the_user_page(browser, server_url):
     visit(browser, server_url + "/users")
     browser.wait_for_contains_text("#ut-status", "3 users")
-    cells = browser.find_elements("#ut-table td[data-dash-column='name']")
+    wait_for(lambda: grid_cells(browser, "ut-table", "name"), what="the users grid's rows")
+    assert grid_cells(browser, "ut-table", "sbu") == ["500.0 SBU", "8.0 SBU", "1.0 SBU"]     # right-aligned, units
+    cells = browser.find_elements("#ut-table .ag-cell[col-id='name'] a")
     [c for c in cells if c.text.strip() == "alice"][0].click()
     browser.wait_for_text_to_equal("#total-sbu", "8.0")
     url = browser.driver.current_url
@@ -148,4 +199,46 @@ def test_names_with_markup_are_text_in_the_plots(browser, hostile_url):
         legend = [e.text for e in browser.find_elements("#fig-usage .legendtext")]
         assert name in legend, legend
         assert _plot_markup(browser, "#page") == []
+    assert browser.get_logs() == []
+
+
+def test_names_with_markup_are_text_in_the_grids(browser, hostile_url):
+    visit(browser, hostile_url + "/flagged?user=mallory")
+    wait_for(lambda: grid_cells(browser, "fl-table", "job_id"), what="the flagged grid's rows")
+    assert grid_cells(browser, "fl-table", "job_name") == [HOST]          # the name as typed, as text
+    assert grid_cells(browser, "fl-table", "account") == [ACCOUNT]
+    links = browser.find_elements("#fl-table .ag-root a")
+    assert [a.text for a in links] == ["90"]                              # the job link only
+    assert browser.find_elements("#fl-table .ag-root b, #fl-table .ag-root i") == []
+    assert browser.get_logs() == []
+
+
+def test_alice_finds_her_jobs_searches_and_downloads_a_csv(browser, alice_url):
+    visit(browser, alice_url + "/jobs")
+    browser.wait_for_contains_text("#jobs-status", "Jobs 1–1 of 1")
+    wait_for(lambda: grid_cells(browser, "jobs-table", "job_id"), what="My jobs' rows")
+    assert grid_cells(browser, "jobs-table", "job_id") == ["1"]           # hers only: not bob's 2 and 4, not carol's 3
+    assert grid_cells(browser, "jobs-table", "sbu") == ["8.00 SBU"]
+    assert grid_cells(browser, "jobs-table", "codes") == ["cpu_low_eff, cpu_serial_on_many, mem_oversized"]
+    assert "alice (user)" in browser.find_element(".topbar .who").text
+
+    # the grid as a CSV file: its rows, numbers as stored
+    browser.find_element("#jobs-table-csv").click()
+    rows = list(csv.DictReader(io.StringIO(downloaded(Path(browser.download_path), "jobs.csv"))))
+    assert [(r["Job"], r["Name"], r["State"], r["Partition"], r["Project"], r["Start (UTC)"]) for r in rows] == \
+        [("1", "prep", "COMPLETED", "cpu", "proj-a", "2026-11-16 10:00")]
+    assert (float(rows[0]["SBU"]), float(rows[0]["Wasted"]), float(rows[0]["CPU eff"])) == (8.0, 6.0, 25.0)
+    assert rows[0]["Flags"] == "cpu_low_eff, cpu_serial_on_many, mem_oversized"
+
+    # the header's search: her job by id opens it; bob's job id is not found, as a missing one is
+    box = browser.find_element("#search-box")
+    box.send_keys("1\n")
+    browser.wait_for_contains_text("#job-content h2", "Job 1")
+    assert "/job?" in browser.driver.current_url and "id=1" in browser.driver.current_url
+    for other in ("2", "999"):
+        box = browser.find_element("#search-box")
+        box.clear()
+        box.send_keys(other + "\n")
+        browser.wait_for_contains_text("#search-none", "Not found")
+        assert "/job?cluster=c1&id=1" in browser.driver.current_url       # still on her job
     assert browser.get_logs() == []

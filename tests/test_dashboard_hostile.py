@@ -200,8 +200,8 @@ def test_registered_but_absent_source_map_is_not_found(app, log):
 @pytest.mark.parametrize("key,values", [
     ("ov-content.children", {"ov-period.end_date": "9999-12-31"}),
     ("ov-content.children", {"ov-period.start_date": "0001-01-01"}),
-    ("..ut-table.data...ut-status.children..", {"ut-period.end_date": "9999-12-31"}),
-    ("..fl-table.data...fl-status.children..", {"fl-period.start_date": "9999-12-31"}),
+    ("..ut-table.rowData...ut-status.children..", {"ut-period.end_date": "9999-12-31"}),
+    ("..fl-table.rowData...fl-status.children..", {"fl-period.start_date": "9999-12-31"}),
 ])
 def test_date_out_of_range_is_a_plain_message(app, log, key, values):
     log.records.clear()
@@ -224,7 +224,7 @@ def test_too_many_query_fields_is_a_plain_message(app, log):
 
 def test_values_no_component_sends_are_read_as_cleared(app, log):
     log.records.clear()
-    key = "..fl-table.data...fl-status.children.."
+    key = "..fl-table.rowData...fl-status.children.."
     odd = post(app, key, {"fl-period.start_date": [None], "fl-user.value": [1, None], "fl-account.value": {"a": 1}})
     assert odd.status_code == 200
     assert odd.data == post(app, key, {}).data
@@ -234,8 +234,8 @@ def test_values_no_component_sends_are_read_as_cleared(app, log):
 # -- fuzzing --------------------------------------------------------------------------------------
 
 PARAMS = ["since", "until", "user", "account", "partition", "code", "severity", "grain", "stack", "name",
-          "cluster", "id"]
-PATHS = ["/", "/user", "/project", "/users", "/projects", "/flagged", "/job", "/nope", ""]
+          "cluster", "id", "state"]
+PATHS = ["/", "/user", "/project", "/users", "/projects", "/flagged", "/jobs", "/job", "/nope", ""]
 odd_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
 dates = st.dates(min_value=dt.date(1, 1, 1), max_value=dt.date(9999, 12, 31)).map(dt.date.isoformat)
 value = st.one_of(dates, odd_text, st.sampled_from(["9999-12-31", "0001-01-01", "2026-11-16", "alice", "bob",
@@ -269,10 +269,8 @@ def _value_for(prop: str, params: dict):
         return params.get("name")
     if cid.endswith(("-code", "-severity")):
         return common.split_list(params.get(cid.rsplit("-", 1)[1]))
-    if name == "active_cell":
-        return {"row": 0, "column": 0, "column_id": "name"}
-    if name == "derived_viewport_data":
-        return [{"name": params.get("name"), "cluster": params.get("cluster"), "job_id_raw": params.get("id")}]
+    if cid == "search-box" and name == "value":
+        return params.get("id") or params.get("name")
     return params.get(cid.rsplit("-", 1)[1])
 
 

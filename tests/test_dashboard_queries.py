@@ -149,15 +149,23 @@ def test_entity_tables(h):
 
 def test_flagged_jobs_grid_filters(h):
     df, total = queries.flagged_jobs(h, ADMIN, Filters())
-    assert total == 7     # 3 (job 1) + 1 (job 2) + 3 (job 4)
-    assert df.iloc[0]["job_id"] == "4"                                  # most wasted first
+    assert total == 3 and len(df) == 3                                  # one row per job: 1, 2, 4
+    assert df["job_id"].tolist() == ["4", "2", "1"]                     # most wasted first
+    first = df.iloc[0]
+    assert first["sbu"] == pytest.approx(400) and first["severity"] == "alarm"
+    assert list(first["codes"]) == ["gpu_idle", "gpu_unused_devices", "gpu_fits_smaller"]   # alarms first
+    assert len(first["messages"]) == len(first["advice"]) == 3
+    assert list(df.iloc[2]["codes"]) == ["cpu_low_eff", "cpu_serial_on_many", "mem_oversized"]
     df, total = queries.flagged_jobs(h, ADMIN, Filters(codes=("gpu_low_util",)))
-    assert total == 1 and df.iloc[0]["message"].startswith("GPU utilisation 10.0%")
-    _, total = queries.flagged_jobs(h, ADMIN, Filters(severities=("info",)))
-    assert total == 1                                                   # gpu_fits_smaller of job 4
+    assert total == 1 and df.iloc[0]["messages"][0].startswith("GPU utilisation 10.0%")
+    df, total = queries.flagged_jobs(h, ADMIN, Filters(severities=("info",)))
+    assert total == 1 and list(df.iloc[0]["codes"]) == ["gpu_fits_smaller"]   # the matching flags only
+    df, total = queries.flagged_jobs(h, ADMIN, Filters(codes=("gpu_idle", "cpu_low_eff")))
+    assert total == 2 and df["job_id"].tolist() == ["4", "1"]
     df, total = queries.flagged_jobs(h, ALICE, Filters())
-    assert total == 3 and set(df["job_id"]) == {"1"}
+    assert total == 1 and df["job_id"].tolist() == ["1"]
     assert queries.flagged_jobs(h, ALICE, Filters(user="bob"))[1] == 0
+    assert queries.flagged_jobs(h, ADMIN, Filters(), limit=1)[0]["job_id"].tolist() == ["4"]
 
 
 def test_flag_counts_and_histogram(h):
@@ -229,7 +237,8 @@ def test_long_series_are_bucketed(tmp_path, monkeypatch):
 
 
 def test_admin_grid_from_the_per_day_tops_is_exact(db_path, tmp_path):
-    """With 1 row kept per day, the admin's unfiltered grid must still equal the full sort."""
+    """With 1 job kept per day, the admin's unfiltered grid of 1 job must still equal the full sort,
+    with all the job's flags."""
     copy = tmp_path / "top1.duckdb"
     shutil.copyfile(db_path, copy)
     con = duckdb.connect(str(copy))
@@ -238,18 +247,18 @@ def test_admin_grid_from_the_per_day_tops_is_exact(db_path, tmp_path):
     con.execute("DELETE FROM dash_flag_top")
     con.execute("INSERT INTO dash_flag_top SELECT * FROM calc_dash_flag_top")
     h = Database.of(con)
-    assert con.execute("SELECT count(*) FROM dash_flag_top").fetchone()[0] == 1   # flagged jobs run on one day only
+    assert con.execute("SELECT count(*) FROM dash_flag_top").fetchone()[0] == 3   # job 4's three flags
     df, total = queries.flagged_jobs(h, ADMIN, Filters(), limit=1)
-    assert total == 7 and (df.iloc[0]["job_id"], df.iloc[0]["code"]) == ("4", "gpu_fits_smaller")
+    assert total == 3 and df["job_id"].tolist() == ["4"] and len(df.iloc[0]["codes"]) == 3
     con.close()
 
 
 def test_the_per_day_tops_rank_in_the_grids_order():
-    """calc_dash_flag_top (sql/metrics/53_dash_flag_top.sql) must rank by FLAG_ORDER, or the top of
-    the per-day tops is not the grid's top."""
+    """calc_dash_flag_top (sql/metrics/53_dash_flag_top.sql) must rank jobs by JOB_ORDER, or the top
+    of the per-day tops is not the grid's top."""
     sql = (Path(__file__).resolve().parents[1] / "sql" / "metrics" / "53_dash_flag_top.sql").read_text(encoding="utf-8")
-    ranked = re.search(r"PARTITION BY d\.day\s+ORDER BY (.*?)\) <= dash_flag_top_n\(\)", sql, re.S).group(1)
-    assert " ".join(ranked.replace("f.", "").split()) == queries.FLAG_ORDER
+    ranked = re.search(r"dense_rank\(\) OVER \(\s*PARTITION BY d\.day\s+ORDER BY (.*?)\) <= dash_flag_top_n\(\)", sql, re.S).group(1)
+    assert " ".join(ranked.replace("f.", "").split()) == queries.JOB_ORDER
 
 
 def test_job_lookup_by_printed_id_and_ambiguity(tmp_path):
@@ -271,12 +280,11 @@ def test_job_lookup_by_printed_id_and_ambiguity(tmp_path):
 def test_lead_grid_is_their_accounts_plus_their_own_jobs(h):
     bob_leads_a = Scope("lead", "bob", ("proj-a",))
     df, total = queries.flagged_jobs(h, bob_leads_a, Filters())
-    assert total == 7 and set(df["job_id"]) == {"1", "2", "4"}      # proj-a's job 1 and bob's own 2, 4
-    assert df.iloc[0]["job_id"] == "4"
+    assert total == 3 and df["job_id"].tolist() == ["4", "2", "1"]     # proj-a's job 1 and bob's own 2, 4
     df, total = queries.flagged_jobs(h, Scope("lead", "carol", ("proj-b",)), Filters())
-    assert total == 4 and set(df["job_id"]) == {"2", "4"}           # carol has no flagged job herself
+    assert total == 2 and set(df["job_id"]) == {"2", "4"}           # carol has no flagged job herself
     _, total = queries.flagged_jobs(h, bob_leads_a, Filters(account="proj-b"))
-    assert total == 4
+    assert total == 2
     assert [p[0] for p in bob_leads_a.parts()][0] == "account IN (?)"
 
 
@@ -330,10 +338,10 @@ def test_histogram_flag_counts_and_grid_take_the_jobs_that_ran(span):
     assert queries.efficiency_histogram(span, ADMIN, Filters(since=THU)).empty
     fc = queries.flag_counts(span, ADMIN, Filters(since=WED, until=WED)).set_index("code")
     assert fc.loc["cpu_low_eff", "jobs"] == 1 and fc.loc["cpu_low_eff", "sbu"] == pytest.approx(2)
-    n_flags = int(queries.flag_counts(span, ADMIN, Filters())["jobs"].sum())
     for f in (Filters(since=WED, until=WED), Filters(since=MON, until=MON), Filters()):
         for who in (ADMIN, ALICE):                      # the admin's per-day tops, and a user's own rows
             df, total = queries.flagged_jobs(span, who, f)
-            assert set(df["job_id"]) == {"s1"} and total == n_flags == len(df)
+            assert df["job_id"].tolist() == ["s1"] and total == 1
+            assert len(df.iloc[0]["codes"]) == int(queries.flag_counts(span, ADMIN, Filters())["jobs"].sum())
     assert queries.flagged_jobs(span, ADMIN, Filters(since=THU))[1] == 0
     assert queries.flagged_jobs(span, BOB, Filters(since=WED, until=WED))[1] == 0

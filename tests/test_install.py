@@ -70,7 +70,7 @@ def test_every_product_file_is_installed(venv):
     wanted = []
     for folder, package in MAPPED.items():
         for f in (ROOT / folder).rglob("*"):
-            if f.suffix in (".py", ".sql", ".css") and "__pycache__" not in f.parts:
+            if f.suffix in (".py", ".sql", ".css", ".js") and "__pycache__" not in f.parts:
                 wanted.append(f"{package}/{f.relative_to(ROOT / folder).as_posix()}")
     assert len(wanted) > 50
     missing = sorted(w for w in wanted if w not in installed)

@@ -1,29 +1,37 @@
-"""Flagged jobs (/flagged): a grid of flags with their message and advice, filtered by flag code,
-severity, user, project, partition and period; a click on a row opens the job."""
+"""Flagged jobs (/flagged): one row per job with its flags, message and advice, filtered by flag
+code, severity, user, project, partition and period; each job id links to the job's page."""
 from __future__ import annotations
 
-from dash import Input, Output, State, dash_table, dcc, html, no_update
+from dash import Input, Output, dcc, html, no_update
 
-from jobsight.dashboard import common, queries
+from jobsight.dashboard import common, grids, queries
 from jobsight.dashboard.queries import Filters, Scope
 
 P = "fl"
 LIMIT = 500
-COLUMNS = [("job_id", "Job", "text"), ("severity", "Severity", "text"), ("code", "Flag", "text"),
-           ("user", "User", "text"), ("account", "Project", "text"), ("partition", "Partition", "text"),
-           ("job_name", "Job name", "text"), ("state", "State", "text"), ("start_time", "Start (UTC)", "text"),
-           ("sbu", "SBU", "numeric"), ("wasted_sbu", "Wasted SBU", "numeric"),
-           ("message", "Message", "text"), ("advice", "Advice", "text")]
+PRE = {"whiteSpace": "pre-line"}      # one line per flag
+COLUMNS = [grids.link("job_id", "Job", pinned="left", minWidth=110),
+           grids.text("severity", "Severity", cellClassRules={"severity-alarm": {"function": "params.value === 'alarm'"}}),
+           grids.text("codes", "Flags", wrap=True, width=200),
+           grids.num("wasted_sbu", "Wasted", 2, " SBU"), grids.num("sbu", "SBU", 2, " SBU")]
+SAVINGS = grids.num("savings_sbu", "Savings", 2, " SBU")
+MORE = [grids.text("user", "User"), grids.text("account", "Project"), grids.text("partition", "Partition"),
+        grids.text("job_name", "Job name"), grids.text("state", "State"), grids.text("start_time", "Start (UTC)"),
+        grids.text("messages", "Messages", wrap=True, cellStyle=PRE), grids.text("advice", "Advice", wrap=True, cellStyle=PRE)]
 
 
-def rows(h, scope: Scope, f: Filters, limit: int = LIMIT) -> tuple[list[dict], int]:
+def rows(h, scope: Scope, f: Filters, limit: int = LIMIT, href: str = "") -> tuple[list[dict], int]:
+    """One row per job: its flags, messages and advice one per line; ``href``: the job page's path."""
     df, total = queries.flagged_jobs(h, scope, f, limit=limit)
     df = df.copy()
     df["start_time"] = df["start_time"].astype(str).str.slice(0, 16)
-    for c in ("sbu", "wasted_sbu"):
-        df[c] = df[c].round(2)
-    df = df.astype(object).where(df.notna(), None)
-    return df.to_dict("records"), total
+    for c in ("messages", "advice"):        # one line per flag: "code: text"
+        df[c] = ["\n".join(f"{code}: {v}" for code, v in zip(codes, vals) if v) for codes, vals in zip(df["codes"], df[c])]
+    df["codes"] = [", ".join(codes) for codes in df["codes"]]
+    data = grids.records(df.drop(columns=["severities"]))
+    for r in data:
+        r["href"] = href + common.make_search({"cluster": r["cluster"], "id": r["job_id_raw"]}) if href else None
+    return data, total
 
 
 def layout(params: dict[str, str], scope: Scope) -> html.Div:
@@ -35,19 +43,13 @@ def layout(params: dict[str, str], scope: Scope) -> html.Div:
                 common.dropdown(P, "code", "Flag", opts["code"], codes, multi=True),
                 common.dropdown(P, "severity", "Severity", common.SEVERITIES, sevs, multi=True)]
     controls += common.scope_filter_controls(P, params, opts)
-    grid = dash_table.DataTable(
-        id=f"{P}-table", columns=[{"name": n, "id": c, "type": t} for c, n, t in COLUMNS], data=[],
-        sort_action="native", page_action="native", page_size=50,
-        style_cell={"textAlign": "left", "fontFamily": "inherit", "padding": "4px", "whiteSpace": "normal",
-                    "height": "auto", "maxWidth": "28em"},
-        style_data_conditional=[
-            {"if": {"column_id": "job_id"}, "textDecoration": "underline", "cursor": "pointer"},
-            {"if": {"filter_query": '{severity} = "alarm"', "column_id": "severity"}, "color": "#c0392b", "fontWeight": "bold"},
-        ])
+    with common.handle() as h:
+        savings = [SAVINGS] if "savings_sbu" in queries.columns(h, "job_flags") else []
+    grid = grids.grid(f"{P}-table", COLUMNS + savings + MORE, "flagged-jobs.csv", page_size=25)
     return html.Div([
         html.H2("Flagged jobs"),
-        html.P(f"The flags of the jobs that ran in the period, most wasted SBU first, at most {LIMIT} rows; "
-               "click a job id to open the job.", className="hint"),
+        html.P(f"The flagged jobs that ran in the period, most wasted SBU first, at most {LIMIT}, each with the "
+               "flags that match the filters; click a job id to open the job.", className="hint"),
         html.Div(controls, className="controls"),
         dcc.Loading(html.Div([html.Div(id=f"{P}-status", className="status"), grid]), type="default"),
     ])
@@ -65,31 +67,22 @@ def params_of(since, until, code, severity, user, account, partition) -> dict:
 
 
 def register(app) -> None:
-    @app.callback(Output(f"{P}-table", "data"), Output(f"{P}-status", "children"), *INPUTS)
+    @app.callback(Output(f"{P}-table", "rowData"), Output(f"{P}-status", "children"), *INPUTS)
     @common.safe(fallback=lambda: ([], common.ERROR_TEXT))
     def content(*values):
         p = params_of(*values)
         f = common.filters_from({k: (",".join(v) if isinstance(v, list) else v) for k, v in p.items()
                                  if isinstance(v, (str, list))})
         with common.handle() as h:
-            data, total = rows(h, common.scope(), f)
+            data, total = rows(h, common.scope(), f, href=app.get_relative_path("/job"))
         if not total:
             return [], "No flagged jobs in this view for the selected period and filters."
-        return data, f"{total:,} flags" + (f" (showing the first {len(data):,})" if total > len(data) else "")
+        shown = f" (showing the first {len(data):,})" if total > len(data) else ""
+        return data, f"{total:,} flagged job{'s' if total != 1 else ''}{shown}"
 
     @app.callback(Output("url", "search", allow_duplicate=True), *INPUTS, prevent_initial_call=True)
     @common.safe(fallback=lambda: no_update)
     def sync_url(*values):
         return common.make_search(params_of(*values))
 
-    @app.callback(Output("url", "href", allow_duplicate=True), Input(f"{P}-table", "active_cell"),
-                  State(f"{P}-table", "derived_viewport_data"), prevent_initial_call=True)
-    @common.safe(fallback=lambda: no_update)
-    def open_job(cell, viewport):
-        if not cell or not viewport or not 0 <= cell.get("row", -1) < len(viewport):
-            return no_update
-        row = viewport[cell["row"]]
-        cluster, job_id = row.get("cluster"), row.get("job_id_raw")
-        if not isinstance(cluster, str) or not isinstance(job_id, str):
-            return no_update
-        return app.get_relative_path("/job") + common.make_search({"cluster": cluster, "id": job_id})
+    grids.register_download(app, f"{P}-table")

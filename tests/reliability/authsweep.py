@@ -73,7 +73,7 @@ VISIBLE = {ALICE.user: {ALICE}, BOB.user: {BOB}, DAVE.user: {DAVE}, CAROL.user: 
            ROOT_.user: set(PEOPLE)}
 # a stand-in that exists nowhere; answers to it and to a real outsider must not differ
 GHOST = Person("g-user-x0", ("g-acct-x0",), "g-part-x0", "2031-03-05",
-               (("9990001_4", "9990005", "-", "-"),))
+               (("9990001_4", "9990005", "g-jobname-x0", "-"),))
 
 
 def forbidden(viewer: str) -> set[str]:
@@ -230,7 +230,7 @@ def env(tmp_path_factory):
 
 # --- calling the app's callbacks (all sections) ---------------------------------------------------
 
-PAGES = ["/", "/user", "/project", "/users", "/projects", "/flagged", "/job", "/no-such-page"]
+PAGES = ["/", "/user", "/project", "/users", "/projects", "/flagged", "/jobs", "/job", "/no-such-page"]
 
 
 def outputs_of(key: str):
@@ -249,10 +249,16 @@ def body_for(dep: dict, values: dict[str, object]) -> bytes:
 
 
 @pytest.fixture(scope="session")
-def deps(env):
+def all_deps(env):
     r = http(env.header_port, "/_dash-dependencies", headers=env.as_user(ALICE.user))
     Checks.expect(r.status == 200, r.status)
     return json.loads(r.body)
+
+
+@pytest.fixture(scope="session")
+def deps(all_deps):
+    """The callbacks the server runs (a clientside one runs in the browser: its requests are 400)."""
+    return [d for d in all_deps if not d.get("clientside_function")]
 
 
 def post(env, user: str, dep: dict, values: dict) -> tuple[bytes, Reply]:

@@ -48,10 +48,11 @@ KINDS = [
     (r"^url\.pathname$", "path"), (r"^url\.search$", "search"),
     (r"-period\.(start|end)_date$", "date"),
     (r"-user\.value$", "user"), (r"-account\.value$", "account"), (r"-partition\.value$", "partition"),
-    (r"-name\.data$", "name"), (r"^job-key\.data$", "job"),
-    (r"-table\.derived_viewport_data$", "rows"),
-    # these carry no identity: which row was clicked, chart grain and stacking, flag codes and severities
-    (r"-table\.active_cell$", "cell"), (r"-(grain|stack)\.value$", None), (r"-(code|severity)\.value$", None),
+    (r"-name\.data$", "name"), (r"^job-key\.data$", "job"), (r"^search-box\.value$", "query"),
+    # these carry no identity: chart grain and stacking, flag codes, severities and job states, clicks,
+    # the page of My jobs
+    (r"-(grain|stack)\.value$", None), (r"-(code|severity|state)\.value$", None), (r"\.n_(clicks|submit)$", None),
+    (r"^jobs-page\.data$", None),
 ]
 # callbacks none of whose inputs can name a user, project, partition, job or date (none today)
 NO_IDENTIFYING_INPUT: frozenset[str] = frozenset()
@@ -73,8 +74,7 @@ def crafted(kind: str, p: Person) -> list:
         "user": [p.user], "account": [p.accounts[0]], "partition": [p.partition],
         "name": [p.user, p.accounts[0]],
         "job": [{"cluster": "c1", "id": raw}, {"cluster": None, "id": arr}],
-        "rows": [[{"name": p.user, "cluster": "c1", "job_id_raw": raw, "job_id": printed}],
-                 [{"name": p.accounts[0], "cluster": "c1", "job_id_raw": raw}]],
+        "query": [raw, arr, p.jobs[0][2]],
         "search": ["?" + urllib.parse.urlencode(q) for q in (
             {"user": p.user, "account": p.accounts[0], "partition": p.partition, "since": p.day, "until": p.day},
             {"name": p.user}, {"name": p.accounts[0]}, {"cluster": "c1", "id": raw}, {"id": arr})],
@@ -85,19 +85,19 @@ WILD = ["%", "*", "' OR '1'='1' --", "", [BOB.user, ALICE.user, BOB.accounts[0]]
 
 
 def widened(kind: str, w) -> object:
-    if kind in ("user", "account", "partition", "name", "date"):
+    if kind in ("user", "account", "partition", "name", "date", "query"):
         return w
     if kind == "job":
         return {"cluster": w, "id": w}
-    if kind == "rows":
-        return [{"name": w, "cluster": w, "job_id_raw": w}]
+    if kind == "query":
+        return w
     if kind == "search":
         return "?" + urllib.parse.urlencode({k: w for k in ("user", "account", "partition", "name", "id", "cluster",
                                                             "since")}, doseq=True)
     raise AssertionError(kind)
 
 
-NEUTRAL = {"cell": {"row": 0, "column": 0, "column_id": "name"}}
+NEUTRAL: dict[str, object] = {}
 
 
 def requests_for(dep: dict, victim: Person):
@@ -106,7 +106,7 @@ def requests_for(dep: dict, victim: Person):
     props = [f"{d['id']}.{d['property']}" for d in dep["inputs"] + dep["state"]]
     kinds = {p: kind_of(p) for p in props}
     base = {p: NEUTRAL.get(k) for p, k in kinds.items()}
-    ident = [p for p, k in kinds.items() if k not in (None, "cell", "path")]
+    ident = [p for p, k in kinds.items() if k not in (None, "path")]
     if not ident:
         Checks.expect(dep["output"] in NO_IDENTIFYING_INPUT, f"callback {dep['output']} has no identifying input: "
                       "list it in NO_IDENTIFYING_INPUT or classify its inputs")
@@ -123,7 +123,8 @@ def requests_for(dep: dict, victim: Person):
 
 def ghost_to(victim: Person, text: str) -> str:
     pairs = [(GHOST.user, victim.user), (GHOST.accounts[0], victim.accounts[0]), (GHOST.partition, victim.partition),
-             (GHOST.day, victim.day), (GHOST.jobs[0][1], victim.jobs[0][1]), (GHOST.jobs[0][0], victim.jobs[-1][0])]
+             (GHOST.day, victim.day), (GHOST.jobs[0][1], victim.jobs[0][1]), (GHOST.jobs[0][0], victim.jobs[-1][0]),
+             (GHOST.jobs[0][2], victim.jobs[0][2])]
     for g, v in pairs:
         text = text.replace(g, v)
     return text
@@ -166,7 +167,7 @@ def test_every_callback_with_widening_values(env, deps):
             kinds = {p: kind_of(p) for p in props}
             for w in WILD:
                 for page in (PAGES if "path" in kinds.values() else [None]):
-                    values = {p: (page if k == "path" else NEUTRAL.get(k) if k in (None, "cell") else widened(k, w))
+                    values = {p: (page if k == "path" else NEUTRAL.get(k) if k is None else widened(k, w))
                               for p, k in kinds.items()}
                     body, r = post(env, viewer.user, dep, values)
                     where = f"{viewer.user}: {dep['output']} = {w!r} page={page}"
@@ -174,7 +175,7 @@ def test_every_callback_with_widening_values(env, deps):
                     Checks.expect(not leaks(viewer.user, body, r), f"{where}: leaked {leaks(viewer.user, body, r)}")
 
 
-def test_malformed_callback_requests_are_refused(env, deps):
+def test_malformed_callback_requests_are_refused(env, deps, all_deps):
     """Bodies that match no registered callback are a 400 (Dash alone answers them with a 500 and a
     traceback in the log), and carry nothing of anyone's data."""
     job = next(d for d in deps if d["output"] == "job-content.children")
@@ -188,6 +189,10 @@ def test_malformed_callback_requests_are_refused(env, deps):
            json.dumps({**good, "outputs": "x"}).encode(), json.dumps({**good, "changedPropIds": "x"}).encode(),
            json.dumps({**json.loads(body_for(multi, {})), "outputs": []}).encode(),
            json.dumps({**good, "output": multi["output"]}).encode()]
+    # a callback that runs in the browser (a grid's CSV download) has no server side to reach
+    browser_side = [d for d in all_deps if d.get("clientside_function")]
+    assert browser_side, "no clientside callback to try"
+    bad += [body_for(d, {}) for d in browser_side]
     for body in bad:
         r = http(env.header_port, "/_dash-update-component", "POST", env.as_user(ALICE.user), body)
         shown = [m for m in forbidden(ALICE.user) if m in r.body]

@@ -57,7 +57,9 @@ FILE_ROUTES = {"/assets/<path:filename>", "/static/<path:filename>", "/_favicon.
 PAGE_ROUTES = {"/", "/<path:path>"}                       # the index page, for any path
 DATA_ROUTES = {"/_dash-layout", "/_dash-dependencies", "/_dash-update-component", "/_reload-hash"}
 # components that hand out files or links to them; none today (no dcc.Download, no CSV export)
-EXPORTS: frozenset[str] = frozenset()
+# The grids' "Download CSV": the browser writes the rows the grid already holds (AG Grid's CSV export,
+# no request to the server), so what it can hold is what the grid's callback sends: swept above.
+EXPORTS: frozenset[str] = frozenset({"AgGrid#ut-table", "AgGrid#pt-table", "AgGrid#fl-table", "AgGrid#jobs-table"})
 
 
 def url_rules(env) -> set[str]:
@@ -205,7 +207,8 @@ def test_no_page_hands_out_files(env, deps):
     for tree in [shell] + [page_layout(env, deps, ROOT_.user, p, f"?name={BOB.user}") for p in PAGES]:
         for c in walk(tree):
             props = c["props"]
-            if c["type"] in ("Download", "Upload") or props.get("export_format") not in (None, "none"):
+            if (c["type"] in ("Download", "Upload") or props.get("export_format") not in (None, "none")
+                    or props.get("csvExportParams") is not None):
                 found.add(f"{c['type']}#{props.get('id')}")
             href = props.get("href")
             if isinstance(href, str) and href.split("?")[0] not in PAGES:
@@ -344,11 +347,15 @@ def callback_data(env, deps, user: str, output_prefix: str, values: dict | None 
 
 
 def table_names(env, deps, user: str, prefix: str) -> set[str]:
-    return {row["name"] for row in callback_data(env, deps, user, f"..{prefix}-table.data")[f"{prefix}-table"]["data"]}
+    return {row["name"] for row in callback_data(env, deps, user, f"..{prefix}-table.rowData")[f"{prefix}-table"]["rowData"]}
 
 
 def flagged_job_ids(env, deps, user: str) -> set[str]:
-    return {row["job_id"] for row in callback_data(env, deps, user, "..fl-table.data")["fl-table"]["data"]}
+    return {row["job_id"] for row in callback_data(env, deps, user, "..fl-table.rowData")["fl-table"]["rowData"]}
+
+
+def my_job_ids(env, deps, user: str, values: dict) -> set[str]:
+    return {row["job_id"] for row in callback_data(env, deps, user, "..jobs-table.rowData", values)["jobs-table"]["rowData"]}
 
 
 def options(env, deps, user: str, page: str, cid: str) -> set[str]:
@@ -377,6 +384,11 @@ def test_admin_wide_views_are_scoped(env, deps, who):
     Checks.expect(table_names(env, deps, who, "ut") == users, f"{who}: users table")
     Checks.expect(table_names(env, deps, who, "pt") == accounts, f"{who}: projects table")
     Checks.expect(flagged_job_ids(env, deps, who) == jobs, f"{who}: flagged jobs")
+    own = {printed for p in PEOPLE if p.user == who for printed, *_ in p.jobs}
+    # My jobs: the user's own; with the user filter cleared (a lead's or admin's "all") every job in scope
+    Checks.expect(my_job_ids(env, deps, who, {"jobs-user.value": who}) == own, f"{who}: my jobs")
+    Checks.expect(my_job_ids(env, deps, who, {}) == (own if who in (ALICE.user, BOB.user, DAVE.user) else jobs),
+                  f"{who}: all jobs of the scope")
     Checks.expect(options(env, deps, who, "/flagged", "fl-user") == users, f"{who}: user filter options")
     Checks.expect(options(env, deps, who, "/flagged", "fl-account") == accounts, f"{who}: project filter options")
     Checks.expect(options(env, deps, who, "/", "ov-partition") == partitions, f"{who}: partition filter options")

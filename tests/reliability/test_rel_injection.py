@@ -188,16 +188,16 @@ def test_dashboard_job_page_shows_names_as_text(dash_client, hostile):
                                                                                "text", "x", "y", "name"), (ctype, prop)
 
 
-@pytest.mark.parametrize("key,path", [("..fl-table.data...fl-status.children..", "/flagged"),
-                                      ("..ut-table.data...ut-status.children..", "/users"),
-                                      ("..pt-table.data...pt-status.children..", "/projects")])
+@pytest.mark.parametrize("key,path", [("..fl-table.rowData...fl-status.children..", "/flagged"),
+                                      ("..ut-table.rowData...ut-status.children..", "/users"),
+                                      ("..pt-table.rowData...pt-status.children..", "/projects")])
 def test_dashboard_tables_show_payloads_as_text(dash_client, key, path):
     app, client = dash_client
     page = json.dumps(_post(app, client, "page.children", {"url.pathname": path, "url.search": ""}))
     assert '"presentation": "markdown"' not in page and "dangerously_allow_html" not in page
     assert "markdown_options" not in page or '"html": true' not in page
     data = _post(app, client, key, {})
-    rows = next(iter(data["response"].values()))["data"]
+    rows = next(iter(data["response"].values()))["rowData"]
     cells = [v for r in rows for v in r.values() if isinstance(v, str)]
     assert any(c in PAYLOADS for c in cells), "no hostile value in the table"
 

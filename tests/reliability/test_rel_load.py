@@ -62,10 +62,10 @@ class Client:
             return r.status, r.read().decode()
 
     def flagged(self) -> tuple[int, str]:
-        key = "..fl-table.data...fl-status.children.."
+        key = "..fl-table.rowData...fl-status.children.."
         ins = ["fl-period.start_date", "fl-period.end_date", "fl-code.value", "fl-severity.value", "fl-user.value",
                "fl-account.value", "fl-partition.value"]
-        body = {"output": key, "outputs": [{"id": "fl-table", "property": "data"},
+        body = {"output": key, "outputs": [{"id": "fl-table", "property": "rowData"},
                                            {"id": "fl-status", "property": "children"}],
                 "inputs": [{"id": p.split(".")[0], "property": p.split(".")[1], "value": None} for p in ins],
                 "changedPropIds": ins[:1]}

@@ -1,0 +1,89 @@
+"""The dashboard's tables: dash-ag-grid grids with one look and one CSV download.
+
+Columns are text, numbers (right-aligned, thousands separators, a unit) or links to a page of the
+dashboard. Cells are rendered as text by the grid (never as HTML); a link cell is an <a> made by
+the JobsightLink renderer (assets/dashAgGridFunctions.js) around the cell's text, to a path the
+server built (the row's ``href`` field), never to one from the data.
+
+Every grid has a "Download CSV" button: the grid's own CSV export of its rows (after the grid's
+filters and sorting, all pages), with numbers as they are stored and every text cell passed
+through jobsightCsvCell, the formula guard of analytics/render.csv_safe: a cell a spreadsheet would
+run as a formula (= + - @, after leading blanks and controls) starts with an apostrophe.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import dash_ag_grid as dag
+from dash import Input, Output, html
+
+CSV_CELL = {"function": "jobsightCsvCell(params)"}
+
+
+def text(field: str, header: str, wrap: bool = False, width: int | None = None, **extra: Any) -> dict:
+    col = {"field": field, "headerName": header, "cellDataType": "text", "filter": "agTextColumnFilter"}
+    if wrap:        # a long text: fixed width, wrapped, the row as tall as it needs
+        col.update(wrapText=True, autoHeight=True, width=width or 380, minWidth=200)
+    elif width:
+        col["minWidth"] = width
+    return {**col, **extra}
+
+
+def num(field: str, header: str, digits: int = 1, unit: str = "", **extra: Any) -> dict:
+    """A number column: right-aligned, e.g. 12,345.6 with ``unit`` (" %", " h") after it."""
+    unit = unit.replace("\\", "").replace("'", "")
+    return {"field": field, "headerName": header, "cellDataType": "number", "type": "rightAligned",
+            "filter": "agNumberColumnFilter",
+            "valueFormatter": {"function": f"jobsightNumber(params.value, {int(digits)}, '{unit}')"}, **extra}
+
+
+def link(field: str, header: str, href_field: str = "href", **extra: Any) -> dict:
+    """A text column whose cells link to the row's ``href_field`` (a path of this app)."""
+    return {**text(field, header, **extra), "cellRenderer": "JobsightLink",
+            "cellRendererParams": {"hrefField": href_field}}
+
+
+DEFAULT_COLUMN = {"sortable": True, "resizable": True, "floatingFilter": True, "minWidth": 70}
+# a page of rows the server chose: sorting or filtering it in the browser would only reorder the page
+STATIC_COLUMN = {"sortable": False, "resizable": True, "minWidth": 70}
+
+
+def grid(grid_id: str, columns: list[dict], file_name: str, page_size: int = 50,
+         sort: tuple[str, str] | None = None, paginate: bool = True, static: bool = False,
+         **options: Any) -> html.Div:
+    """The grid ``grid_id`` (its rows: the ``rowData`` a callback sets) with its download button
+    ``<grid_id>-csv`` (wired by :func:`register_download`). ``static``: no sorting or filtering
+    (rows paged by the server); ``options``: more AG Grid options."""
+    if static:
+        columns = [{**c, "filter": False} for c in columns]
+    if sort:
+        columns = [{**c, "sort": sort[1]} if c["field"] == sort[0] else c for c in columns]
+    grid_options = {"pagination": paginate, "paginationPageSize": page_size,
+                    "paginationPageSizeSelector": False, "domLayout": "autoHeight", "animateRows": False,
+                    "enableCellTextSelection": True, "ensureDomOrder": True, "suppressCellFocus": True,
+                    "suppressColumnVirtualisation": True, **options}
+    table = dag.AgGrid(
+        id=grid_id, rowData=[], columnDefs=columns, dashGridOptions=grid_options,
+        defaultColDef=STATIC_COLUMN if static else DEFAULT_COLUMN,
+        # every column as wide as its content, but the wrapped texts
+        columnSize="autoSize", columnSizeOptions={"keys": [c["field"] for c in columns if not c.get("wrapText")]},
+        csvExportParams={"fileName": file_name, "processCellCallback": CSV_CELL},
+        style={"width": "100%"}, className="grid")
+    return html.Div([
+        html.Div(html.Button("Download CSV", id=f"{grid_id}-csv", className="csv-button", n_clicks=0,
+                             title="The grid's rows (after its filters and sorting) as a CSV file"),
+                 className="grid-tools"),
+        table,
+    ], className="grid-box")
+
+
+def register_download(app, grid_id: str) -> None:
+    """The button exports in the browser: a client-side callback, no request to the server."""
+    app.clientside_callback(
+        "function (n) { return n ? true : window.dash_clientside.no_update; }",
+        Output(grid_id, "exportDataAsCsv"), Input(f"{grid_id}-csv", "n_clicks"), prevent_initial_call=True)
+
+
+def records(df) -> list[dict]:
+    """A data frame as grid rows: missing values as null, numbers as numbers."""
+    return df.astype(object).where(df.notna(), None).to_dict("records")
