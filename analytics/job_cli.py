@@ -1,10 +1,12 @@
 """`jobsight job`: one job, seff/jobstats style: efficiencies, GPU table, SBU, flags and advice, and
-what the request that would have fit is charged (job_savings)."""
+what the request that would have fit is charged (job_savings). A multi-node job gets one CPU and
+memory line per node (from the sidecar's samples). A job with samples but no accounting yet gets
+its samples' summary and says that the accounting is missing (analytics/job_samples.py)."""
 from __future__ import annotations
 
 import argparse
 
-from jobsight.analytics import render
+from jobsight.analytics import job_samples, render
 from jobsight.analytics.errors import UserError
 from jobsight.analytics.query_filters import add_db_options
 
@@ -16,23 +18,27 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=("text", "json"), default="text")
 
 
-def find_job(db, job: str, cluster: str | None) -> dict:
+def _one_cluster(job: str, clusters: set[str]) -> None:
+    if len(clusters) > 1:
+        raise UserError(f"job {job!r} exists on clusters {', '.join(sorted(clusters))}: pass --cluster")
+
+
+def find_job(db, job: str, cluster: str | None) -> dict | None:
+    """The job's job_metrics row; None when no accounting names it."""
     sql = "SELECT * FROM job_metrics WHERE (job_id = ? OR job_id_raw = ?)"
     params = [job, job]
     if cluster:
         sql += " AND cluster = ?"
         params.append(cluster)
     rows = db.rows(sql + " ORDER BY job_id = ? DESC", params + [job])
-    if not rows:
-        raise UserError(f"no job {job!r} in the database" + (f" on cluster {cluster!r}" if cluster else ""))
-    clusters = {r["cluster"] for r in rows}
-    if len(clusters) > 1:
-        raise UserError(f"job {job!r} exists on clusters {', '.join(sorted(clusters))}: pass --cluster")
-    return rows[0]
+    _one_cluster(job, {r["cluster"] for r in rows})
+    return rows[0] if rows else None
 
 
 def job_details(db, job: str, cluster: str | None) -> dict:
     m = find_job(db, job, cluster)
+    if m is None:
+        return samples_only(db, job, cluster)
     key = [m["cluster"], m["job_id_raw"]]
     m["flags"] = db.rows("SELECT code, severity, message, advice FROM job_flags "
                                      "WHERE cluster = ? AND job_id_raw = ? ORDER BY severity, code", key)
@@ -42,14 +48,32 @@ def job_details(db, job: str, cluster: str | None) -> dict:
     m["steps"] = db.rows("SELECT step_id, step_name, state, exit_code, elapsed_s, ncpus, ntasks, cpu_time_s, "
                                      "max_rss_bytes, mem_usage_tot_bytes FROM steps WHERE cluster = ? AND job_id_raw = ? "
                                      "ORDER BY start_time NULLS LAST, step_id", key)
-    series = db.execute("SELECT device, list(util_pct ORDER BY time) FROM samples WHERE cluster = ? AND job_id_raw = ? "
-                         "GROUP BY device ORDER BY device = 'cpu' DESC, device", key).fetchall()
-    m["series"] = {dev: vals for dev, vals in series}
+    m["series"] = job_samples.series(db, *key)
     saved = db.rows("SELECT fitted_request, sbu_if_fitted, savings_sbu, savings_note, fitted_partition, fitted_ncpus, "
                     "fitted_ngpus, fitted_mem_bytes, fitted_timelimit_s, fitted_billing FROM job_savings "
                     "WHERE cluster = ? AND job_id_raw = ?", key)
     m["savings"] = saved[0] if saved else None
+    hosts = db.value("SELECT count(DISTINCT host) FROM samples WHERE cluster = ? AND job_id_raw = ? AND device = 'cpu'", key)
+    m["nodes"] = job_samples.per_node(db, *key) if hosts > 1 or (m.get("nnodes") or 0) > 1 else []
+    m["pending"] = db.rows("SELECT owner_uid, owner_user, count(*) AS n_samples FROM sample_pending "
+                           "WHERE cluster = ? AND job_id_raw = ? GROUP BY ALL ORDER BY owner_uid", key)
     return m
+
+
+def samples_only(db, job: str, cluster: str | None) -> dict:
+    """A job no accounting names yet, from its samples: those that will count when it arrives and
+    those held under the trust model. UserError when there are none either."""
+    found = job_samples.find(db, job, cluster)
+    if not found:
+        raise UserError(f"no job {job!r} in the database" + (f" on cluster {cluster!r}" if cluster else "")
+                        + ": no accounting and no samples")
+    _one_cluster(job, {c for c, _j, _w in found})
+    c, raw = found[0][0], found[0][1]
+    out = {"cluster": c, "job_id_raw": raw, "accounting": None}
+    for which in ("sample", "pending"):
+        out[{"sample": "samples", "pending": "pending_samples"}[which]] = (
+            job_samples.summary(db, c, raw, which) if any(w == which for _c, _j, w in found) else None)
+    return out
 
 
 def _hms(seconds) -> str:
@@ -72,7 +96,74 @@ def _pct(v, source=None) -> str:
     return f"{v:.1f}%" + (f"  [{source}]" if source else "")
 
 
+def _node_lines(nodes: list[dict], nnodes=None) -> list[str]:
+    """One CPU and memory line per node, as jobstats prints them."""
+    t = render.terminal_safe
+    if not nodes:
+        return [] if (nnodes or 0) <= 1 else ["", f"Per node: no CPU samples of its {nnodes} nodes "
+                                              "(the sidecar records one CPU and memory series per node)"]
+    width = max(len(t(n["host"])) for n in nodes)
+    out = ["", "Per node (sidecar):"]
+    for n in nodes:
+        limit = f" of {_gib(n['mem_limit_bytes'])}" if n["mem_limit_bytes"] else ""
+        out.append(f"  {t(n['host']):<{width}}  CPU {_pct(n['cpu_util_pct'])}   memory peak {_gib(n['mem_peak_bytes'])}"
+                   f"{limit}   ({n['n_samples']} samples)")
+    return out
+
+
+GPU_TABLE = ["host", "gpu_index", "device", "util_mean_pct", "util_max_pct", "mem_peak_gib", "mem_total_gib", "n_samples"]
+GPU_HEADERS = ["host", "gpu", "device", "util mean %", "util max %", "mem peak GiB", "mem total GiB", "samples"]
+
+
+def _gpu_lines(gpus: list[dict]) -> list[str]:
+    if not gpus:
+        return []
+    rows = [{**g, **{f"{k}_gib": None if g[f"{k}_bytes"] is None else g[f"{k}_bytes"] / 2**30
+                     for k in ("mem_peak", "mem_total")}} for g in gpus]
+    return ["", "GPUs:", render.table(rows, GPU_TABLE, GPU_HEADERS)]
+
+
+def _series_lines(series: dict) -> list[str]:
+    t = render.terminal_safe
+    if not series:
+        return []
+    lines = ["", "Utilisation over time (0-100%):"]
+    labels = {dev: "CPU" if dev == "cpu" else t(dev[:-4]) + " CPU" if dev.endswith(" cpu") else t(dev)[:20]
+              for dev in series}
+    width = max(12, *(len(v) for v in labels.values()))
+    for dev, vals in series.items():
+        lines.append(f"  {labels[dev]:<{width}} {render.sparkline(vals)}")
+    return lines
+
+
+def _owner(o: dict) -> str:
+    return f"{render.terminal_safe(o['owner_user'])} (uid {o['owner_uid']})" if o["owner_user"] else f"uid {o['owner_uid']}"
+
+
+def samples_report(m: dict) -> str:
+    """A job with samples and no accounting: what its samples show, and why none of it counts yet."""
+    t = render.terminal_safe
+    lines = [f"Job ID: {t(m['job_id_raw'])}   Cluster: {t(m['cluster'])}",
+             "Accounting: missing. No sacct, seff, PBS or LSF record of this job is in the database yet, so it has",
+             "no SBU, efficiencies or flags, and its samples are in no report. Ingest its accounting (e.g.",
+             "`jobsight ingest --from-sacct`) and they count."]
+    for key, title in (("samples", "Samples (counted once the accounting arrives)"),
+                       ("pending_samples", "Samples held, NOT counted (trust model, docs/ingest.md)")):
+        s = m.get(key)
+        if not s:
+            continue
+        lines += ["", f"{title}: {s['n_samples']} samples, {render.cell(s['first_time'])} to "
+                      f"{render.cell(s['last_time'])} (UTC)"]
+        if key == "pending_samples":
+            lines.append("  from files of " + ", ".join(f"{_owner(o)}: {o['n_samples']}" for o in s["owners"])
+                         + "; they count only if the accounting shows the job is that user's")
+        lines += _node_lines(s["nodes"]) + _gpu_lines(s["gpus"]) + _series_lines(s["series"])
+    return "\n".join(lines)
+
+
 def text_report(m: dict) -> str:
+    if m.get("accounting", True) is None:
+        return samples_report(m)
     t = render.terminal_safe
     gpus = f"{m['ngpus']} x {t(m['gpu_type'])}" if m.get("ngpus") and m.get("gpu_type") else str(m.get("ngpus") or 0)
     lines = [
@@ -97,14 +188,11 @@ def text_report(m: dict) -> str:
     wasted = "unknown" if m["wasted_sbu"] is None else f"{m['wasted_sbu']:.1f}"
     lines.append(f"SBU: {m['sbu']:.1f} [{m['sbu_source']}]   wasted: {wasted}  (charged for {m['charge_driver']})"
                  if m["sbu"] is not None else "SBU: unknown")
-    if m["gpus"]:
-        lines += ["", "GPUs:", render.table(m["gpus"], ["host", "gpu_index", "device", "util_mean_pct", "util_max_pct",
-                                                        "mem_peak_bytes", "mem_total_bytes", "n_samples"])]
-    if m["series"]:
-        lines += ["", "Utilisation over time (0-100%):"]
-        for dev, vals in m["series"].items():
-            label = "CPU " if dev == "cpu" else f"{t(dev)[:12]:<12}"
-            lines.append(f"  {label:<12} {render.sparkline(vals)}")
+    lines += _node_lines(m.get("nodes") or [], m.get("nnodes")) + _gpu_lines(m["gpus"]) + _series_lines(m["series"])
+    if m.get("pending"):
+        lines += ["", "Held samples, not counted: " + ", ".join(f"{o['n_samples']} from files of {_owner(o)}"
+                                                            for o in m["pending"])
+                  + " (a user's samples count only for their own jobs: docs/ingest.md, trust model)"]
     if m["flags"]:
         lines += ["", "Flags:"]
         for f in m["flags"]:
