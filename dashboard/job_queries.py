@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from jobsight.analytics.database import Database
-from jobsight.dashboard.queries import OPTIONAL_JOB_COLUMNS, SEVERITY_RANK, Scope, columns
+from jobsight.dashboard.queries import SEVERITY_RANK, Scope, keyed, with_savings
 
 ORDER = "start_time DESC NULLS LAST, cluster, job_id_raw"
 LIST_COLUMNS = ["cluster", "job_id", "job_id_raw", "job_name", "user", "account", "partition", "state",
@@ -43,33 +43,19 @@ class JobFilter:
         return " WHERE " + " AND ".join(clauses), params
 
 
-def _keyed(keys: list[tuple]) -> tuple[str, list]:
-    """A condition selecting the rows of ``keys`` (start_time, cluster, job_id_raw): the ids, within
-    the start times they span (every time when one of them never started)."""
-    starts = [k[0] for k in keys if k[0] is not None]
-    cond, params = "list_contains(?::VARCHAR[], cluster) AND list_contains(?::VARCHAR[], job_id_raw)", \
-        [sorted({k[1] for k in keys}), sorted({k[2] for k in keys})]
-    if starts and len(starts) == len(keys):
-        cond += " AND start_time BETWEEN ? AND ?"
-        params += [min(starts), max(starts)]
-    return cond, params
-
-
 def job_list(h: Database, scope: Scope, jf: JobFilter, offset: int = 0, limit: int = 100) -> tuple[pd.DataFrame, int]:
     """The jobs in scope matching ``jf``, newest first (jobs that never started last), rows
-    ``offset`` to ``offset + limit``, and how many match in all. Columns: LIST_COLUMNS, those of
-    OPTIONAL_JOB_COLUMNS the database has, and codes (the job's flags, alarms first)."""
+    ``offset`` to ``offset + limit``, and how many match in all. Columns: LIST_COLUMNS, codes (the
+    job's flags, alarms first), and savings_sbu, savings_note when the database has savings."""
     table = "job_flags" if jf.code else "job_metrics"     # one flag row per job and code
     w, p = jf.where(scope)
     total = int(h.value(f"SELECT count(*) FROM {table}{w}", p) or 0)
-    have = columns(h, "job_metrics")
-    cols = LIST_COLUMNS + [c for c in OPTIONAL_JOB_COLUMNS if c in have]
-    empty = pd.DataFrame(columns=cols + ["codes"])
+    cols = LIST_COLUMNS
     if not total or offset >= total:
-        return empty, total
+        return with_savings(h, scope, pd.DataFrame(columns=cols + ["codes"])), total
     keys = h.execute(f"SELECT start_time, cluster, job_id_raw FROM {table}{w} ORDER BY {ORDER} LIMIT ? OFFSET ?",
                      p + [int(limit), int(offset)]).fetchall()
-    cond, kp = _keyed(keys)
+    cond, kp = keyed(keys)
     sc, sp = scope.sql()
     select = ", ".join(f'"{c}"' for c in cols)
     df = h.df(f"SELECT {select} FROM job_metrics WHERE {sc} AND {cond}", sp + kp)
@@ -78,7 +64,7 @@ def job_list(h: Database, scope: Scope, jf: JobFilter, offset: int = 0, limit: i
     order = pd.DataFrame([(c, j, i) for i, (_t, c, j) in enumerate(keys)], columns=["cluster", "job_id_raw", "_pos"])
     df = order.merge(df, on=["cluster", "job_id_raw"]).merge(flags, how="left", on=["cluster", "job_id_raw"])
     df["codes"] = [[str(c) for c in v] if isinstance(v, (list, tuple)) or hasattr(v, "tolist") else [] for v in df["codes"]]
-    return df.sort_values("_pos")[cols + ["codes"]].reset_index(drop=True), total
+    return with_savings(h, scope, df.sort_values("_pos")[cols + ["codes"]].reset_index(drop=True)), total
 
 
 def job_list_options(h: Database, scope: Scope, user: str | None) -> dict[str, list[str]]:

@@ -123,16 +123,20 @@ def _flag_filter(f: Filters) -> tuple[str, list]:
 def totals(h: Database, scope: Scope, f: Filters) -> dict[str, float]:
     """Totals for the period: SBU, wasted SBU, core/GPU-hours and idle-GPU hours (GPU-hours on
     devices counted idle, job_metrics.idle_gpus), all split by day as the reports split them; jobs
-    that ran in the period and how many of them are flagged."""
+    that ran in the period and how many of them are flagged; what following the advice would have
+    saved (savings_sbu) and its share of the SBU whose savings are known (savings_pct, None when none
+    are), as `jobsight usage` gives them."""
     w, p = f.where(scope)
     r = h.execute(
         "SELECT COALESCE(sum(sbu), 0), COALESCE(sum(wasted_sbu), 0), COALESCE(sum(core_hours), 0), "
         "COALESCE(sum(gpu_hours), 0), COALESCE(sum(idle_gpu_hours), 0), "
         "COALESCE(dash_jobs_in_period(jobs_first, jobs_running, day, ?), 0), "
-        "COALESCE(dash_jobs_in_period(flagged_first, flagged_running, day, ?), 0) "
+        "COALESCE(dash_jobs_in_period(flagged_first, flagged_running, day, ?), 0), "
+        "COALESCE(sum(savings_sbu), 0), sum(savings_sbu) * 100.0 / NULLIF(sum(savings_w), 0) "
         f"FROM dash_day{w}", [f.since_ts, f.since_ts] + p).fetchone()
     return {"sbu": float(r[0]), "wasted_sbu": float(r[1]), "core_hours": float(r[2]), "gpu_hours": float(r[3]),
-            "idle_gpu_hours": float(r[4]), "jobs": int(r[5]), "flagged_jobs": int(r[6])}
+            "idle_gpu_hours": float(r[4]), "jobs": int(r[5]), "flagged_jobs": int(r[6]),
+            "savings_sbu": float(r[7]), "savings_pct": None if r[8] is None else float(r[8])}
 
 
 def usage_over_time(h: Database, scope: Scope, f: Filters, grain: str = "day",
@@ -185,7 +189,8 @@ def flag_counts(h: Database, scope: Scope, f: Filters) -> pd.DataFrame:
 # --- users / projects -----------------------------------------------------------------------
 
 def entity_table(h: Database, scope: Scope, f: Filters, by: str = "user") -> pd.DataFrame:
-    """One row per user or per account (project): jobs, SBU, wasted SBU, GPU-hours, core-hours,
+    """One row per user or per account (project): jobs, SBU, wasted SBU, SBU the advice would have
+    saved, GPU-hours, core-hours,
     CPU efficiency, GPU utilisation, memory and time efficiency (the reports' allocation-weighted
     means: by core-hours, GPU-hours, GiB-hours and SBU), flagged jobs. Only jobs inside the scope
     count."""
@@ -197,6 +202,7 @@ def entity_table(h: Database, scope: Scope, f: Filters, by: str = "user") -> pd.
     SELECT COALESCE({col}, '(none)') AS name,
            dash_jobs_in_period(jobs_first, jobs_running, day, ?)::BIGINT AS jobs,
            round(COALESCE(sum(sbu), 0), 2) AS sbu, round(COALESCE(sum(wasted_sbu), 0), 2) AS wasted_sbu,
+           round(COALESCE(sum(savings_sbu), 0), 2) AS savings_sbu,
            round(sum(gpu_hours), 2) AS gpu_hours, round(sum(core_hours), 2) AS core_hours,
            round(sum(cpu_x_w) / NULLIF(sum(cpu_w), 0), 1) AS cpu_eff_pct,
            round(sum(gpu_x_w) / NULLIF(sum(gpu_w), 0), 1) AS gpu_util_pct,
@@ -212,22 +218,51 @@ def entity_table(h: Database, scope: Scope, f: Filters, by: str = "user") -> pd.
 
 FLAGGED_COLUMNS = ["cluster", "job_id", "job_id_raw", "job_name", "user", "account", "partition", "state",
                    "start_time", "sbu", "wasted_sbu"]
-# per-job columns shown when the database has them
-OPTIONAL_JOB_COLUMNS = ("savings_sbu",)
 
 
-def columns(h: Database, table: str) -> list[str]:
-    return [d[0] for d in h.execute(f"SELECT * FROM {table} LIMIT 0").description]
+def keyed(keys: list[tuple]) -> tuple[str, list]:
+    """A condition selecting the rows of jobs ``keys`` (start_time, cluster, job_id_raw): their ids,
+    within the start times they span (tables stored by start time skip the other row groups; every
+    time when one of them never started)."""
+    starts = [k[0] for k in keys if k[0] is not None and not pd.isna(k[0])]
+    cond = "list_contains(?::VARCHAR[], cluster) AND list_contains(?::VARCHAR[], job_id_raw)"
+    params: list = [sorted({k[1] for k in keys}), sorted({k[2] for k in keys})]
+    if starts and len(starts) == len(keys):
+        cond += " AND start_time BETWEEN ? AND ?"
+        params += [min(starts), max(starts)]
+    return cond, params
+
+
+def savings(h: Database, scope: Scope, keys: list[tuple]) -> pd.DataFrame | None:
+    """What following the advice would have saved, per job of ``keys`` that has advice (job_savings:
+    savings_sbu NULL when unknown, and savings_note why); None when the database has no savings.
+    Columns: cluster, job_id_raw, savings_sbu, savings_note."""
+    if "job_savings" not in h.tables:
+        return None
+    if not keys:
+        return pd.DataFrame(columns=["cluster", "job_id_raw", "savings_sbu", "savings_note"])
+    sc, p = scope.sql()
+    cond, kp = keyed(keys)
+    return h.df(f"SELECT cluster, job_id_raw, savings_sbu, savings_note FROM job_savings WHERE {sc} AND {cond}", p + kp)
+
+
+def with_savings(h: Database, scope: Scope, df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` (rows of jobs: start_time, cluster, job_id_raw) with savings_sbu and savings_note, when
+    the database has savings."""
+    got = savings(h, scope, list(zip(df["start_time"], df["cluster"], df["job_id_raw"])))
+    if got is None:
+        return df
+    return df.merge(got, how="left", on=["cluster", "job_id_raw"])
 
 
 def flagged_jobs(h: Database, scope: Scope, f: Filters, limit: int = 500) -> tuple[pd.DataFrame, int]:
     """The flagged jobs in scope that ran in the period, one row per job with its flags (those that
     match the flag and severity filters), most wasted SBU first (at most ``limit``), and how many
-    there are in all. Columns: FLAGGED_COLUMNS, those of OPTIONAL_JOB_COLUMNS the database has,
-    severity (the highest), and codes, severities, messages, advice: lists, alarms first."""
+    there are in all. Columns: FLAGGED_COLUMNS, severity (the highest), codes, severities,
+    messages, advice (lists, alarms first), and savings_sbu, savings_note when the database has
+    savings."""
     fw, fp = _flag_filter(f)
-    have = columns(h, "job_flags")
-    job_cols = FLAGGED_COLUMNS + [c for c in OPTIONAL_JOB_COLUMNS if c in have]
+    job_cols = FLAGGED_COLUMNS
     cols = ", ".join(f'"{c}"' for c in job_cols + ["code", "severity", "message", "advice"])
     if (scope.role == "admin" and limit <= h.value("SELECT dash_flag_top_n()")
             and not (f.user or f.account or f.partition or f.codes or f.severities)):
@@ -252,7 +287,8 @@ def flagged_jobs(h: Database, scope: Scope, f: Filters, limit: int = 500) -> tup
               f"CASE min({SEVERITY_RANK}) WHEN 0 THEN 'alarm' WHEN 1 THEN 'warn' ELSE 'info' END AS severity, "
               f"{lists} FROM ({src}) GROUP BY cluster, job_id_raw) ORDER BY {JOB_ORDER} LIMIT ?",
               params + [int(limit)])
-    return df[job_cols + ["severity", "codes", "severities", "messages", "advice"]], flagged_count(h, scope, f)
+    df = with_savings(h, scope, df[job_cols + ["severity", "codes", "severities", "messages", "advice"]])
+    return df, flagged_count(h, scope, f)
 
 
 def flagged_count(h: Database, scope: Scope, f: Filters) -> int:

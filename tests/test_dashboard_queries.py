@@ -18,13 +18,15 @@ import shutil
 from pathlib import Path
 
 import duckdb
+import pandas as pd
 import pytest
 
 from jobsight.analytics import store
 from jobsight.analytics.config import parse_config
 from jobsight.analytics.database import Database
 from jobsight.analytics.snapshot import SnapshotReader, publish
-from jobsight.dashboard import figures, queries
+from jobsight.dashboard import figures, job_queries, queries
+from jobsight.dashboard.job_queries import JobFilter
 from jobsight.dashboard.queries import Filters, Scope
 
 GiB = 2**30
@@ -166,6 +168,44 @@ def test_flagged_jobs_grid_filters(h):
     assert total == 1 and df["job_id"].tolist() == ["1"]
     assert queries.flagged_jobs(h, ALICE, Filters(user="bob"))[1] == 0
     assert queries.flagged_jobs(h, ADMIN, Filters(), limit=1)[0]["job_id"].tolist() == ["4"]
+
+
+def test_flagged_jobs_carry_what_the_advice_would_save(h):
+    df = queries.flagged_jobs(h, ADMIN, Filters())[0].set_index("job_id")
+    assert df.loc["2", "savings_sbu"] == 0.0                            # the fitted request costs the same
+    assert pd.isna(df.loc["1", "savings_sbu"]) and "TRESBillingWeights" in df.loc["1", "savings_note"]   # unknown
+
+
+def test_my_jobs_newest_first_filtered_and_paged(h):
+    def ids(scope, jf=None, offset=0, limit=100):
+        df, total = job_queries.job_list(h, scope, jf or JobFilter(), offset, limit)
+        return df["job_id"].tolist(), total
+    assert ids(ALICE) == (["1"], 1)
+    assert ids(ADMIN) == (["3", "1", "2", "4"], 4)                     # job 3 started a day later
+    assert ids(ADMIN, offset=1, limit=2) == (["1", "2"], 4) and ids(ADMIN, offset=9) == ([], 4)
+    assert ids(ALICE, JobFilter(user="bob")) == ([], 0)                # another user's: as if none
+    assert ids(DAVE_LEADS_A) == (["3", "1"], 2)
+    assert ids(ADMIN, JobFilter(code="gpu_idle")) == (["4"], 1)
+    assert ids(ADMIN, JobFilter(state="COMPLETED", partition="gpu")) == (["2", "4"], 2)
+    assert ids(ADMIN, JobFilter(user="bob", code="cpu_low_eff")) == ([], 0)
+    df = job_queries.job_list(h, ADMIN, JobFilter(user="bob"))[0].set_index("job_id")
+    assert df.loc["4", "codes"] == ["gpu_idle", "gpu_unused_devices", "gpu_fits_smaller"] and df.loc["2", "job_name"] == XSS
+    assert df.loc["4", "sbu"] == pytest.approx(400) and df.loc["2", "gpu_util_pct"] == pytest.approx(10)
+    assert "savings_sbu" in df.columns
+    assert job_queries.job_list_options(h, ALICE, None) == {"state": ["COMPLETED"], "partition": ["cpu"],
+                                                            "code": ["cpu_low_eff", "cpu_serial_on_many", "mem_oversized"]}
+
+
+def test_search_by_id_or_name_is_scoped(h):
+    def found(scope, text):
+        df, by_id = job_queries.find_jobs(h, scope, text)
+        return df["job_id"].tolist(), by_id
+    assert found(ALICE, "1") == (["1"], True)
+    assert found(ALICE, "2") == found(ALICE, "no-such-job") == ([], False)     # bob's job: as if none
+    assert found(ALICE, " PRE ") == (["1"], False)                      # part of the name, any case
+    assert found(BOB, "<img") == (["2"], False) and found(ADMIN, "2") == (["2"], True)
+    assert found(ALICE, "%") == ([], False) and found(ALICE, "") == ([], False)   # no wildcards
+    assert found(DAVE_LEADS_A, "3") == (["3"], True)
 
 
 def test_flag_counts_and_histogram(h):

@@ -14,7 +14,8 @@ COLUMNS = [grids.link("job_id", "Job", pinned="left", minWidth=110),
            grids.text("severity", "Severity", cellClassRules={"severity-alarm": {"function": "params.value === 'alarm'"}}),
            grids.text("codes", "Flags", wrap=True, width=200),
            grids.num("wasted_sbu", "Wasted", 2, " SBU"), grids.num("sbu", "SBU", 2, " SBU")]
-SAVINGS = grids.num("savings_sbu", "Savings", 2, " SBU")
+# what following the advice would have saved (blank: no advice, or unknown: the tooltip says why)
+SAVINGS = grids.num("savings_sbu", "Savings", 2, " SBU", tooltipField="savings_note")
 MORE = [grids.text("user", "User"), grids.text("account", "Project"), grids.text("partition", "Partition"),
         grids.text("job_name", "Job name"), grids.text("state", "State"), grids.text("start_time", "Start (UTC)"),
         grids.text("messages", "Messages", wrap=True, cellStyle=PRE), grids.text("advice", "Advice", wrap=True, cellStyle=PRE)]
@@ -44,7 +45,7 @@ def layout(params: dict[str, str], scope: Scope) -> html.Div:
                 common.dropdown(P, "severity", "Severity", common.SEVERITIES, sevs, multi=True)]
     controls += common.scope_filter_controls(P, params, opts)
     with common.handle() as h:
-        savings = [SAVINGS] if "savings_sbu" in queries.columns(h, "job_flags") else []
+        savings = [SAVINGS] if "job_savings" in h.tables else []
     grid = grids.grid(f"{P}-table", COLUMNS + savings + MORE, "flagged-jobs.csv", page_size=25)
     return html.Div([
         html.H2("Flagged jobs"),

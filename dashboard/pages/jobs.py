@@ -15,7 +15,8 @@ MAX_PAGE = 10**6
 COLUMNS = [grids.link("job_id", "Job", pinned="left", minWidth=110), grids.text("job_name", "Name"),
            grids.text("state", "State"), grids.text("start_time", "Start (UTC)"),
            grids.num("sbu", "SBU", 2, " SBU"), grids.num("wasted_sbu", "Wasted", 2, " SBU")]
-SAVINGS = grids.num("savings_sbu", "Savings", 2, " SBU")
+# what following the advice would have saved (blank: no advice, or unknown: the tooltip says why)
+SAVINGS = grids.num("savings_sbu", "Savings", 2, " SBU", tooltipField="savings_note")
 MORE = [grids.num("cpu_eff_pct", "CPU eff", 1, " %"), grids.num("gpu_util_pct", "GPU util", 1, " %"),
         grids.num("mem_eff_pct", "Mem eff", 1, " %"), grids.num("time_eff_pct", "Time eff", 1, " %"),
         grids.text("codes", "Flags"), grids.num("elapsed_h", "Elapsed", 2, " h"), grids.num("ncpus", "Cores", 0),
@@ -57,7 +58,7 @@ def layout(params: dict[str, str], scope: Scope) -> html.Div:
         # a lead or admin starts from their own jobs when they have any, else from all they can see
         user = params.get("user") if params.get("user") in opts["user"] else \
             scope.user if wide and job_queries.has_jobs(h, scope, scope.user) else None
-        savings = [SAVINGS] if "savings_sbu" in queries.columns(h, "job_metrics") else []
+        savings = [SAVINGS] if "job_savings" in h.tables else []
     pick = lambda key, values: params.get(key) if params.get(key) in values else None  # noqa: E731
     controls = [common.dropdown(P, "state", "State", states, pick("state", states)),
                 common.dropdown(P, "partition", "Partition", opts["partition"], pick("partition", opts["partition"])),
