@@ -7,12 +7,17 @@
 
 Without --debug the app is served by waitress (a production WSGI server); --debug uses Dash's
 development server with hot reload (never expose it).
+
+SIGINT stops it as SIGTERM does, also when it was started without a terminal: a shell starts a
+background command (`jobsight dashboard ... &` in a script, a CI step) with SIGINT ignored, and
+Python then never turns SIGINT into KeyboardInterrupt; the server claims SIGINT back (exit 130).
 """
 from __future__ import annotations
 
 import argparse
 import getpass
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -111,6 +116,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"published {publish(args.db)}")
         return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    interrupted: list[int] = []
+
+    def interrupt(signum, _frame):
+        interrupted.append(signum)
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, interrupt)     # see the module docstring
     app = build(args)
     if args.debug:
         app.run(host=args.host, port=args.port, debug=True)
@@ -123,4 +134,4 @@ def run(args: argparse.Namespace) -> int:
           f"(auth {args.auth})", file=sys.stderr)
     # trusted_proxy is left unset on purpose: the remote address must stay the proxy's own address
     serve(app.server, host=args.host, port=args.port, threads=args.threads, ident="jobsight")
-    return 0
+    return 130 if interrupted else 0        # waitress stops on KeyboardInterrupt and returns

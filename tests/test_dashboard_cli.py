@@ -7,6 +7,7 @@ import importlib.util
 import io
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import require_service
+from conftest import jobsight_cmd, require_service
 from test_dashboard_queries import build_db
 
 from jobsight.analytics import dashboard_cli
@@ -112,3 +113,31 @@ def test_production_server_serves_behind_a_url_prefix(db):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, -signal.SIGTERM)])
+def test_the_server_stops_on_sigint_and_sigterm_without_a_terminal(db, sig, code):
+    """Started as a script's background command is (no terminal, SIGINT ignored, its own session),
+    the production server stops on SIGINT as on SIGTERM."""
+    require_service(importlib.util.find_spec("waitress") is not None, "waitress not installed (pip install waitress)")
+    port = free_port()
+    proc = subprocess.Popen([*jobsight_cmd(), "dashboard", "--db", str(db), "--port", str(port)], cwd=ROOT,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        for _ in range(150):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
+                break
+            except urllib.error.HTTPError:
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read()
+                time.sleep(0.2)
+        proc.send_signal(sig)
+        assert proc.wait(timeout=20) == code
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
