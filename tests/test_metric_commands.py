@@ -100,7 +100,7 @@ def test_job_json_fields_are_view_columns_and_flags_objects(env):
     # 1 core (serial), ceil(2 GiB x 1.2) = 3 GiB, 4 h x 1.5; charged by Slurm's billing, whose weights
     # for partition cpu nothing here gives: the savings are unknown, never guessed
     s = m["savings"]
-    assert s["fitted_request"] == "--cpus-per-task=1 --mem=3G --time=06:00:00"
+    assert s["fitted_request"] == "--ntasks=1 --cpus-per-task=1 --mem=3G --time=06:00:00"
     assert s["sbu_if_fitted"] is None and s["savings_sbu"] is None
     assert s["savings_note"] == "no TRESBillingWeights known for partition cpu"
 

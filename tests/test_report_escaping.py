@@ -41,7 +41,7 @@ def test_html_shows_script_name_as_text(ds):
 
 def test_html_sbatch_lines_one_per_line(ds):
     page = render_html(ds.build("user", "alice"))
-    assert '<code class="sbatch">#SBATCH --cpus-per-task=1\n#SBATCH --mem=3G\n#SBATCH --ntasks=1\n#SBATCH --time=06:00:00</code>' in page
+    assert '<code class="sbatch">#SBATCH --ntasks=1\n#SBATCH --cpus-per-task=1\n#SBATCH --mem=3G\n#SBATCH --time=06:00:00</code>' in page
 
 
 def test_html_embeds_plotly_once_and_no_cdn(ds):

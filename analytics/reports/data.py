@@ -22,8 +22,9 @@ from jobsight.analytics.reports.summary import summarise
 if TYPE_CHECKING:
     from jobsight.analytics.database import Database
 
-TOTAL_KEYS = ("jobs", "sbu", "wasted_sbu", "wasted_pct", "unrated_sbu", "core_hours", "gpu_hours",
-              "idle_gpu_hours", "cpu_eff_pct", "gpu_util_pct", "mem_eff_pct", "time_eff_pct")
+TOTAL_KEYS = ("jobs", "sbu", "wasted_sbu", "wasted_pct", "unrated_sbu", "savings_sbu", "savings_pct",
+              "savings_unknown_sbu", "core_hours", "gpu_hours", "idle_gpu_hours", "cpu_eff_pct", "gpu_util_pct",
+              "mem_eff_pct", "time_eff_pct")
 
 
 def _key(scope: str, row: dict):
@@ -127,7 +128,8 @@ class Dataset:
             label = f"{start:%G-W%V}" if self.period.is_week else f"{start:%Y-%m-%d}"
             out.append({"windows_back": back, "window_start": start, "label": label,
                         "jobs": r.get("jobs") or 0, "sbu": r.get("sbu") or 0.0,
-                        "wasted_sbu": r.get("wasted_sbu") or 0.0, "idle_gpu_hours": r.get("idle_gpu_hours") or 0.0})
+                        "wasted_sbu": r.get("wasted_sbu") or 0.0, "savings_sbu": r.get("savings_sbu") or 0.0,
+                        "idle_gpu_hours": r.get("idle_gpu_hours") or 0.0})
         return out
 
 

@@ -57,6 +57,16 @@ def _worst_job_sentence(rep: Report) -> str:
     return s + "."
 
 
+def _savings_sentence(t: dict) -> str:
+    if t.get("savings_sbu") is None or t.get("savings_pct") is None:
+        return ""
+    text = (f" Following the advice would have saved {sbu(t['savings_sbu'])} "
+            f"({t['savings_pct']:.0f}% of the burn")
+    if t.get("savings_unknown_sbu"):
+        text += f"; the advice to jobs that burned {sbu(t['savings_unknown_sbu'])} could not be priced"
+    return text + ")."
+
+
 def summarise(rep: Report) -> str:
     t = rep.totals
     when = rep.period.describe()
@@ -74,6 +84,7 @@ def summarise(rep: Report) -> str:
         text += f" {sbu(t['unrated_sbu'])} could not be rated (no CPU time or GPU samples recorded)."
     text += _trend_sentence(rep, whose)
     text += _efficiency_sentence(t)
+    text += _savings_sentence(t)
     if t.get("idle_gpu_hours"):
         text += f" GPUs sat idle for {t['idle_gpu_hours']:,.1f} GPU-hours."
     text += _worst_job_sentence(rep)

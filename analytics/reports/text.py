@@ -53,4 +53,6 @@ def _jobs(rows: list[dict], show_user: bool) -> str:
         if j.get("sbatch_lines"):
             out.append("   Would have fit:")
             out += [f"     {line}" for line in j["sbatch_lines"].splitlines()]
+        if j.get("savings_sbu"):
+            out.append(f"   Following the advice would have saved {fmt(j['savings_sbu'], 'num')} SBU")
     return "\n".join(terminal_safe(line) for line in out)   # a newline in a job name stays visible as \\n

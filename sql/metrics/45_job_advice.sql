@@ -95,7 +95,7 @@ SELECT cluster, job_id_raw, a_partition AS "partition", f_gpu_type AS gpu_type, 
        CASE WHEN billing IS NULL OR NOT by_billing OR same_charge THEN NULL
             WHEN NOT own_known THEN 'no TRESBillingWeights known for partition ' || "partition"
             WHEN own_billing IS DISTINCT FROM billing
-                THEN printf('the TRESBillingWeights known for partition %s give billing=%s, not the %s the job was charged',
+                THEN printf('the TRESBillingWeights known for partition %s give billing=%s, not the %d the job was charged',
                             "partition", COALESCE(CAST(own_billing AS BIGINT)::VARCHAR, 'unknown'), CAST(billing AS BIGINT))
             WHEN NOT target_known THEN 'no TRESBillingWeights known for partition ' || a_partition
             WHEN target_billing IS NULL THEN 'the TRESBillingWeights of partition ' || a_partition || ' price what the request does not say'
@@ -105,7 +105,8 @@ SELECT cluster, job_id_raw, a_partition AS "partition", f_gpu_type AS gpu_type, 
        concat_ws(' ',
            CASE WHEN a_partition IS DISTINCT FROM "partition" THEN '--partition=' || a_partition END,
            CASE WHEN f_ncpus IS DISTINCT FROM ncpus
-                THEN CASE WHEN ntasks > 1 THEN '--ntasks=1 ' ELSE '' END || '--cpus-per-task=' || f_ncpus END,
+                -- the cores of one task: --ntasks=1 unless the job is known to have run one
+                THEN CASE WHEN ntasks IS DISTINCT FROM 1 THEN '--ntasks=1 ' ELSE '' END || '--cpus-per-task=' || f_ncpus END,
            CASE WHEN f_mem_bytes IS DISTINCT FROM mem_charged_bytes
                 THEN '--mem=' || CAST(round(f_mem_bytes / GREATEST(COALESCE(nnodes, 1), 1) / 1073741824.0) AS BIGINT) || 'G' END,
            CASE WHEN f_ngpus IS DISTINCT FROM ngpus

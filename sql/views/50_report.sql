@@ -35,7 +35,8 @@ SEMI JOIN (SELECT DISTINCT cluster, job_id_raw FROM query_table(src) WHERE day >
 
 -- Totals per user, per account, per (account, user) member, per partition and for the cluster.
 -- scope says which; wasted_pct and savings_pct as `jobsight usage` (sql/views/40_usage.sql);
--- unrated_sbu is burn whose efficiency was not measured (no TotalCPU, no GPU samples).
+-- unrated_sbu is burn whose efficiency was not measured (no TotalCPU, no GPU samples);
+-- savings_unknown_sbu the burn of jobs whose advice could not be priced (job_savings.savings_note).
 CREATE OR REPLACE MACRO report_totals(src, since, until) AS TABLE
 SELECT CASE WHEN grouping("user") = 0 AND grouping(account) = 0 THEN 'member'
             WHEN grouping("user") = 0 THEN 'user'
@@ -50,6 +51,7 @@ SELECT CASE WHEN grouping("user") = 0 AND grouping(account) = 0 THEN 'member'
        sum(sbu) FILTER (WHERE wasted_sbu IS NULL)                             AS unrated_sbu,
        sum(savings_sbu)                                                       AS savings_sbu,
        savings_pct(savings_sbu, sbu)                                          AS savings_pct,
+       sum(sbu) FILTER (WHERE savings_sbu IS NULL)                            AS savings_unknown_sbu,
        sum(core_hours)                                                        AS core_hours,
        sum(gpu_hours)                                                         AS gpu_hours,
        sum(idle_gpu_hours)                                                    AS idle_gpu_hours,
