@@ -14,6 +14,7 @@ INSTANCES = {
 }
 COLUMNS = [grids.link("name", "Name", pinned="left", minWidth=140),
            grids.num("jobs", "Jobs", 0), grids.num("sbu", "SBU", 1, " SBU"), grids.num("wasted_sbu", "Wasted", 1, " SBU"),
+           grids.num("savings_sbu", "Advice saves", 1, " SBU"),
            grids.num("gpu_hours", "GPU-hours", 1, " h"), grids.num("core_hours", "Core-hours", 1, " h"),
            grids.num("cpu_eff_pct", "CPU eff", 1, " %"), grids.num("gpu_util_pct", "GPU util", 1, " %"),
            grids.num("mem_eff_pct", "Mem eff", 1, " %"), grids.num("time_eff_pct", "Time eff", 1, " %"),

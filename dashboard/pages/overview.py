@@ -25,6 +25,9 @@ def render(h, scope: Scope, f: Filters, grain: str, stack: str) -> list:
     cards = html.Div([
         common.card("SBU burned", common.number(t["sbu"]), "total-sbu"),
         common.card("SBU wasted", common.number(t["wasted_sbu"]), "total-wasted"),
+        # what following the flags' advice would have saved, and its share of the priced burn
+        common.card("SBU the advice would save", common.number(t["savings_sbu"])
+                    + ("" if t["savings_pct"] is None else f" ({t['savings_pct']:.0f} %)"), "total-savings"),
         common.card("Jobs run", f"{t['jobs']:,}", "total-jobs"),       # that ran in the period, as the reports count
         common.card("Flagged jobs", f"{t['flagged_jobs']:,}", "total-flagged"),
         common.card("Core-hours", common.number(t["core_hours"]), "total-core-hours"),
