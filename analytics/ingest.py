@@ -7,7 +7,8 @@ load it and report. This is the public entry; the work is in
 - ingest_load: a file's one transaction, its ingest_log row and the row accounting;
 - ingest_merge: the merge rule for jobs and steps;
 - ingest_trust: the trust model: accounting only from trusted files, a user's samples only for
-  that user's jobs.
+  that user's jobs;
+- ingest_offsets: a growing sidecar file read from where the last ingest of it stopped.
 
 Each file is loaded in one transaction, so a crash leaves either all of a file or none of it, and
 every input row of a file is accounted for exactly once (stored, updated, unchanged, rejected or
@@ -23,6 +24,7 @@ from typing import Callable, Iterable, Optional
 
 import duckdb
 
+from jobsight.analytics import ingest_offsets as offsets
 from jobsight.analytics import ingest_trust as trust
 from jobsight.analytics.ingest_load import AccountingError, FileReport, load_pieces, load_result
 from jobsight.analytics.ingest_routes import (
@@ -106,13 +108,16 @@ def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleTy
     """Ingest one file: pick its route, run it (while the file is hashed, where that pays) and report.
     Only a regular file is read (a FIFO would block the run); `within`: the file was found by a
     walk of this (real) folder, and is not read if it now leads outside it. Its owner decides what
-    it may change (ingest_trust): accounting is not read from an untrusted owner's file."""
+    it may change (ingest_trust): accounting is not read from an untrusted owner's file. A sidecar
+    file read before is read from where that ingest stopped (ingest_offsets)."""
     rep = FileReport(path=str(path))
     t0 = time.monotonic()
     try:
         fd = open_regular(path, within)
         try:
-            ownership = trust.Ownership.of(path, os.fstat(fd))   # the file as opened: inside the folder, regular
+            st = os.fstat(fd)
+            ownership = trust.Ownership.of(path, st)   # the file as opened: inside the folder, regular
+            mark = offsets.Mark.of(fd, st)
         finally:
             os.close(fd)
         mod = _parser_for(path, parsers, fmt, explicit, rep, within)
@@ -126,15 +131,21 @@ def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleTy
         size = path.stat().st_size
         file = SourceFile(con, path, mod, opts, str(Path(path).resolve()), _options(opts, fmt, ownership.owner), t0,
                           ownership)
-        route = _pick_route(file, size, progress)
-        checksum = _Checksum.start(file, route, size, rep)
+        tracked = mod.FORMAT in offsets.FORMATS
+        resume, why = offsets.plan(file, mark, within) if tracked else (None, None)
+        if resume is None:
+            rep.notes += [why] if why else []
+            route = _pick_route(file, size, progress)
+            checksum = _Checksum.start(file, route, size, rep, mark.size if tracked else None)
     except NotRegularFile as exc:
         rep.status, rep.error = ("unreadable" if explicit else "skipped"), str(exc).removeprefix(f"{path}: ")
         return rep
     except OSError as exc:
         return _failed(rep, exc)
+    if resume is not None:
+        return _appended(file, mark, resume, rep)
     if checksum.scan is not None and not checksum.new():   # hashed first: these bytes are in already
-        return rep
+        return _known(file, mark, checksum, rep) if tracked else rep
     try:
         try:
             route.read()
@@ -144,12 +155,35 @@ def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleTy
             raise
         if not checksum.new():   # unreadable, or these bytes are in already (rep says which)
             route.drop()
-            return rep
+            return _known(file, mark, checksum, rep) if tracked else rep
+        if tracked:   # the next ingest goes on after the complete lines there were when it was opened
+            file.before_commit = offsets.recorder(file, mark, checksum.scan.end_upto, checksum.scan.lines_upto)
         out = route.load(checksum.scan)
     except (OSError, _ParserFailed, AccountingError, duckdb.Error) as exc:
         return _failed(rep, exc)
     out.path, out.seconds = str(path), time.monotonic() - t0
+    out.notes[:0] = rep.notes
     return out
+
+
+def _appended(file: SourceFile, mark: offsets.Mark, resume: offsets.Resume, rep: FileReport) -> FileReport:
+    """Load the lines appended to a file since the last ingest of it."""
+    try:
+        out = offsets.load_tail(file, mark, resume)
+    except (OSError, _ParserFailed, AccountingError, duckdb.Error) as exc:
+        return _failed(rep, exc)
+    out.path, out.seconds = str(file.path), time.monotonic() - file.started
+    return out
+
+
+def _known(file: SourceFile, mark: offsets.Mark, checksum: "_Checksum", rep: FileReport) -> FileReport:
+    """A tracked file whose bytes are in already: the next ingest goes on after them."""
+    if rep.status == "already ingested" and checksum.scan is not None:
+        try:
+            offsets.record_known(file, mark, checksum.scan.end_upto, checksum.scan.lines_upto, rep.ingest_id)
+        except (OSError, duckdb.Error) as exc:
+            rep.notes.append(f"where the next ingest goes on was not recorded: {exc}")
+    return rep
 
 
 def _parser_for(path: Path, parsers: dict[str, ModuleType], fmt: Optional[str], explicit: bool,
@@ -201,13 +235,14 @@ class _Checksum:
         self.is_new: Optional[bool] = None
 
     @classmethod
-    def start(cls, file: SourceFile, route: Route, size: int, rep: FileReport) -> _Checksum:
+    def start(cls, file: SourceFile, route: Route, size: int, rep: FileReport, upto: Optional[int] = None) -> _Checksum:
         # A big file never ingested under this name is most likely new: hash it in a thread while it
         # is read (sha256 of a 1 GB dump takes seconds). A name seen before (the same folder
         # ingested again) is hashed first, so that unchanged files are not read for nothing.
+        # upto: also count the complete lines below it (a growing file's offset, ingest_offsets).
         if route.hash_alongside and size > BIG_FILE and not _seen_name(file.con, file.path):
-            return cls(file, rep, pending=_start_scan(file.path, route.delimiter))
-        return cls(file, rep, scan=scan_file(file.path, route.delimiter))
+            return cls(file, rep, pending=_start_scan(file.path, route.delimiter, upto))
+        return cls(file, rep, scan=scan_file(file.path, route.delimiter, upto))
 
     def wait(self) -> None:
         """Let the hash thread end (the file failed: its result no longer matters)."""

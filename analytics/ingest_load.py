@@ -12,7 +12,7 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Iterable, Optional, Protocol
+from typing import Callable, Iterable, Optional, Protocol
 
 import duckdb
 import polars as pl
@@ -58,20 +58,23 @@ class EarlyRows(Protocol):
 
 def load_result(con: duckdb.DuckDBPyConnection, result: ParseResult, source_file: str,
                 checksum: Optional[str], options: dict, early: Optional[EarlyRows] = None,
-                ownership: Optional[trust.Ownership] = None) -> FileReport:
+                ownership: Optional[trust.Ownership] = None,
+                before_commit: Optional[Callable[[duckdb.DuckDBPyConnection, int], None]] = None) -> FileReport:
     """Load one parsed file in one transaction and record it in ingest_log. With `early`, its job
     and step rows were inserted while it was parsed (in the transaction early holds open). `ownership`:
     the file and its owner, when read from a file (its samples count only for an untrusted owner's
     jobs, and it is not committed if the path no longer leads to that file)."""
-    return load_pieces(con, [result], result.format, source_file, checksum, options, early, ownership)
+    return load_pieces(con, [result], result.format, source_file, checksum, options, early, ownership, before_commit)
 
 
 def load_pieces(con: duckdb.DuckDBPyConnection, pieces: Iterable[ParseResult], fmt: str, source_file: str,
                 checksum: Optional[str], options: dict, early: Optional[EarlyRows] = None,
-                ownership: Optional[trust.Ownership] = None) -> FileReport:
+                ownership: Optional[trust.Ownership] = None,
+                before_commit: Optional[Callable[[duckdb.DuckDBPyConnection, int], None]] = None) -> FileReport:
     """Load one file, given as one or more parsed pieces (a big sidecar CSV is parsed and loaded a
     piece at a time, so memory stays bounded), in ONE transaction, and record it in ingest_log.
-    The counts are summed over the pieces and checked once, for the whole file."""
+    The counts are summed over the pieces and checked once, for the whole file. `before_commit`
+    (con, ingest_id) writes what belongs to the same transaction (how far a growing file was read)."""
     t0 = time.monotonic()
     rep = FileReport(path=source_file, format=fmt)
     ingest_id = None
@@ -100,6 +103,8 @@ def load_pieces(con: duckdb.DuckDBPyConnection, pieces: Iterable[ParseResult], f
                 f"updated {rep.updated}, unchanged {rep.unchanged}, rejected {rep.rejected}, dropped {rep.dropped})")
         if ownership is not None and (why := ownership.changed()):
             raise AccountingError(f"{source_file}: {why}")
+        if before_commit is not None:
+            before_commit(con, ingest_id)
         con.execute("UPDATE ingest_log SET rows_in = ?, stored = ?, updated = ?, unchanged = ?, rejected = ?, "
                     "dropped = ?, finished_at = ? WHERE ingest_id = ?",
                     [rep.rows_in, rep.stored, rep.updated, rep.unchanged, rep.rejected, rep.dropped,

@@ -43,6 +43,8 @@ class SourceFile:
     options: dict            # the options recorded with it: the same bytes read with others are read again
     started: float           # time.monotonic() when its ingest began
     ownership: Optional[Ownership] = None   # its owner (untrusted: samples count only for the owner's jobs)
+    # writes, in the load's transaction, how far a growing file was read (analytics/ingest_offsets.py)
+    before_commit: Optional[Callable[[duckdb.DuckDBPyConnection, int], None]] = None
 
 
 class Route:
@@ -104,7 +106,8 @@ class WholeRoute(Route):
         f = self.file
         if self.progress:
             self.progress(f"{f.path}: read {self.result.rows_in:,} rows in {time.monotonic() - f.started:.1f} s; loading")
-        return load_result(f.con, self.result, f.source_file, scan.digest, f.options, self.early, f.ownership)
+        return load_result(f.con, self.result, f.source_file, scan.digest, f.options, self.early, f.ownership,
+                           f.before_commit)
 
 
 class EarlyInsertRoute(WholeRoute):
@@ -139,11 +142,13 @@ class PiecesRoute(Route):
     def load(self, scan: FileScan) -> FileReport:
         f = self.file
         return load_pieces(f.con, _pieces(f.mod, f.path, f.opts, self.piece_bytes), f.mod.FORMAT,
-                           f.source_file, scan.digest, f.options, ownership=f.ownership)
+                           f.source_file, scan.digest, f.options, ownership=f.ownership, before_commit=f.before_commit)
 
 
-def _pieces(mod: ModuleType, path: Path, opts: ParseOptions, piece_bytes: int):
-    it = mod.iter_parse(path, opts, piece_bytes)
+def _pieces(mod: ModuleType, path: Path, opts: ParseOptions, piece_bytes: int, **part: int):
+    """The parser's pieces (`part`: the start, end and first_line of a part of the file); a
+    parser's failure raises _ParserFailed."""
+    it = mod.iter_parse(path, opts, piece_bytes, **part)
     while True:
         try:
             piece = next(it)
@@ -176,7 +181,8 @@ class BulkCsvRoute(Route):
         f, inserted = self.file, self.inserted
         if inserted.ok and inserted.matches(scan, self.bulk):
             self.bulk.result.rows_in = inserted.inserted["sample"]
-            return load_result(f.con, self.bulk.result, f.source_file, scan.digest, f.options, inserted, f.ownership)
+            return load_result(f.con, self.bulk.result, f.source_file, scan.digest, f.options, inserted, f.ownership,
+                               f.before_commit)
         inserted.rollback()   # refused: read the ordinary way, which says what is wrong with which line
         return self.fallback.read_and_load(scan)
 

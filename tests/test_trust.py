@@ -29,8 +29,8 @@ HARNESS_TEXT = FIXTURES / "slurm" / "harness-sacct.txt"
 HARNESS_JSON = FIXTURES / "slurm" / "harness-sacct.json"
 GPU = "GPU-00000000-1111-2222-3333-444444444444"
 # Ingest bookkeeping, which a file that changes nothing still writes (its ingest_log row, its
-# rejects), and the refresh's own state; every other table is the database's content.
-BOOKKEEPING = {"ingest_log", "reject", "metric_state", "schema_version", "dash_snapshot", "metric_scope",
+# rejects, how far it was read), and the refresh's own state; every other table is the database's content.
+BOOKKEEPING = {"ingest_log", "reject", "file_offset", "metric_state", "schema_version", "dash_snapshot", "metric_scope",
                "metric_flag_scope", "metric_day_scope", "metric_gpu_partitions"}
 
 

@@ -5,8 +5,8 @@ Recognised by its exact header line. This is the 50M-row path, so it is read in 
 - if any cast fails, or a line has the wrong number of fields (checked by counting separators),
   or a line is not UTF-8, the piece is split into lines and only the bad lines become Rejects,
   with their line numbers.
-A last line without a trailing newline is a write cut short by a kill: it is dropped and counted
-in ``dropped``, never an error. Times are ISO-8601 UTC with 'Z' and are stored naive UTC.
+A last line without a trailing newline (a write cut short by a kill, or still being written) is
+dropped and counted in ``dropped``, never an error. Times are ISO-8601 UTC with 'Z' and are stored naive UTC.
 
 A clean file is not read here at all: :func:`bulk_read` hands the loader a DuckDB ``read_csv`` of it
 (the 50M-row case), and the loader falls back to the readers above when DuckDB refuses a line or the
@@ -308,7 +308,8 @@ def _cut_short(result: ParseResult, tail: bytes) -> None:
     text = tail.decode("utf-8", "replace")
     if text.strip():
         result.dropped = 1
-        result.notes.append(f"last line has no newline (write cut short): dropped: {text[:80]!r}")
+        result.notes.append(f"last line has no newline (cut short, or still being written: a later ingest "
+                            f"reads it once complete): dropped: {text[:80]!r}")
 
 
 _DUCKDB_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"   # what the sidecar writes; other forms fall back to polars
@@ -371,26 +372,29 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
     return result
 
 
-def iter_parse(path: pathlib.Path, opts: ParseOptions, chunk_bytes: int = 256 << 20) -> Iterator[ParseResult]:
+def iter_parse(path: pathlib.Path, opts: ParseOptions, chunk_bytes: int = 256 << 20, start: int = 0,
+               end: Optional[int] = None, first_line: int = 2) -> Iterator[ParseResult]:
     """The file in pieces of about ``chunk_bytes`` (cut at line ends), for files too big to hold as
     one frame (50M rows ~ 6 GB as a frame). Line numbers in rejects are the file's own; the
     sidecar_run row and notes come with the first piece; the dropped last line with the last one.
-    Summing rows_in / rows / rejects / dropped over the pieces gives the same totals as parse()."""
+    Summing rows_in / rows / rejects / dropped over the pieces gives the same totals as parse().
+    ``start``, ``end``, ``first_line``: only the bytes [start, end), beginning at line first_line
+    (the part of a growing file added since the last ingest: analytics/ingest_offsets.py)."""
     path = pathlib.Path(path)
-    size = path.stat().st_size
+    size = path.stat().st_size if end is None else end
     notes: list[str] = []
     d = _Defaults(path, opts, notes)
     with open(path, "rb") as fh:
         header = fh.readline()
         if not header.endswith(b"\n"):
             header += b"\n"
-        start, first_line, first = fh.tell(), 2, True
+        start, first = max(fh.tell(), start), True
         while first or start < size:
             end = min(start + chunk_bytes, size)
             if end < size:
                 fh.seek(end)
                 fh.readline()
-                end = fh.tell()
+                end = min(fh.tell(), size)   # a line still being written past `end` stays for later
             fh.seek(start)
             data = fh.read(end - start)
             result = ParseResult(format=FORMAT)
