@@ -267,9 +267,11 @@ def _grid_jobs(dash, week, user: str) -> set[str]:
 
 def _check_page(page: dict, rep: dict, use: dict | None, what: str) -> None:
     t = rep["totals"]
-    c = page["cards"] or {k: 0.0 for k in ("total-sbu", "total-wasted", "total-jobs", "total-flagged", "total-idle-gpu")}
+    c = page["cards"] or {k: 0.0 for k in ("total-sbu", "total-wasted", "total-jobs", "total-flagged", "total-idle-gpu",
+                                           "total-savings")}
     assert c["total-sbu"] == _approx(t["sbu"], CARD), what
     assert c["total-wasted"] == _approx(t["wasted_sbu"], CARD), what
+    assert c["total-savings"] == _approx(t["savings_sbu"] or 0.0, CARD), what
     assert c["total-idle-gpu"] == _approx(t["idle_gpu_hours"], CARD), what
     assert c["total-jobs"] == t["jobs"], what
     assert c["total-flagged"] == rep["flagged_jobs"], what

@@ -15,6 +15,14 @@ INSTANCES = {
 }
 GRAINS = [{"label": "daily", "value": "day"}, {"label": "weekly", "value": "week"}, {"label": "monthly", "value": "month"}]
 STACKS = [{"label": "by project", "value": "account"}, {"label": "by partition", "value": "partition"}]
+# the project page stacks its members too, by default
+MEMBER_STACKS = STACKS + [{"label": "by member", "value": "user"}]
+STACK_LABELS = {"account": "project", "partition": "partition", "user": "member"}
+
+
+def stacks(prefix: str) -> tuple[list[dict], str]:
+    """The stacking choices of a page and its default."""
+    return (MEMBER_STACKS, "user") if prefix == "pj" else (STACKS, "account")
 
 
 def render(h, scope: Scope, f: Filters, grain: str, stack: str) -> list:
@@ -25,17 +33,17 @@ def render(h, scope: Scope, f: Filters, grain: str, stack: str) -> list:
     cards = html.Div([
         common.card("SBU burned", common.number(t["sbu"]), "total-sbu"),
         common.card("SBU wasted", common.number(t["wasted_sbu"]), "total-wasted"),
-        # what following the flags' advice would have saved, and its share of the priced burn
-        common.card("SBU the advice would save", common.number(t["savings_sbu"])
-                    + ("" if t["savings_pct"] is None else f" ({t['savings_pct']:.0f} %)"), "total-savings"),
+        # what following the flags' advice would have saved, and its share of the burn it priced
+        common.card("SBU the advice would save", common.number(t["savings_sbu"]), "total-savings"),
+        common.card("Share of the burn", "-" if t["savings_pct"] is None else f"{t['savings_pct']:.0f} %", "savings-pct"),
         common.card("Jobs run", f"{t['jobs']:,}", "total-jobs"),       # that ran in the period, as the reports count
         common.card("Flagged jobs", f"{t['flagged_jobs']:,}", "total-flagged"),
         common.card("Core-hours", common.number(t["core_hours"]), "total-core-hours"),
         common.card("GPU-hours", common.number(t["gpu_hours"]), "total-gpu-hours"),
         common.card("Idle-GPU hours", common.number(t["idle_gpu_hours"]), "total-idle-gpu"),
     ], className="cards")
-    usage = figures.usage_figure(queries.usage_over_time(h, scope, f, grain, stack),
-                                 "project" if stack == "account" else stack)
+    usage = figures.usage_figure(queries.usage_over_time(h, scope, f, grain, stack), STACK_LABELS[stack], grain,
+                                 queries.period_span(h, scope, f))
     return [
         cards,
         dcc.Graph(figure=usage, id="fig-usage", config={"displaylogo": False}),
@@ -54,14 +62,16 @@ def layout(prefix: str, params: dict[str, str], scope: Scope) -> html.Div:
     with common.handle() as h:
         opts = queries.filter_options(h, scope)
     title = f"{heading}: {name}" if name else heading
+    choices, default = stacks(prefix)
+    allowed = [c["value"] for c in choices]
     controls = [common.period_control(prefix, params),
                 html.Div([html.Label("Grain", htmlFor=f"{prefix}-grain"),
                           dcc.Dropdown(id=f"{prefix}-grain", options=GRAINS, clearable=False,
                                        value=params.get("grain") if params.get("grain") in ("day", "week", "month") else "day")],
                          className="control"),
                 html.Div([html.Label("Stack", htmlFor=f"{prefix}-stack"),
-                          dcc.Dropdown(id=f"{prefix}-stack", options=STACKS, clearable=False,
-                                       value=params.get("stack") if params.get("stack") in ("account", "partition") else "account")],
+                          dcc.Dropdown(id=f"{prefix}-stack", options=choices, clearable=False,
+                                       value=params.get("stack") if params.get("stack") in allowed else default)],
                          className="control")]
     controls += common.scope_filter_controls(prefix, params, opts, skip=(fixed,) if fixed else ())
     hidden = [dcc.Dropdown(id=f"{prefix}-{fixed}", style={"display": "none"})] if fixed else []
@@ -101,7 +111,8 @@ def _register_instance(app, prefix: str, fixed: str | None) -> None:
         f = common.filters_from({k: v for k, v in p.items() if isinstance(v, str)},
                                 **({fixed: name} if fixed else {}))
         grain = grain if grain in ("day", "week", "month") else "day"
-        stack = stack if stack in ("account", "partition") else "account"
+        choices, default = stacks(prefix)
+        stack = stack if stack in [c["value"] for c in choices] else default
         with common.handle() as h:
             return render(h, common.scope(), f, grain, stack)
 
