@@ -12,6 +12,7 @@ Plotly shows as the characters themselves (it decodes ``&#60;`` but not ``&quot;
 """
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pandas as pd
@@ -67,18 +68,76 @@ def empty(title: str, text: str = "No data for this selection") -> Figure:
                 xaxis={"visible": False}, yaxis={"visible": False})
 
 
-def usage_figure(df: pd.DataFrame, stack_label: str = "project") -> Figure:
-    """Stacked bars of SBU burned per period and group, with the wasted SBU of all groups as a line."""
+# Stacked groups get these colours, each its own; past as many groups, the smallest are one "other".
+PALETTE = ["#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880",
+           "#FF97FF", "#FECB52", "#8C564B", "#1F3A5F"]
+OTHER_COLOUR = "#BDBDBD"
+GRAIN_NAMES = {"week": "week", "month": "month"}
+
+
+def top_groups(df: pd.DataFrame, n: int = len(PALETTE)) -> tuple[pd.DataFrame, str | None]:
+    """``df`` (period_start, group, sbu, wasted_sbu) with the groups past the ``n - 1`` largest (by
+    SBU) summed into one, when there are more than ``n``; and that group's name (None: none)."""
+    totals = df.groupby("group")["sbu"].sum().sort_values(ascending=False, kind="stable")
+    if len(totals) <= n:
+        return df, None
+    rest = totals.index[n - 1:]
+    other = f"other ({len(rest)})"
+    small = df[df["group"].isin(rest)].groupby("period_start", as_index=False)[["sbu", "wasted_sbu"]].sum()
+    return pd.concat([df[~df["group"].isin(rest)], small.assign(group=other)], ignore_index=True), other
+
+
+def bucket_end(start: dt.date, grain: str) -> dt.date:
+    if grain == "week":
+        return start + dt.timedelta(days=6)
+    if grain == "month":
+        return (start.replace(day=28) + dt.timedelta(days=4)).replace(day=1) - dt.timedelta(days=1)
+    return start
+
+
+def partial_days(start: dt.date, grain: str, span: tuple[dt.date, dt.date] | None) -> int | None:
+    """How many days of the week or month starting ``start`` are inside ``span`` (first, last day
+    of the period), when not all of them are; None for a whole one."""
+    if span is None or grain not in GRAIN_NAMES:
+        return None
+    end = bucket_end(start, grain)
+    lo, hi = max(start, span[0]), min(end, span[1])
+    inside = (hi - lo).days + 1
+    return inside if inside < (end - start).days + 1 else None
+
+
+def usage_figure(df: pd.DataFrame, stack_label: str = "project", grain: str = "day",
+                 span: tuple[dt.date, dt.date] | None = None) -> Figure:
+    """Stacked bars of SBU burned per period and group, with the wasted SBU of all groups as a line.
+    Each group has its own colour (the smallest beyond PALETTE's share one, "other"). A week or month
+    only partly inside ``span`` (the period's first and last day) is drawn lighter and says so."""
     title = f"SBU burned (stacked by {stack_label}) and wasted"
     if df.empty:
         return empty(title)
-    df = df.assign(t=_times(df["period_start"]))     # format the dates once, not per group
-    data = [{"type": "bar", "x": part["t"].tolist(), "y": _nums(part["sbu"]), "name": str(group)}
-            for group, part in df.groupby("group", sort=True)]
+    df, other = top_groups(df)
+    df = df.assign(t=_times(df["period_start"]), day=pd.to_datetime(df["period_start"]).dt.date)
+    part = {d: partial_days(d, grain, span) for d in df["day"].unique()}
+    data = []
+    groups = sorted(g for g in df["group"].unique() if g != other) + ([other] if other else [])
+    for i, group in enumerate(groups):
+        rows = df[df["group"] == group].sort_values("day")
+        bar = {"type": "bar", "x": rows["t"].tolist(), "y": _nums(rows["sbu"]), "name": str(group),
+               "marker": {"color": OTHER_COLOUR if group == other else PALETTE[i % len(PALETTE)]}}
+        days = [part[d] for d in rows["day"]]
+        if any(days):
+            bar["marker"]["opacity"] = [0.4 if n else 1.0 for n in days]
+            bar["hovertext"] = [f"partial {grain}: {n} of {(bucket_end(d, grain) - d).days + 1} days" if n else ""
+                                for d, n in zip(rows["day"], days)]
+        data.append(bar)
     wasted = df.groupby("period_start", as_index=False)["wasted_sbu"].sum()
     data.append({"type": "scatter", "x": _times(wasted["period_start"]), "y": _nums(wasted["wasted_sbu"]),
                  "name": "wasted (all)", "mode": "lines+markers", "line": {"color": "black", "dash": "dot"}})
-    return _fig(title, data, barmode="stack", yaxis={"title": {"text": "SBU"}})
+    layout: dict = {"barmode": "stack", "yaxis": {"title": {"text": "SBU"}}}
+    if any(part.values()):
+        layout["annotations"] = [{"text": f"lighter bars: a partial {grain} (only part of it is in the period)",
+                                  "showarrow": False, "xref": "paper", "yref": "paper", "x": 1, "y": 1.06,
+                                  "xanchor": "right", "font": {"size": 11, "color": "#666"}}]
+    return _fig(title, data, **layout)
 
 
 BIN_LABELS = [f"{b}-{b + 10}" if b < 90 else "90+" for b in range(0, 100, 10)]
@@ -111,9 +170,13 @@ def flag_count_figure(df: pd.DataFrame) -> Figure:
     return _fig(title, data, barmode="stack", xaxis={"title": {"text": "jobs"}}, yaxis={"automargin": True})
 
 
-def _series(title: str, ytitle: str, data: list[dict]) -> Figure:
-    return _fig(title, data, yaxis={"title": {"text": ytitle}}, xaxis={"title": {"text": "time (UTC)"}},
-                hovermode="x unified")
+def _series(title: str, ytitle: str, data: list[dict], percent: bool = False) -> Figure:
+    """A time series; ``percent``: a utilisation axis, fixed at 0-100 % (higher only to show a value above)."""
+    yaxis: dict = {"title": {"text": ytitle}}
+    if percent:
+        top = max([v for tr in data for v in tr["y"] if v is not None] + [100])
+        yaxis.update(range=[0, top * (1.03 if top > 100 else 1)], ticksuffix=" %")
+    return _fig(title, data, yaxis=yaxis, xaxis={"title": {"text": "time (UTC)"}}, hovermode="x unified")
 
 
 def _line(x, y, name: str, dash: str | None = None) -> dict:
@@ -129,15 +192,17 @@ def _gpu_label(host: str, device: str, gpu_index) -> str:
 
 
 def job_figures(samples: pd.DataFrame, job: dict) -> dict[str, Figure]:
-    """Four time-series figures for one job: GPU utilisation per GPU, GPU memory, CPU utilisation
-    (% of the allocated cores) and memory, each with the allocation as a dashed line."""
+    """The time-series figures of one job: GPU utilisation per GPU and GPU memory (none for a job
+    without GPUs and GPU samples), CPU utilisation (% of the allocated cores) and memory, each with
+    the allocation as a dashed line; utilisation on a 0-100 % axis."""
     out: dict[str, Figure] = {}
     gpu = samples[samples["device"] != "cpu"]
     cpu = samples[samples["device"] == "cpu"]
-    if gpu.empty:
-        msg = "No GPU samples" if (job.get("ngpus") or 0) > 0 else "No GPUs in this job"
-        out["gpu_util"] = empty("GPU utilisation", msg)
-        out["gpu_mem"] = empty("GPU memory", msg)
+    if gpu.empty and (job.get("ngpus") or 0) > 0:
+        out["gpu_util"] = empty("GPU utilisation", "No GPU samples")
+        out["gpu_mem"] = empty("GPU memory", "No GPU samples")
+    elif gpu.empty:
+        pass                                  # a CPU-only job: no GPU panels
     else:
         util, mem = [], []
         for (host, device), part in gpu.groupby(["host", "device"], sort=True):
@@ -150,7 +215,7 @@ def job_figures(samples: pd.DataFrame, job: dict) -> dict[str, Figure]:
         total = gpu["mem_total_bytes"].max()
         if pd.notna(total):
             mem.append(_line(t, [total / GiB] * 2, "device memory", "dash"))
-        out["gpu_util"] = _series("GPU utilisation per GPU", "%", util)
+        out["gpu_util"] = _series("GPU utilisation per GPU", "utilisation", util, percent=True)
         out["gpu_mem"] = _series("GPU memory per GPU", "GiB", mem)
     if cpu.empty:
         out["cpu_util"] = empty("CPU utilisation", "No CPU samples")
@@ -169,6 +234,6 @@ def job_figures(samples: pd.DataFrame, job: dict) -> dict[str, Figure]:
             limit = job["mem_charged_bytes"] / max(job.get("nnodes") or 1, 1)
         if pd.notna(limit):
             mu.append(_line(t, [limit / GiB] * 2, "allocation (per host)", "dash"))
-        out["cpu_util"] = _series("CPU utilisation (% of allocated cores)", "%", cu)
+        out["cpu_util"] = _series("CPU utilisation (% of allocated cores)", "utilisation", cu, percent=True)
         out["mem"] = _series("Memory per host", "GiB", mu)
     return out

@@ -154,6 +154,17 @@ def usage_over_time(h: Database, scope: Scope, f: Filters, grain: str = "day",
                   f"FROM dash_day{w} GROUP BY ALL ORDER BY 1, 2", p)
 
 
+def period_span(h: Database, scope: Scope, f: Filters) -> tuple[dt.date, dt.date] | None:
+    """The period's first and last day: ``since`` and ``until``, or else the first and last day
+    with jobs in the view (None when there are none): what a partial first or last week is one of."""
+    w, p = f.where(scope)
+    lo, hi = h.execute(f"SELECT min(day), max(day) FROM dash_day{w}", p).fetchone()
+    if lo is None:
+        return None
+    day = lambda v: v.date() if isinstance(v, dt.datetime) else v  # noqa: E731
+    return (f.since or day(lo)), (f.until or day(hi))
+
+
 EFFICIENCY_LABELS = {"cpu": "CPU", "gpu": "GPU", "mem": "Memory", "time": "Time"}
 
 

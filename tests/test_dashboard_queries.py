@@ -127,6 +127,13 @@ def test_filters_narrow_and_cannot_widen_the_scope(h):
     assert queries.totals(h, DAVE_LEADS_A, Filters(account="proj-b"))["jobs"] == 0
 
 
+def test_period_span_is_the_filters_or_the_data(h):
+    assert queries.period_span(h, ADMIN, Filters()) == (dt.date(2026, 11, 16), dt.date(2026, 11, 17))
+    assert queries.period_span(h, ADMIN, Filters(since=dt.date(2026, 11, 10))) == (dt.date(2026, 11, 10), dt.date(2026, 11, 17))
+    assert queries.period_span(h, NOBODY, Filters()) is None
+    assert queries.usage_over_time(h, DAVE_LEADS_A, Filters(), "week", "user")["group"].tolist() == ["alice", "carol"]
+
+
 def test_usage_over_time_by_day_and_week(h):
     day = queries.usage_over_time(h, ADMIN, Filters(), "day", "account")
     got = {(str(r.period_start.date()), r.group): round(r.sbu, 6) for r in day.itertuples()}
@@ -245,21 +252,44 @@ def test_job_figures_draw_allocation_and_say_no_samples(h):
     names = [t["name"] for t in figs["gpu_util"]["data"]]
     assert names[-1].startswith("allocation") and figs["gpu_util"]["data"][0]["y"] == [10, 10]
     assert figs["gpu_util"]["data"][-1]["y"] == [100, 100]
+    assert figs["gpu_util"]["layout"]["yaxis"]["range"] == [0, 100]    # utilisation: a fixed 0-100 % axis
+    assert figs["cpu_util"]["layout"]["yaxis"]["range"] == [0, 100]
     assert figs["mem"]["data"][-1]["y"] == [16, 16]                     # limit 16 GiB
     assert figs["mem"]["data"][0]["y"] == [10, 12]                      # GiB used
     j1 = queries.job(h, ALICE, "c1", "1")
     figs = figures.job_figures(queries.job_samples(h, ALICE, "c1", "1"), j1)
     assert figs["cpu_util"]["layout"]["annotations"][0]["text"] == "No CPU samples"
-    assert figs["gpu_util"]["layout"]["annotations"][0]["text"] == "No GPUs in this job"
+    assert "gpu_util" not in figs and "gpu_mem" not in figs             # a CPU-only job: no GPU panels
+    j4 = queries.job(h, BOB, "c1", "4")                                 # GPUs, but no GPU samples: said so
+    figs = figures.job_figures(queries.job_samples(h, BOB, "c1", "4").iloc[0:0], j4)
+    assert figs["gpu_util"]["layout"]["annotations"][0]["text"] == "No GPU samples"
 
 
 def test_overview_figures():
-    import pandas as pd
     usage = pd.DataFrame({"period_start": pd.to_datetime(["2026-11-16", "2026-11-16", "2026-11-17"]),
                           "group": ["b", "a", "a"], "sbu": [5.0, 3.0, 1.0], "wasted_sbu": [1.0, 2.0, 0.5]})
     fig = figures.usage_figure(usage)
     assert [t["name"] for t in fig["data"]] == ["a", "b", "wasted (all)"]
     assert fig["data"][-1]["y"] == [3.0, 0.5]                           # wasted summed per day
+    # 15 projects: the 11 largest each their own colour, the 4 smallest one grey "other"
+    many = pd.DataFrame({"period_start": pd.to_datetime(["2026-11-16"] * 15), "group": [f"p{i:02d}" for i in range(15)],
+                         "sbu": [float(100 - i) for i in range(15)], "wasted_sbu": [0.0] * 15})
+    fig = figures.usage_figure(many)
+    bars = [t for t in fig["data"] if t["type"] == "bar"]
+    assert [t["name"] for t in bars] == [f"p{i:02d}" for i in range(11)] + ["other (4)"]
+    assert bars[-1]["y"] == [86 + 87 + 88 + 89.0] and len({t["marker"]["color"] for t in bars}) == 12
+    # weekly bars: the first and last week only partly in the period (Wed 18 Nov to Tue 1 Dec) are lighter
+    weeks = pd.DataFrame({"period_start": pd.to_datetime(["2026-11-16", "2026-11-23", "2026-11-30"]),
+                          "group": ["a"] * 3, "sbu": [1.0, 2.0, 3.0], "wasted_sbu": [0.0] * 3})
+    fig = figures.usage_figure(weeks, grain="week", span=(dt.date(2026, 11, 18), dt.date(2026, 12, 1)))
+    assert fig["data"][0]["marker"]["opacity"] == [0.4, 1.0, 0.4]
+    assert fig["data"][0]["hovertext"] == ["partial week: 5 of 7 days", "", "partial week: 2 of 7 days"]
+    assert "partial week" in fig["layout"]["annotations"][0]["text"]
+    whole = figures.usage_figure(weeks, grain="week", span=(dt.date(2026, 11, 16), dt.date(2026, 12, 6)))
+    assert "opacity" not in whole["data"][0]["marker"] and "annotations" not in whole["layout"]
+    month = figures.usage_figure(weeks.iloc[:1].assign(period_start=pd.to_datetime(["2026-11-01"])), grain="month",
+                                 span=(dt.date(2026, 11, 1), dt.date(2026, 11, 24)))
+    assert month["data"][0]["hovertext"] == ["partial month: 24 of 30 days"]
     hist = pd.DataFrame({"metric": ["CPU", "CPU"], "bin": [20.0, 90.0], "jobs": [1, 2]})
     assert figures.efficiency_figure(hist)["data"][0]["y"] == [0, 0, 1, 0, 0, 0, 0, 0, 0, 2]
 

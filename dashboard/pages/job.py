@@ -69,7 +69,7 @@ def render(h, scope: Scope, cluster: str | None, job_id: str | None) -> list:
         figs = figures.job_figures(samples, j)
         series = [html.Div([dcc.Graph(figure=figs[k], id=f"job-fig-{k}", className="half",
                                       config={"displaylogo": False}) for k in pair], className="row")
-                  for pair in (("gpu_util", "gpu_mem"), ("cpu_util", "mem"))]
+                  for pair in (("gpu_util", "gpu_mem"), ("cpu_util", "mem")) if pair[0] in figs]
     return [html.H2(f"Job {j['job_id']}"),
             html.Div([html.Div([html.H3("Job"), meta], className="half"),
                       html.Div([html.H3("Efficiency and charge"), eff], className="half")], className="row"),
