@@ -2,7 +2,7 @@
 Markdown and CSV files named <out>/<window>/<kind>-<name>.<ext>, and by e-mail.
 
     jobsight report --db jobs.duckdb --week last --for all-users --for all-accounts --for admin \\
-        --format html,md,csv --out reports/ [--email [--smtp host:port | --eml-dir DIR] [--dry-run]]
+        --format html,md,csv --out reports/ [--self-contained] [--email [--smtp host:port | --eml-dir DIR] [--dry-run]]
 
 Every number comes from the report macros in sql/views/50_report.sql (see analytics/reports/).
 Reports for named users and accounts only read those subjects' rows; `admin`, `all-users` and
@@ -32,7 +32,10 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--for", dest="targets", action="append", required=True, metavar="WHO", help=FOR_HELP)
     p.add_argument("--format", default="html", help="comma-separated: html, md, csv (default html)")
     p.add_argument("--out", help="directory for <window>/<kind>-<name>.<ext> files (default ./reports; "
-                                 "one md or csv report without --out goes to stdout)")
+                                 "one md or csv report without --out goes to stdout); HTML reports there load "
+                                 "one local plotly-<version>.min.js written next to them")
+    p.add_argument("--self-contained", action="store_true",
+                   help="HTML reports as single files, each embedding Plotly (4.8 MB each) instead of sharing one copy")
     p.add_argument("--email", action="store_true", help="e-mail each report with jobs to its recipients ([email] in jobsight.toml)")
     p.add_argument("--smtp", metavar="HOST:PORT", help="SMTP server for --email (default [email] smtp, else localhost:25)")
     p.add_argument("--eml-dir", metavar="DIR", help="write the e-mails as DIR/<window>/<kind>-<name>.eml instead of sending")
@@ -87,15 +90,24 @@ def named_only(targets: list[str]) -> tuple[list[str], list[str]] | None:
     return [n for k, n in parsed if k == "user"], [n for k, n in parsed if k == "account"]
 
 
-def write_files(reports: list, formats: list[str], out: Path) -> list[Path]:
+def write_files(reports: list, formats: list[str], out: Path, self_contained: bool = False) -> list[Path]:
+    """The report files; HTML ones share a plotly-<version>.min.js in their folder, written once
+    (not counted), unless ``self_contained``."""
+    from jobsight.analytics.reports.html import write_plotly_js
     written = []
     render_with = renderers()
+    shared: dict[Path, str] = {}        # folder -> the name of its copy of Plotly
     for rep in reports:
         folder = out / rep.period.label
         folder.mkdir(parents=True, exist_ok=True)
         for fmt in formats:
             path = folder / f"{rep.stem}.{fmt}"
-            content = render_with[fmt](rep)
+            if fmt == "html" and not self_contained:
+                if folder not in shared:
+                    shared[folder] = write_plotly_js(folder)
+                content = render_with[fmt](rep, plotly_src=shared[folder])
+            else:
+                content = render_with[fmt](rep)
             with open(path, "wb") as f:
                 f.writelines([content.encode("utf-8")] if isinstance(content, str) else content)
             written.append(path)
@@ -133,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     elif args.out or not args.email:
         out = Path(args.out or "reports")
-        written = write_files(reports, formats, out)
+        written = write_files(reports, formats, out, self_contained=args.self_contained)
         print(f"jobsight report: wrote {len(written)} file(s) for {len(reports)} report(s) to {out / period.label}",
               file=sys.stderr)
 

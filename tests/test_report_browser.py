@@ -1,5 +1,7 @@
-"""The HTML reports in real headless Chromium with the network disabled: charts drawn by the
-embedded Plotly, headline numbers in the page, a screenshot taken, no console message at all.
+"""The HTML reports in real headless Chromium with the network disabled: charts drawn by Plotly,
+embedded in a self-contained report or loaded from the one local copy next to reports written to a
+folder, headline numbers in the page, a screenshot taken, no console message at all; and the
+top-jobs table fitting the page's width (measured through selenium and chromedriver).
 
 The network is cut twice: Chromium runs in an empty network namespace (`unshare -n`, when the
 kernel lets us) and resolves no host name through a dead proxy, so a CDN reference would show as a
@@ -8,6 +10,7 @@ locally and fails under CI (require_service).
 """
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -17,8 +20,9 @@ import pytest
 from conftest import require_service
 from test_report_values import W47, build_db
 
+from jobsight.analytics.report_cli import write_files
 from jobsight.analytics.reports.data import gather
-from jobsight.analytics.reports.html import render_html_bytes
+from jobsight.analytics.reports.html import plotly_js_name, render_html_bytes
 from jobsight.analytics.reports.settings import from_config
 
 pytestmark = pytest.mark.browser
@@ -57,22 +61,28 @@ def pages(tmp_path_factory):
     con, cfg = build_db(d / "b.duckdb")
     ds = gather(con, W47, from_config(cfg))
     con.close()
+    reports = {kind: ds.build(kind, name) for kind, name in (("user", "alice"), ("admin", "cluster"))}
     out = {}
-    for kind, name in (("user", "alice"), ("admin", "cluster")):
-        path = d / f"{kind}-{name}.html"
-        path.write_bytes(render_html_bytes(ds.build(kind, name)))
-        out[kind] = path
+    for kind, rep in reports.items():              # single files, Plotly embedded
+        path = d / f"{kind}-{rep.period.label}.html"
+        path.write_bytes(render_html_bytes(rep))
+        out["single", kind] = path
+    written = write_files(list(reports.values()), ["html"], d / "folder")     # one shared plotly.js
+    for kind, rep in reports.items():
+        out["folder", kind] = next(p for p in written if p.name == f"{rep.stem}.html")
+        assert (out["folder", kind].parent / plotly_js_name()).is_file()
     return out
 
 
+@pytest.mark.parametrize("mode", ["single", "folder"])
 @pytest.mark.parametrize("kind, numbers, charts", [
     # alice: 36.0 SBU burned, 22.0 wasted = 61.1 %, CPU 500/18 = 27.8 %
     ("user", ["36.0", "22.0", "61.1%", "27.8%"], 2),
     # cluster: 107.0 burned, 68.9 wasted, 4.0 unrated, 1.0 idle GPU-hour
     ("admin", ["107.0", "68.9", "4.0", "1.0"], 4),
 ])
-def test_report_renders_offline(pages, tmp_path, kind, numbers, charts):
-    url = pages[kind].as_uri()
+def test_report_renders_offline(pages, tmp_path, kind, numbers, charts, mode):
+    url = pages[mode, kind].as_uri()
     dom = chromium(tmp_path, url, "--dump-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert console_lines(dom.stderr) == []
@@ -85,7 +95,9 @@ def test_report_renders_offline(pages, tmp_path, kind, numbers, charts):
     for n in numbers:
         assert re.search(rf"(?<![\d.]){re.escape(n)}(?![\d])", text), (n, text)
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html     # the job name, as text
-
+    if mode == "folder":
+        assert f'<script src="{plotly_js_name()}"></script>' in html and pages[mode, kind].stat().st_size < 300_000
+        return                                                  # the screenshots are the same page
     shot = tmp_path / f"{kind}.png"
     res = chromium(tmp_path, url, f"--screenshot={shot}", "--window-size=1100,2600")
     assert res.returncode == 0 and console_lines(res.stderr) == []
@@ -93,3 +105,31 @@ def test_report_renders_offline(pages, tmp_path, kind, numbers, charts):
     phone = tmp_path / f"{kind}-phone.png"
     res = chromium(tmp_path, url, f"--screenshot={phone}", "--window-size=390,2600")
     assert res.returncode == 0 and phone.stat().st_size > 20_000
+
+
+def test_top_jobs_table_fits_the_page(pages):
+    """At a laptop's and a desktop's width no table scrolls sideways, the top jobs' included."""
+    require_service(CHROMIUM is not None and shutil.which("chromedriver") is not None
+                    and importlib.util.find_spec("selenium") is not None,
+                    "chromium/chromedriver/selenium not installed (run scripts/browser-setup.sh start as root)")
+    from selenium import webdriver
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--host-resolver-rules=MAP * ~NOTFOUND"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options)
+    try:
+        for width in (1440, 1100):
+            driver.set_window_size(width, 900)
+            for kind in ("user", "admin"):
+                driver.get(pages["folder", kind].as_uri())
+                sizes = driver.execute_script(
+                    "var o = {}; document.querySelectorAll('section').forEach(function (s) {"
+                    "  var d = s.querySelector('.scroll'); if (d) o[s.id] = [d.scrollWidth, d.clientWidth]; });"
+                    "o.charts = document.querySelectorAll('.js-plotly-plot').length; return o;")
+                assert sizes.pop("charts") == (2 if kind == "user" else 4)
+                assert "top_jobs" in sizes
+                wide = {k: v for k, v in sizes.items() if v[0] > v[1]}
+                assert not wide, (width, kind, wide)
+    finally:
+        driver.quit()

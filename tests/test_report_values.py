@@ -225,8 +225,10 @@ def test_files_are_named_predictably(tmp_path):
                             "--out", str(tmp_path / "reports")])
     assert rc == 0 and out == "", err
     names = sorted(p.relative_to(tmp_path).as_posix() for p in (tmp_path / "reports").rglob("*.*"))
-    assert names == sorted(f"reports/2026-W47/{stem}.{ext}" for stem in
-                           ("user-alice", "account-proj-a", "admin-cluster", "user-dave") for ext in ("html", "md", "csv"))
+    from jobsight.analytics.reports.html import plotly_js_name
+    assert names == sorted([f"reports/2026-W47/{stem}.{ext}" for stem in
+                            ("user-alice", "account-proj-a", "admin-cluster", "user-dave") for ext in ("html", "md", "csv")]
+                           + [f"reports/2026-W47/{plotly_js_name()}"])     # the HTML reports' one copy of Plotly
     # dave asked for by name: a report saying he ran nothing (but never an e-mail, see test_report_email)
     assert "ran no jobs" in (tmp_path / "reports/2026-W47/user-dave.md").read_text(encoding="utf-8")
 

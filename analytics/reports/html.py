@@ -1,6 +1,9 @@
-"""HTML report: one self-contained file that opens offline, on a phone and on paper.
+"""HTML report: a page that opens offline, on a phone and on paper.
 
-Plotly's JS is embedded once in <head> (no CDN); each chart is a div plus its data. The e-mail
+Plotly's JS (4.8 MB) never comes from a CDN. Reports written to a folder load one local copy of it
+that sits next to them (``plotly_src``: ``plotly-<version>.min.js``, written by
+``write_plotly_js``), so each report is a few hundred KB; a self-contained report embeds it once
+in <head>. Each chart is a div plus its data. The e-mail
 variant (charts=False) carries no script at all and draws the daily burn as CSS bars, since mail
 clients run no JavaScript. Every user-supplied string goes through html.escape; chart labels too,
 because Plotly reads tags (<b>, <br>) in labels as markup.
@@ -11,6 +14,8 @@ import datetime as dt
 import functools
 import html
 import json
+import os
+from pathlib import Path
 
 from jobsight.analytics.render import terminal_safe
 from jobsight.analytics.reports.report import Report
@@ -35,7 +40,11 @@ h2 { font-size: 1.1rem; margin: 28px 0 8px; border-bottom: 1px solid var(--line)
 .scroll { overflow-x: auto; -webkit-overflow-scrolling: touch; }
 table { border-collapse: collapse; width: auto; min-width: 60%; font-size: .88rem; }
 th, td { padding: 4px 8px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }
-th { background: var(--card); white-space: nowrap; }
+th { background: var(--card); }
+table.fit { width: 100%; }
+table.fit th, table.fit td { padding: 4px 5px; }
+table.fit td.wrap { overflow-wrap: anywhere; min-width: 6em; }
+table.fit td.stack { white-space: nowrap; font-size: .82rem; font-variant-numeric: tabular-nums; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td code, .sbatch { font: .82rem ui-monospace, SFMono-Regular, Menlo, monospace; white-space: pre; }
 .note, footer { color: var(--muted); font-size: .82rem; }
@@ -80,6 +89,29 @@ RESIZE = ("<script>window.addEventListener('load',function(){document.querySelec
           "window.addEventListener('beforeprint',function(){document.querySelectorAll('details')"
           ".forEach(function(d){d.open=true;});});</script>")
 LIBRARY_MARK = "\x00plotly-library\x00"   # cannot occur in the page: esc() shows control characters
+
+
+def plotly_js_name() -> str:
+    """The shared copy's file name: the version in it, so reports of another plotly keep theirs."""
+    from plotly.offline import get_plotlyjs_version
+    return f"plotly-{get_plotlyjs_version()}.min.js"
+
+
+def write_plotly_js(folder: str | os.PathLike) -> str:
+    """Plotly's JS as ``folder/plotly_js_name()`` (written when missing or different, through a
+    temporary name so that a reader never sees half of it); returns the name for ``plotly_src``."""
+    name = plotly_js_name()
+    path = Path(folder) / name
+    data = plotly_js_bytes()
+    try:
+        if path.stat().st_size == len(data) and path.read_bytes() == data:
+            return name
+    except FileNotFoundError:
+        pass
+    tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    return name
 CONFIG = {"displayModeBar": False, "responsive": True}
 
 
@@ -143,26 +175,58 @@ def _cell(value, kind: str) -> str:
     return f"<td{cls}>{esc(fmt(value, kind))}</td>"
 
 
+# Tables of many columns made to fit the page's width rather than scroll sideways: their names wrap
+# anywhere, flag lists after an underscore, and their efficiencies share one cell, a line each.
+FIT = ("top_jobs",)
+WRAP = ("job_name",)
+BREAK_AFTER_UNDERSCORE = ("flag_codes",)
+STACK = {"cpu_eff_pct": "CPU", "gpu_util_pct": "GPU", "mem_eff_pct": "Mem", "time_eff_pct": "Time"}
+
+
+def _fit_cell(value, kind: str, key: str) -> str:
+    if key in WRAP:
+        return f'<td class="wrap">{esc(fmt(value, kind))}</td>'
+    if key in BREAK_AFTER_UNDERSCORE:
+        return f"<td>{esc(fmt(value, kind)).replace('_', '_<wbr>')}</td>"
+    return _cell(value, kind)
+
+
+def _stack_cell(row: dict, cols: list) -> str:
+    lines = [f"{STACK[c.key]} {esc(fmt(row.get(c.key), c.kind))}" for c in cols if row.get(c.key) is not None]
+    return f'<td class="stack">{"<br>".join(lines) or "-"}</td>'
+
+
 def _table(sec: Section) -> str:
     if not sec.rows:
         return f'<p class="note">{esc(sec.empty)}</p>'
-    head = "".join(f"<th>{esc(c.header)}</th>" for c in sec.cols)
-    body = "".join("<tr>" + "".join(_cell(r.get(c.key), c.kind) for c in sec.cols) + "</tr>" for r in sec.rows)
     note = f'<p class="note">{esc(sec.note)}</p>' if sec.note else ""
-    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>{note}'
+    if sec.key not in FIT:
+        head = "".join(f"<th>{esc(c.header)}</th>" for c in sec.cols)
+        body = "".join("<tr>" + "".join(_cell(r.get(c.key), c.kind) for c in sec.cols) + "</tr>" for r in sec.rows)
+        return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>{note}'
+    cols = [c for c in sec.cols if c.key not in STACK]
+    stacked = [c for c in sec.cols if c.key in STACK]
+    head = "".join(f"<th>{esc(c.header)}</th>" for c in cols) + ("<th>Efficiency</th>" if stacked else "")
+    body = "".join("<tr>" + "".join(_fit_cell(r.get(c.key), c.kind, c.key) for c in cols)
+                   + (_stack_cell(r, stacked) if stacked else "") + "</tr>" for r in sec.rows)
+    return f'<div class="scroll"><table class="fit"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>{note}'
 
 
-def render_html(rep: Report, charts: bool = True, generated: dt.datetime | None = None) -> str:
-    return render_html_bytes(rep, charts, generated).decode("utf-8")
+def render_html(rep: Report, charts: bool = True, generated: dt.datetime | None = None,
+                plotly_src: str | None = None) -> str:
+    return render_html_bytes(rep, charts, generated, plotly_src).decode("utf-8")
 
 
-def render_html_bytes(rep: Report, charts: bool = True, generated: dt.datetime | None = None) -> bytes:
-    return b"".join(render_html_chunks(rep, charts, generated))
+def render_html_bytes(rep: Report, charts: bool = True, generated: dt.datetime | None = None,
+                      plotly_src: str | None = None) -> bytes:
+    return b"".join(render_html_chunks(rep, charts, generated, plotly_src))
 
 
-def render_html_chunks(rep: Report, charts: bool = True, generated: dt.datetime | None = None) -> list[bytes]:
-    """The page as UTF-8 pieces to write in turn (no 5 MB copy per report); with charts, Plotly's
-    library sits once in <head> between the two halves."""
+def render_html_chunks(rep: Report, charts: bool = True, generated: dt.datetime | None = None,
+                       plotly_src: str | None = None) -> list[bytes]:
+    """The page as UTF-8 pieces to write in turn (no 5 MB copy per report). With charts, Plotly's
+    library is loaded from ``plotly_src`` (a path relative to the page, see write_plotly_js), or,
+    without it, sits once in <head> between the two halves."""
     generated = generated or dt.datetime.now(dt.timezone.utc)
     kpis = "".join(
         f'<div class="kpi{" wasted" if c.key in ("wasted_sbu", "wasted_pct") else ""}">'
@@ -181,7 +245,8 @@ def render_html_chunks(rep: Report, charts: bool = True, generated: dt.datetime 
         if sec.key == "daily" and charts:
             table = f"<details><summary>Daily figures</summary>{table}</details>"
         parts.append(f'<section id="{sec.key}"><h2>{esc(sec.title)}</h2>{chart}{table}</section>')
-    script = '<script type="text/javascript">' + LIBRARY_MARK + "</script>" if charts else ""
+    script = ("" if not charts else f'<script src="{esc(plotly_src)}"></script>' if plotly_src
+              else '<script type="text/javascript">' + LIBRARY_MARK + "</script>")
     page = f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -205,7 +270,7 @@ Efficiencies are allocation-weighted: each job counts with the core-, GPU- or Gi
 </body>
 </html>
 """
-    if not charts:
+    if not charts or plotly_src:
         return [page.encode("utf-8")]
     before, after = page.split(LIBRARY_MARK, 1)
     return [before.encode("utf-8"), plotly_js_bytes(), after.encode("utf-8")]
