@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra:
         # argparse reports an unknown option with the top-level usage; show the command's own
-        _innermost(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
+        where = _innermost(parser, args) if argv[0] in SUBCOMMANDS else parser
+        where.error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "_module", None):
         parser.print_help()
         return 2

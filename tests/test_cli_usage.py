@@ -85,6 +85,11 @@ def test_a_bad_option_prints_the_subcommands_usage(args, usage, capsys):
     assert "unrecognized arguments" in err and "COMMAND" not in err
 
 
+def test_an_option_before_the_command_gets_the_top_level_usage(capsys):
+    rc, _out, err = _run(["--bogus", "flags", "--db", "x"], capsys)
+    assert rc == 2 and err.startswith("usage: jobsight [-h] [--version] COMMAND") and "--bogus" in err
+
+
 def test_version(capsys):
     rc, out, _err = _run(["--version"], capsys)
     assert rc == 0 and out.strip() == f"jobsight {importlib.metadata.version('jobsight')}"
