@@ -70,14 +70,19 @@ def hostile_url(tmp_path_factory):
     yield from _serve(build_hostile_db(tmp_path_factory.mktemp("browser-hostile") / "jobs.duckdb"))
 
 
-@pytest.fixture
-def browser(tmp_path):
+def chromium(download_path: Path):
+    """Dash's test browser on headless Chromium, downloading to ``download_path`` (a context manager)."""
     require_service(bool(shutil.which("chromium") and shutil.which("chromedriver")),
                     "chromium/chromedriver not installed (run scripts/browser-setup.sh start as root)")
     require_service(importlib.util.find_spec("selenium") is not None,
                     "selenium not installed (pip install 'dash[testing]')")
     from dash.testing.browser import Browser
-    with Browser("chrome", headless=True, download_path=str(tmp_path), percy_run=False, wait_timeout=20) as b:
+    return Browser("chrome", headless=True, download_path=str(download_path), percy_run=False, wait_timeout=20)
+
+
+@pytest.fixture
+def browser(tmp_path):
+    with chromium(tmp_path) as b:
         yield b
 
 
@@ -107,7 +112,7 @@ def downloaded(folder: Path, name: str) -> str:
     path = folder / name
     wait_for(lambda: path.is_file() and not (folder / (name + ".crdownload")).exists() and path.stat().st_size,
              what=f"the download {name}")
-    return path.read_text(encoding="utf-8-sig")
+    return path.read_bytes().decode("utf-8-sig")       # no newline translation: a CR in a cell stays
 
 
 @pytest.mark.parametrize("path, selector, text", [

@@ -4,9 +4,11 @@ human-readable output of the CLI.
 
 CSV: published CSV-injection payloads (OWASP "CSV Injection", PayloadsAllTheThings "CSV
 Injection"), bare and behind CR, LF, tab, space, NUL, ESC and bidi prefixes, go through
-`jobsight flags|usage --format csv` and the CSV report; read back with Python's csv module, every
-row has the header's number of cells and no text cell starts (after leading spaces and controls)
-with a formula character, while numbers stay numbers.
+`jobsight flags|usage --format csv`, the CSV report and the dashboard grids' "Download CSV" (AG
+Grid's export, in headless Chromium, with the dashboard's guard jobsightCsvCell); read back with
+Python's csv module, every row has the header's number of cells and no text cell starts (after
+leading spaces and controls) with a formula character, while numbers stay numbers. The guard in the
+browser gives exactly what analytics/render.csv_safe gives (run under Node).
 
 Terminal: a user named with ESC, a bidi override and a NUL, through `flags`, `usage` and `job` in
 every format, to a pipe and to a terminal (a real pseudo-terminal, or stdout.isatty patched):
@@ -22,12 +24,13 @@ import os
 import pty
 import re
 import select
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, jobsight_cmd
+from conftest import ROOT, jobsight_cmd, require_service
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -217,6 +220,63 @@ def test_report_csv_neutralises_every_payload(db, tmp_path, capsys):
         recs = _check_csv(f.read_bytes().decode("utf-8"), numeric)      # no newline translation
         names |= {r["job_name"] for r in recs} | {r["user"] for r in recs} | {r["label"] for r in recs}
     assert {"'" + p for p in PAYLOADS} <= names
+
+
+# -- the dashboard grids' CSV download ----------------------------------------------------------------
+
+GRID_JS = ROOT / "dashboard" / "assets" / "dashAgGridFunctions.js"
+
+
+def _browser_guard(values: list[str]) -> list[str]:
+    """jobsightCsvCell (the grids' CSV guard) on each value, run by Node as the browser runs it."""
+    require_service(shutil.which("node") is not None, "node not installed (apt-get install nodejs)")
+    script = ("const window = {}; eval(require('fs').readFileSync(process.argv[1], 'utf8'));"
+              "const values = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
+              "process.stdout.write(JSON.stringify(values.map(v => window.dashAgGridFunctions.jobsightCsvCell({value: v}))));")
+    out = subprocess.run(["node", "-e", script, str(GRID_JS)], input=json.dumps(values), capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@settings(max_examples=5, deadline=None)
+@given(st.lists(_TEXT, min_size=50, max_size=200))
+def test_grid_csv_guard_equals_the_writers(values):
+    """The guard of the dashboard's CSV download and the CLI's writers guard the same cells the same way."""
+    values = PAYLOADS + [p.strip() for p in PAYLOADS] + ["-1.5", "", "a=1", "\u3000=1", "\u2028-x", "\x85@x"] + values
+    assert _browser_guard(values) == [render.csv_safe(v) for v in values]
+
+
+@pytest.fixture
+def browser(tmp_path):
+    from test_dashboard_browser import chromium
+    with chromium(tmp_path) as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def inert_url(db):
+    from test_dashboard_browser import _serve
+    yield from _serve(db)
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("path, grid, file, numeric, text", [
+    ("/flagged", "fl-table", "flagged-jobs.csv", {"Wasted", "SBU", "Savings"}, ("User", "Project", "Partition", "Job name")),
+    ("/users", "ut-table", "users.csv", {"Jobs", "SBU", "Wasted", "Advice saves", "GPU-hours", "Core-hours", "CPU eff",
+                                         "GPU util", "Mem eff", "Time eff", "Flagged jobs"}, ("Name",)),
+])
+def test_grid_csv_download_neutralises_every_payload(inert_url, browser, path, grid, file, numeric, text):
+    """The grid's "Download CSV" in headless Chromium: every payload comes out guarded, and
+    otherwise exactly; numbers as numbers."""
+    from test_dashboard_browser import downloaded, visit, wait_for
+    visit(browser, inert_url + path)
+    wait_for(lambda: browser.find_elements(f"#{grid} .ag-row"), what="the grid's rows")
+    browser.find_element(f"#{grid}-csv").click()
+    recs = _check_csv(downloaded(Path(browser.download_path), file), numeric)
+    for col in text:
+        assert {"'" + p for p in PAYLOADS} <= {r[col] for r in recs}, col
+    assert browser.get_logs() == []
 
 
 # -- terminal --------------------------------------------------------------------------------------
