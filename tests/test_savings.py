@@ -206,6 +206,16 @@ def test_unknown_savings_say_why(work):
     assert billing == {"901": 2, "902": 24, "903": 6, "904": 6, "905": 19, "906": 12, "908": None, "909": None}
 
 
+def test_without_a_cpu_partition_dropping_the_gpus_has_no_price(work):
+    """902 would run without GPUs in gpu, whose rate charges such work 2 per core-hour: not a
+    place it could run, so unknown; 903, CPU work already there, stays (the same request: 0)."""
+    cfg = {**TABLE, "advice": {k: v for k, v in ADVICE.items() if k != "cpu_partition"}}
+    got = {j: r for j, *r in rows(work, cfg, "SELECT job_id, fitted_request, savings_sbu, savings_note FROM job_savings "
+                                            "WHERE job_id IN ('902', '903')")}
+    assert got == {"902": ["--gres=none", None, "no [advice] cpu_partition to run it without GPUs"],
+                   "903": ["", 0.0, None]}
+
+
 def test_a_fat_job_is_priced_in_both_places_and_the_cheaper_counts(work):
     advice = rows(work, TABLE, "SELECT job_id_raw, \"partition\", mem_charged_bytes / 2^30, thin FROM job_advice "
                                "WHERE job_id_raw IN ('904', '905') ORDER BY ALL")

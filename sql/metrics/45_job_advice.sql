@@ -4,13 +4,16 @@
 -- charging SQL that priced the job (24_lake_job_charge.sql). Rules: docs/metrics.md#what-the-advice-would-have-saved.
 --   partition: jobsight.toml [advice]: cpu_partition for work without GPUs (gpu_idle,
 --       cpu_job_on_gpu_partition), else small_gpu_partition (gpu_fits_smaller); else the job's own.
+--       A job that drops all its GPUs has no price without cpu_partition: what its GPU partition
+--       would charge work without GPUs (nothing, by Snellius' rates) is not a place it could run.
 --       A fat-memory job that fits a thin node (mem_fits_thin) gets a second row, in mem_partition:
 --       46 keeps the cheaper of the two.
 --   billing (policy slurm-billing only): the job's own when the request is unchanged; else Slurm's sum of
 --       TRES x TRESBillingWeights of the request's partition, truncated to a whole number as Slurm
 --       stores it, and only where the weights of the job's own partition give the billing it was
 --       charged (a formula they do not reproduce, PriorityFlags=MAX_TRES say, is not guessed at).
---       NULL otherwise, with the reason in billing_note.
+--       NULL otherwise.
+--   price_note: why the request has no price (NULL: it has one); 46 gives no savings then.
 -- DuckDB only: it reads the stored job_flags and job_metrics of the jobs in metric_flag_scope.
 
 -- TRESBillingWeights per partition of the scope's clusters, from the best source that has the
@@ -92,14 +95,16 @@ SELECT cluster, job_id_raw, a_partition AS "partition", f_gpu_type AS gpu_type, 
        CASE WHEN billing IS NULL OR NOT by_billing THEN NULL
             WHEN same_charge THEN billing
             WHEN own_billing = billing THEN target_billing END AS billing,
-       CASE WHEN billing IS NULL OR NOT by_billing OR same_charge THEN NULL
+       CASE WHEN f_ngpus = 0 AND ngpus > 0 AND a_partition IS NOT DISTINCT FROM "partition"
+                THEN 'no [advice] cpu_partition to run it without GPUs'
+            WHEN billing IS NULL OR NOT by_billing OR same_charge THEN NULL
             WHEN NOT own_known THEN 'no TRESBillingWeights known for partition ' || "partition"
             WHEN own_billing IS DISTINCT FROM billing
                 THEN printf('the TRESBillingWeights known for partition %s give billing=%s, not the %d the job was charged',
                             "partition", COALESCE(CAST(own_billing AS BIGINT)::VARCHAR, 'unknown'), CAST(billing AS BIGINT))
             WHEN NOT target_known THEN 'no TRESBillingWeights known for partition ' || a_partition
             WHEN target_billing IS NULL THEN 'the TRESBillingWeights of partition ' || a_partition || ' price what the request does not say'
-       END AS billing_note,
+       END AS price_note,
        thin,
        -- the #SBATCH options that differ from the job's own request
        concat_ws(' ',

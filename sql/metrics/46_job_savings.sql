@@ -18,13 +18,13 @@ CREATE OR REPLACE MACRO day_savings(advised, savings_sbu, fraction) AS
     CASE WHEN advised THEN savings_sbu * fraction ELSE 0 END;
 CREATE OR REPLACE VIEW calc_job_savings AS
 WITH priced AS (
-    SELECT c.cluster, c.job_id_raw, c.thin, c.billing_note, c.fitted_request,
+    SELECT c.cluster, c.job_id_raw, c.thin, c.price_note, c.fitted_request,
            c."partition" AS fitted_partition, c.ncpus AS fitted_ncpus, c.ngpus AS fitted_ngpus,
            c.mem_charged_bytes AS fitted_mem_bytes, c.timelimit_s AS fitted_timelimit_s, c.billing AS fitted_billing,
            m.job_id, m."user", m.account, m."partition", m.state, m.start_time, m.end_time, m.sbu, m.sbu_source,
-           CASE WHEN c.sbu_source = m.sbu_source THEN c.sbu END AS sbu_if_fitted,
-           CASE WHEN c.sbu_source <> m.sbu_source
-                THEN COALESCE(c.billing_note, printf('partition %s has no %s price', c."partition",
+           CASE WHEN c.price_note IS NULL AND c.sbu_source = m.sbu_source THEN c.sbu END AS sbu_if_fitted,
+           CASE WHEN c.price_note IS NOT NULL OR c.sbu_source <> m.sbu_source
+                THEN COALESCE(c.price_note, printf('partition %s has no %s price', c."partition",
                                                      CASE m.sbu_source WHEN 'billing' THEN 'Slurm billing'
                                                                        ELSE 'charging table' END)) END AS savings_note
     FROM lake_job_charge c
