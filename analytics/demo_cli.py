@@ -107,7 +107,7 @@ def ingest_step(out: Path, db_path: Path, manifest: dict) -> tuple[bool, bool]:
     """(every file read?, did the database change?)"""
     from jobsight.analytics import ingest
     from jobsight.analytics.database import Database
-    from jobsight.analytics.demo import SUBDIRS
+    from jobsight.analytics.demo import PARTITIONS_FILE, SUBDIRS
     from jobsight.analytics.records import ParseOptions
     opts = ParseOptions(timezone=manifest["ingest_options"]["timezone"], cluster=manifest["ingest_options"]["cluster"])
     paths = [out / d for d in SUBDIRS if (out / d).is_dir()]
@@ -124,6 +124,7 @@ def ingest_step(out: Path, db_path: Path, manifest: dict) -> tuple[bool, bool]:
 
     with Database.connect(db_path) as writer:
         reports = ingest.ingest_paths(writer.con, paths, opts, on_file=on_file)
+        _billing_weights(writer.con, out / PARTITIONS_FILE, opts.cluster)
     if sys.stdout.isatty() and done[0] >= 200:
         print("\r" + " " * 40 + "\r", end="")
     elapsed = time.monotonic() - t0
@@ -153,6 +154,17 @@ def ingest_step(out: Path, db_path: Path, manifest: dict) -> tuple[bool, bool]:
         json.dumps(manifest["arguments"], sort_keys=True) + "\n", encoding="utf-8")
     changed = any(r.status != "already ingested" for r in reports)
     return not problems, changed
+
+
+def _billing_weights(con, path: Path, cluster: str) -> None:
+    """The partitions' TRESBillingWeights, kept as `ingest --from-sacct` keeps what scontrol says:
+    they price the request the advice would have fit (a generation without the file has none)."""
+    from jobsight.analytics import billing_weights
+    if not path.is_file():
+        return
+    weights = billing_weights.read_file(path)
+    billing_weights.replace(con, billing_weights.rows(weights, "scontrol", cluster), "scontrol", cluster)
+    say(f"ingest: TRESBillingWeights of {len(weights)} partitions from {path} (as --from-sacct reads them with scontrol)")
 
 
 def summary_step(db_path: Path) -> None:

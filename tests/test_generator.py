@@ -102,7 +102,7 @@ def test_every_pattern_is_present_in_a_small_run(small):
 def test_every_format_is_written(small):
     out, m = small
     dirs = {rel.split("/", 1)[0] for rel in m["files"]}
-    assert dirs == {"sacct", "sacct-json", "sidecar", "nvidia-smi", "seff"}
+    assert dirs == {"sacct", "sacct-json", "sidecar", "nvidia-smi", "seff", "slurm"}
     assert all((out / rel).stat().st_size == size for rel, size in m["files"].items())
 
 
