@@ -415,3 +415,15 @@ def test_histogram_flag_counts_and_grid_take_the_jobs_that_ran(span):
             assert len(df.iloc[0]["codes"]) == int(queries.flag_counts(span, ADMIN, Filters())["jobs"].sum())
     assert queries.flagged_jobs(span, ADMIN, Filters(since=THU))[1] == 0
     assert queries.flagged_jobs(span, BOB, Filters(since=WED, until=WED))[1] == 0
+
+
+def test_job_page_of_a_cpu_job_shows_nothing_of_gpus(h):
+    import json
+
+    import plotly.utils
+
+    from jobsight.dashboard.pages import job as page
+    cpu = json.dumps(page.render(h, ADMIN, "c1", "1"), cls=plotly.utils.PlotlyJSONEncoder)
+    gpu = json.dumps(page.render(h, ADMIN, "c1", "2"), cls=plotly.utils.PlotlyJSONEncoder)
+    assert "GPU utilisation" not in cpu and "Idle GPUs" not in cpu and "job-fig-gpu" not in cpu
+    assert "GPU utilisation" in gpu and "job-fig-gpu_util" in gpu and "job-fig-cpu_util" in gpu
