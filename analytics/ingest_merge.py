@@ -2,7 +2,7 @@
 and merged into what is stored, and the job numbers derived from its steps.
 
 Jobs and steps (keys (cluster, job_id_raw) and (cluster, job_id_raw, step_id)): a record ranks by
-(accounting source?, final state?, coalesce(end, start, submit, eligible)), ties broken by
+(accounting source?, final state?, coalesce(end, start + elapsed, start, submit, eligible)), ties broken by
 SOURCE_PREFERENCE. The stored and the incoming record merge column by column (_merge_sql), so the
 row does not depend on which came first (docs/database.md#update-rule); an unchanged row counts as
 "unchanged". Several records of one key in one file: the best-ranked (then the last) is merged and
@@ -87,7 +87,7 @@ def _merge_records(con, frame: pl.DataFrame, table: str, keys: list[str], time_c
             return n, 0, 0
     cols = _stage(con, frame, table, "_in", ingest_id)
     finals = ", ".join(f"'{s}'" for s in FINAL_STATES)
-    rank_t = "coalesce(" + ", ".join(time_cols) + ")"
+    rank_t = _as_of(time_cols)
     keyl = ", ".join(_q(k) for k in keys)
     total = con.execute("SELECT count(*) FROM _in").fetchall()[0][0]
     # best record per key within the file: best rank, then the later line
@@ -120,6 +120,19 @@ def _merge_records(con, frame: pl.DataFrame, table: str, keys: list[str], time_c
     return stored, updated, unchanged
 
 
+def _as_of(time_cols: list[str], alias: str = "") -> str:
+    """SQL: the time a record ranks by: the first of time_cols it has, where a record without an
+    end (a running job or step) counts as of its start plus the elapsed time sacct printed, the time
+    of the dump; so of two RUNNING records the later dump ranks higher, in either order."""
+    a = f"{alias}." if alias else ""
+    parts = []
+    for c in time_cols:
+        parts.append(f"{a}{_q(c)}")
+        if c == "end_time":
+            parts.append(f"{a}start_time + to_seconds({a}elapsed_s)")
+    return "coalesce(" + ", ".join(parts) + ")"
+
+
 def _explains(nr: str, col: str) -> str:
     """SQL: does the null_reasons JSON `nr` give a reason for column col being NULL?"""
     return f"""coalesce(json_exists({nr}, '$."{col}"'), false)"""
@@ -141,7 +154,7 @@ def _merge_sql(table: str, keys: list[str], data_cols: list[str], time_cols: lis
     on = " AND ".join(f"t.{_q(k)} = w.{_q(k)}" for k in keys)
     vals = [c for c in data_cols if c not in ("source", "null_reasons")]
     stored = ", ".join(f"t.{_q(c)} AS {_q('_t_' + c)}" for c in data_cols)
-    t_time = "coalesce(" + ", ".join(f"t.{_q(c)}" for c in time_cols) + ")"
+    t_time = _as_of(time_cols, "t")
     rank = f"""
         SELECT w.*, {stored}, t.{_q(keys[0])} IS NULL AS _new,
                {_fidelity('w.source')} AS _fw, {_fidelity('t.source')} AS _ft,

@@ -8,12 +8,14 @@ SELECT j.cluster, j.job_id, j.job_id_raw, j.array_job_id, j.array_task_id, j.het
        j.node_list, j.restarts, j.null_reasons, j.source,
     -- CPU: sacct's TotalCPU over the whole allocation (seff), else the sidecar's cgroup CPU.
     -- A TotalCPU of 0 with sidecar samples present is sacct -X or a killed step: trust the samples.
+    -- A running job's TotalCPU counts only its ended steps (0 while its batch step runs): only the
+    -- samples tell its CPU use so far.
     CASE WHEN j.cpu_time_s IS NOT NULL AND (j.cpu_time_s > 0 OR c.cpu_util_pct IS NULL)
-              AND j.elapsed_s > 0 AND j.ncpus > 0
+              AND j.elapsed_s > 0 AND j.ncpus > 0 AND COALESCE(j.state, '') NOT IN ('RUNNING', 'SUSPENDED')
          THEN j.cpu_time_s * 100e0 / NULLIF(j.elapsed_s * j.ncpus, 0)
          ELSE c.cpu_util_pct END                                        AS cpu_eff_pct,
     CASE WHEN j.cpu_time_s IS NOT NULL AND (j.cpu_time_s > 0 OR c.cpu_util_pct IS NULL)
-              AND j.elapsed_s > 0 AND j.ncpus > 0 THEN 'sacct'
+              AND j.elapsed_s > 0 AND j.ncpus > 0 AND COALESCE(j.state, '') NOT IN ('RUNNING', 'SUSPENDED') THEN 'sacct'
          WHEN c.cpu_util_pct IS NOT NULL THEN 'sidecar' END              AS cpu_eff_source,
     -- Memory: the sidecar's cgroup peak (all processes, page cache of the job included) beats
     -- sacct's sampled per-task RSS, which misses short peaks.

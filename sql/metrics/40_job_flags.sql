@@ -39,6 +39,9 @@ CREATE OR REPLACE VIEW calc_job_flags AS
 WITH m AS (
     SELECT *,
         elapsed_s >= setting_value('flags.min_runtime_s') AS long_enough,
+        -- a job still running (its elapsed, charge and utilisation are so far): the flags on its
+        -- peak memory, which may still grow, and on its time, wait for its end
+        COALESCE(state IN ('RUNNING', 'SUSPENDED'), false) AS running,
         cpu_eff_pct * ncpus / 100.0 AS cores_used,
         -- the request that fits (the headroom rules, docs/metrics.md#the-request-that-would-have-fit):
         -- the cores busy on average, rounded up; the GPUs in use; peak memory x mem_headroom per
@@ -83,7 +86,7 @@ WITH m AS (
                  || ': a MIG slice or a smaller GPU would do',
                  'A MIG slice or a smaller GPU would do: ask for the smallest GPU type your site offers'),
         NULLIF(NULLIF(setting_text('advice.small_gpu_partition'), ''), "partition"), NULL, NULL, NULL, NULL
-    FROM m WHERE long_enough AND ngpus > 0
+    FROM m WHERE long_enough AND NOT running AND ngpus > 0
         AND gpu_mem_peak_pct < setting_value('flags.gpu_fits_smaller_mem_pct')
         AND gpu_util_pct < setting_value('flags.gpu_fits_smaller_util_pct')
     UNION ALL
@@ -109,7 +112,7 @@ WITH m AS (
         printf('Peak memory %.1f GiB of %.1f GiB allocated (%.1f%%)', gib(mem_peak_bytes), gib(mem_charged_bytes), mem_eff_pct),
         '--mem=' || fit_mem_gib || 'G',
         NULL, NULL, fit_mem_gib * GREATEST(COALESCE(nnodes, 1), 1) * 1073741824, NULL, NULL
-    FROM m WHERE long_enough
+    FROM m WHERE long_enough AND NOT running
         AND mem_eff_pct < setting_value('flags.mem_oversized_pct')
         AND gib(mem_charged_bytes - mem_peak_bytes) >= setting_value('flags.mem_oversized_min_unused_gib')
     UNION ALL
@@ -135,7 +138,7 @@ WITH m AS (
                setting_text('advice.mem_partition'), CAST(setting_value('advice.mem_partition_node_gib') AS VARCHAR)),
         '--partition=' || setting_text('advice.mem_partition') || ' --mem=' || fit_mem_gib || 'G, where that costs less',
         setting_text('advice.mem_partition'), NULL, fit_mem_gib * GREATEST(COALESCE(nnodes, 1), 1) * 1073741824, NULL, NULL
-    FROM m WHERE long_enough AND COALESCE(ngpus, 0) = 0 AND mem_peak_bytes IS NOT NULL
+    FROM m WHERE long_enough AND NOT running AND COALESCE(ngpus, 0) = 0 AND mem_peak_bytes IS NOT NULL
         AND list_contains(string_split(setting_text('advice.fat_partitions'), ','), "partition")
         AND setting_text('advice.mem_partition') NOT IN ('', "partition")
         AND fit_mem_gib <= setting_value('advice.mem_partition_node_gib')
