@@ -132,6 +132,7 @@ def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleTy
         file = SourceFile(con, path, mod, opts, str(Path(path).resolve()), _options(opts, fmt, ownership.owner), t0,
                           ownership)
         tracked = mod.FORMAT in offsets.FORMATS
+        file.end = mark.size if tracked else None   # lines written after the open wait for the next ingest
         resume, why = offsets.plan(file, mark, within) if tracked else (None, None)
         if resume is None:
             rep.notes += [why] if why else []

@@ -43,8 +43,14 @@ class SourceFile:
     options: dict            # the options recorded with it: the same bytes read with others are read again
     started: float           # time.monotonic() when its ingest began
     ownership: Optional[Ownership] = None   # its owner (untrusted: samples count only for the owner's jobs)
-    # writes, in the load's transaction, how far a growing file was read (analytics/ingest_offsets.py)
+    # a growing file (analytics/ingest_offsets.py): read up to `end`, its size when opened, and
+    # before_commit writes, in the load's transaction, how far it was read
+    end: Optional[int] = None
     before_commit: Optional[Callable[[duckdb.DuckDBPyConnection, int], None]] = None
+
+    def part(self) -> dict:
+        """The parser's arguments that bound a growing file's read."""
+        return {} if self.end is None else {"end": self.end}
 
 
 class Route:
@@ -100,7 +106,7 @@ class WholeRoute(Route):
             raise _ParserFailed(f"{self.file.mod.FORMAT} parser failed: {exc!r}") from exc
 
     def _parse(self) -> ParseResult:
-        return self.file.mod.parse(self.file.path, self.file.opts)
+        return self.file.mod.parse(self.file.path, self.file.opts, **self.file.part())
 
     def load(self, scan: FileScan) -> FileReport:
         f = self.file
@@ -141,7 +147,7 @@ class PiecesRoute(Route):
 
     def load(self, scan: FileScan) -> FileReport:
         f = self.file
-        return load_pieces(f.con, _pieces(f.mod, f.path, f.opts, self.piece_bytes), f.mod.FORMAT,
+        return load_pieces(f.con, _pieces(f.mod, f.path, f.opts, self.piece_bytes, **f.part()), f.mod.FORMAT,
                            f.source_file, scan.digest, f.options, ownership=f.ownership, before_commit=f.before_commit)
 
 
@@ -179,7 +185,9 @@ class BulkCsvRoute(Route):
 
     def load(self, scan: FileScan) -> FileReport:
         f, inserted = self.file, self.inserted
-        if inserted.ok and inserted.matches(scan, self.bulk):
+        # a growing file's rows stand only when it did not grow while DuckDB and the hash read it:
+        # the lines read are then those below `end`, where the next ingest goes on
+        if inserted.ok and inserted.matches(scan, self.bulk) and (f.end is None or scan.size == f.end):
             self.bulk.result.rows_in = inserted.inserted["sample"]
             return load_result(f.con, self.bulk.result, f.source_file, scan.digest, f.options, inserted, f.ownership,
                                f.before_commit)

@@ -125,6 +125,7 @@ class FileScan:
     delimiters: int = 0
     lines_upto: int = 0        # with `upto`: newlines in the first `upto` bytes
     end_upto: int = 0          # with `upto`: where the last of them ends (complete lines only)
+    size: int = 0              # bytes hashed
 
 
 def scan_file(path: Path, delimiter: Optional[bytes] = None, upto: Optional[int] = None) -> FileScan:
@@ -145,7 +146,7 @@ def scan_file(path: Path, delimiter: Optional[bytes] = None, upto: Optional[int]
                 if (last := below.rfind(b"\n")) >= 0:
                     end_upto = pos + last + 1
             pos += len(chunk)
-    return FileScan(h.hexdigest(), newlines, delimiters, lines_upto, end_upto)
+    return FileScan(h.hexdigest(), newlines, delimiters, lines_upto, end_upto, pos)
 
 
 def sha256_file(path: Path) -> str:

@@ -365,10 +365,11 @@ def bulk_read(path: pathlib.Path, opts: ParseOptions) -> Optional[BulkRead]:
                     fields=len(COLUMNS))
 
 
-def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
-    """The whole file as one result: iter_parse with a single piece."""
+def parse(path: pathlib.Path, opts: ParseOptions, end: Optional[int] = None) -> ParseResult:
+    """The whole file (its first ``end`` bytes) as one result: iter_parse with a single piece."""
     path = pathlib.Path(path)
-    (result,) = iter_parse(path, opts, chunk_bytes=max(1, path.stat().st_size))
+    size = path.stat().st_size if end is None else end
+    (result,) = iter_parse(path, opts, chunk_bytes=max(1, size), end=size)
     return result
 
 
