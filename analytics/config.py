@@ -37,6 +37,9 @@ DEFAULT_FLAGS: dict[str, float] = {
     "time_oversized_pct": 20,
     "time_headroom": 1.5,
     "failed_burn_alarm_sbu": 100,
+    # the dashboard's Running now: a running job's GPU under gpu_idle_pct for this many minutes of
+    # its latest samples is wasting now (the sidecar's --idle-alert default)
+    "running_gpu_idle_min": 30,
 }
 DEFAULT_SAMPLES: dict[str, float] = {"max_gap_s": 600}
 # [advice]: the site's cheaper places for the advised request. "", 0 and [] mean "none": the request

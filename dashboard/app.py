@@ -17,12 +17,12 @@ from dash.exceptions import UnsupportedRelativePath
 from jobsight.analytics.snapshot import SnapshotReader
 from jobsight.dashboard import callback_requests, common, search, served_files
 from jobsight.dashboard.auth import Auth, current_scope, install
-from jobsight.dashboard.pages import entities, flagged, job, jobs, overview
+from jobsight.dashboard.pages import entities, flagged, job, jobs, overview, running
 
 log = logging.getLogger("jobsight.dashboard")
 
 NAV = [("/", "Overview"), ("/jobs", "My jobs"), ("/users", "Users"), ("/projects", "Projects"),
-       ("/flagged", "Flagged jobs")]
+       ("/flagged", "Flagged jobs"), ("/running", "Running now")]
 
 
 def page_for(path: str, params: dict[str, str]):
@@ -37,6 +37,8 @@ def page_for(path: str, params: dict[str, str]):
             return entities.layout(prefix, params, scope)
     if path == "/flagged":
         return flagged.layout(params, scope)
+    if path == "/running":
+        return running.layout(params, scope)
     if path == "/jobs":
         return jobs.layout(params, scope)
     if path == "/job":
@@ -79,6 +81,7 @@ def create_app(reader: SnapshotReader, auth: Auth, url_prefix: str = "/", debug:
     overview.register(app)
     entities.register(app)
     flagged.register(app)
+    running.register(app)
     jobs.register(app)
     job.register(app)
     search.register(app)

@@ -97,7 +97,7 @@ def server_callbacks(app) -> dict:
 
 def scenarios(app):
     for key, spec in server_callbacks(app).items():
-        paths = ["/job", "/user", "/project", "/flagged", "/users", "/projects", "/jobs", "/"] \
+        paths = ["/job", "/user", "/project", "/flagged", "/users", "/projects", "/jobs", "/running", "/"] \
             if any(i["id"] == "url" and i["property"] == "pathname" for i in spec["inputs"]) else [None]
         for path in paths:
             for partition_too in (True, False):
@@ -106,9 +106,10 @@ def scenarios(app):
 
 def test_every_callback_is_covered(app):
     # router 1 + overview 3 x 2 + users/projects 2 x 2 + flagged 2 + my jobs 2 + job 1 + search 1
-    assert len(server_callbacks(app)) == 17
-    # in the browser: the 4 grids' CSV downloads, closing the search results
-    assert len(app.callback_map) - 17 == 5
+    # + running now 2
+    assert len(server_callbacks(app)) == 19
+    # in the browser: the 6 grids' CSV downloads, closing the search results
+    assert len(app.callback_map) - 19 == 7
 
 
 def test_crafted_requests_for_another_users_data_reveal_nothing(app):

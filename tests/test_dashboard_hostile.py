@@ -235,7 +235,7 @@ def test_values_no_component_sends_are_read_as_cleared(app, log):
 
 PARAMS = ["since", "until", "user", "account", "partition", "code", "severity", "grain", "stack", "name",
           "cluster", "id", "state"]
-PATHS = ["/", "/user", "/project", "/users", "/projects", "/flagged", "/jobs", "/job", "/nope", ""]
+PATHS = ["/", "/user", "/project", "/users", "/projects", "/flagged", "/jobs", "/job", "/running", "/nope", ""]
 odd_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
 dates = st.dates(min_value=dt.date(1, 1, 1), max_value=dt.date(9999, 12, 31)).map(dt.date.isoformat)
 value = st.one_of(dates, odd_text, st.sampled_from(["9999-12-31", "0001-01-01", "2026-11-16", "alice", "bob",

@@ -1,0 +1,76 @@
+"""The data layer of Running now (/running): the running jobs in scope with their utilisation at
+their latest samples, and the GPUs wasting now (under flags.gpu_idle_pct for at least
+flags.running_gpu_idle_min minutes), with the SBU per hour they burn.
+
+The numbers are the views of sql/views/70_running.sql (running_jobs, running_gpus), over the
+snapshot's latest accounting and samples. As in dashboard/queries.py, the scope is a condition of
+every query, with bound parameters: a job outside it looks exactly like one that does not exist.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from jobsight.analytics.database import Database
+from jobsight.dashboard.queries import Scope
+
+# wasting first (the SBU per hour of idle GPUs), then the biggest burners
+ORDER = "idle_sbu_per_h DESC NULLS LAST, gpus_idle_now DESC, sbu_per_h DESC NULLS LAST, cluster, job_id_raw"
+JOB_COLUMNS = ["cluster", "job_id", "job_id_raw", "job_name", "user", "account", "partition", "start_time",
+               "elapsed_s", "ncpus", "ngpus", "sbu", "sbu_per_h", "cpu_util_now_pct", "gpu_util_now_pct",
+               "gpus_sampled", "gpus_idle_now", "gpu_idle_max_min", "idle_sbu_per_h", "last_sample"]
+GPU_COLUMNS = ["cluster", "job_id", "job_id_raw", "user", "account", "host", "device", "gpu_index", "util_pct",
+               "idle_min", "last_time"]
+
+
+def _where(scope: Scope, user: str | None, alias: str = "") -> tuple[str, list]:
+    """' WHERE ' the scope, and the chosen user (None: everyone in the scope), and its parameters."""
+    sc, p = scope.sql(alias)
+    if not user:
+        return f" WHERE {sc}", p
+    return f' WHERE {sc} AND {alias + "." if alias else ""}"user" = ?', p + [user]
+
+
+def users(h: Database, scope: Scope) -> list[str]:
+    """The users with running jobs in the scope (the choice of a lead or admin)."""
+    sc, p = scope.sql()
+    return [r[0] for r in h.execute(f'SELECT DISTINCT "user" FROM job_metrics WHERE state = \'RUNNING\' AND {sc} '
+                                    'AND "user" IS NOT NULL ORDER BY 1', p).fetchall()]
+
+
+def idle_minutes(h: Database) -> float:
+    """The setting flags.running_gpu_idle_min: how long a GPU is idle before it counts as wasting now."""
+    return float(h.value("SELECT value FROM setting WHERE name = 'flags.running_gpu_idle_min'") or 0)
+
+
+def totals(h: Database, scope: Scope, user: str | None = None) -> dict[str, float]:
+    """Running jobs in scope (of ``user`` when given), their GPUs, the GPUs idle now, the SBU per
+    hour they burn and the part of it that pays for GPUs idle now, and the time of the latest sample."""
+    w, p = _where(scope, user)
+    r = h.execute("SELECT count(*), COALESCE(sum(ngpus), 0), COALESCE(sum(gpus_idle_now), 0), "
+                  "COALESCE(sum(sbu_per_h), 0), COALESCE(sum(idle_sbu_per_h), 0), "
+                  "count(*) FILTER (WHERE gpus_idle_now > 0), max(last_sample) "
+                  f"FROM running_jobs{w}", p).fetchone()
+    return {"jobs": int(r[0]), "gpus": int(r[1]), "gpus_idle_now": int(r[2]), "sbu_per_h": float(r[3]),
+            "idle_sbu_per_h": float(r[4]), "wasting_jobs": int(r[5]), "last_sample": r[6]}
+
+
+def running_jobs(h: Database, scope: Scope, user: str | None = None, wasting_only: bool = False,
+                 limit: int = 500) -> tuple[pd.DataFrame, int]:
+    """The running jobs in scope (of ``user`` when given; with ``wasting_only``, those with a GPU idle
+    now), wasting first, at most ``limit``, and how many there are. Columns: JOB_COLUMNS."""
+    where, p = _where(scope, user)
+    where += " AND gpus_idle_now > 0" if wasting_only else ""
+    total = int(h.value(f"SELECT count(*) FROM running_jobs{where}", p) or 0)
+    cols = ", ".join(f'"{c}"' for c in JOB_COLUMNS)
+    df = h.df(f"SELECT {cols} FROM running_jobs{where} ORDER BY {ORDER} LIMIT ?", p + [int(limit)])
+    return df, total
+
+
+def idle_gpus(h: Database, scope: Scope, user: str | None = None, limit: int = 500) -> pd.DataFrame:
+    """The GPUs idle now of the running jobs in scope (of ``user`` when given), longest idle first.
+    Columns: GPU_COLUMNS."""
+    w, p = _where(scope, user, "m")
+    cols = ", ".join(f'm."{c}"' if c in ("job_id", "user", "account") else f'g."{c}"' for c in GPU_COLUMNS)
+    return h.df(f"SELECT {cols} FROM running_gpus g JOIN job_metrics m USING (cluster, job_id_raw) "
+                f"{w} AND g.idle_now ORDER BY g.idle_min DESC, g.cluster, g.job_id_raw, g.host, g.device LIMIT ?",
+                p + [int(limit)])
