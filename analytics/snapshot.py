@@ -5,9 +5,11 @@ dashboard never reads the live database. After a successful ingest, ``publish(db
 
 1. holding DuckDB's shared (read) lock on ``<db>``, so that no writer is at work, copies it (and
    its ``.wal``, if any) to a temporary name in the same directory;
-2. opens the copy, records when it was published, checkpoints and closes it. Everything the
-   dashboard reads (the stored per-job results and the per-day summaries dash_*) is already in
-   the file, kept current by each refresh (analytics/store.py), so a publish costs a copy;
+   Everything the dashboard reads (the stored per-job results and the per-day summaries dash_*)
+   is in the file, kept current by each refresh (analytics/store.py), so a publish costs a copy.
+   A database whose stored results lag its ingests (an ingest whose refresh failed) or whose
+   views are another version's is refreshed first, with the settings it holds;
+2. merges a copied ``.wal`` into the copy (a checkpoint);
 3. fsyncs the copy and ``os.replace``-s it onto ``<db>.snapshot``, then fsyncs the directory.
 
 A reader therefore sees either the old snapshot or the new one, never a half-written file.
@@ -18,7 +20,6 @@ already running keep the generation they started with until they finish.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import logging
 import os
 import shutil
@@ -54,10 +55,25 @@ def _fsync_path(path: Path, directory: bool = False) -> None:
         os.close(fd)
 
 
-def _stamp(con: duckdb.DuckDBPyConnection) -> None:
-    """Record when the snapshot was published (the dashboard's footer)."""
-    con.execute("CREATE OR REPLACE TABLE dash_snapshot AS SELECT ?::TIMESTAMP AS published_at",
-                [dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)])
+def _current(guard: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the attached database ``src`` holds stored results of everything written into it,
+    with this jobsight's views (as after `jobsight ingest`, which refreshes before it publishes)."""
+    guard.execute("USE src")
+    watermark = guard.execute("SELECT value FROM metric_state WHERE name = 'ingest_watermark'").fetchone()
+    views = guard.execute("SELECT text FROM setting WHERE name = 'views.checksum'").fetchone()
+    return (watermark is not None and int(watermark[0]) >= store.watermark_now(guard)
+            and not store.hand_written(guard) and views is not None and views[0] == views_checksum())
+
+
+def _bring_up_to_date(src: Path) -> None:
+    """Refresh the stored results with the settings the database holds, and its views."""
+    from jobsight.analytics.database import apply_views
+    con = dbmod.connect(src)
+    try:
+        store.refresh(con)
+        apply_views(con)
+    finally:
+        con.close()
 
 
 def publish(db_path: str | os.PathLike) -> Path:
@@ -77,33 +93,35 @@ def publish(db_path: str | os.PathLike) -> Path:
     try:
         # A read-only attach takes DuckDB's shared lock: a writer still at work makes this fail
         # at once (rather than copy a file in mid-write), and no writer can start during the copy.
-        guard = duckdb.connect(":memory:")
+        for attempt in (1, 2):
+            guard = duckdb.connect(":memory:")
+            try:
+                guard.execute(f"ATTACH '{_sql_str(src)}' AS src (READ_ONLY)")
+                if attempt == 1 and not _current(guard):
+                    guard.close()       # e.g. an ingest whose refresh failed: refresh, then copy
+                    _bring_up_to_date(src)
+                    continue
+            except duckdb.Error as exc:
+                guard.close()
+                raise UserError(f"{src}: cannot read it for a snapshot (is `jobsight ingest` still writing it? "
+                                f"publish after it has finished): {exc}") from exc
+            break
         try:
-            guard.execute(f"ATTACH '{_sql_str(src)}' AS src (READ_ONLY)")
-        except duckdb.Error as exc:
-            guard.close()
-            raise UserError(f"{src}: cannot read it for a snapshot (is `jobsight ingest` still writing it? "
-                            f"publish after it has finished): {exc}") from exc
-        try:
+            # Everything the dashboard reads is in the file (the stored results and summaries), so
+            # the snapshot is a copy of it.
             shutil.copyfile(src, tmp)
             wal = src.with_name(src.name + ".wal")
             if wal.is_file() and wal.stat().st_size:
-                shutil.copyfile(wal, tmp_wal)   # replayed by the open below
+                shutil.copyfile(wal, tmp_wal)   # merged into the copy below
         finally:
             guard.close()
-        try:
-            con = duckdb.connect(str(tmp))
-        except duckdb.Error as exc:
-            raise UserError(f"{src}: cannot open the copy for the snapshot: {exc}") from exc
-        try:
-            dbmod.configure_engine(con)   # memory_limit under `ulimit -v`; no progress bar on stdout
-            store.refresh(con)            # a no-op after `jobsight ingest`, which refreshed the database
-            _stamp(con)
-            con.execute("CHECKPOINT")
-        except duckdb.Error as exc:
-            raise UserError(f"{src}: building the snapshot failed: {exc}") from exc
-        finally:
-            con.close()
+        if tmp_wal.exists():
+            try:
+                con = duckdb.connect(str(tmp))
+                con.execute("CHECKPOINT")
+                con.close()
+            except duckdb.Error as exc:
+                raise UserError(f"{src}: cannot open the copy for the snapshot: {exc}") from exc
         if tmp_wal.exists():
             tmp_wal.unlink()
         _fsync_path(tmp)

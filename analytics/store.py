@@ -224,12 +224,12 @@ def _stored_tables(con) -> set[str]:
     ).fetchall()}
 
 
-def _hand_written(con) -> bool:
+def hand_written(con) -> bool:
     return any(con.execute(f"SELECT EXISTS (SELECT 1 FROM {t} WHERE ingest_id IS NULL)").fetchone()[0]
                for t in ("job", "step", "sample"))
 
 
-def _watermark_now(con) -> int:
+def watermark_now(con) -> int:
     return int(con.execute("SELECT COALESCE(max(ingest_id), 0) FROM ingest_log").fetchone()[0])
 
 
@@ -243,7 +243,7 @@ def refresh(con: duckdb.DuckDBPyConnection, say: Optional[Callable[[str], None]]
     stale = [i for i, s in enumerate(STORED)
              if full or s.table not in have or state.get(f"definitions.{s.table}") != sums[s.table]]
     watermark = int(state.get("ingest_watermark", 0))
-    pending = _watermark_now(con) > watermark or _hand_written(con)
+    pending = watermark_now(con) > watermark or hand_written(con)
     if not stale:
         return _in_transaction(con, lambda: _incremental(con, watermark)) if pending else Refresh("current")
     start = stale[0]
@@ -276,7 +276,7 @@ def _rebuild(con, start: int, sums: dict[str, str], reason: str, say, announce: 
     what = "metrics" if start == 0 else ", ".join(s.table for s in todo)
     if say and n and announce:
         say(f"{reason}: computing the stored {what} of all {n:,} jobs (once)")
-    watermark = _watermark_now(con)
+    watermark = watermark_now(con)
     for s in reversed(todo):
         con.execute(f"DROP TABLE IF EXISTS {s.table}")
     _clear_scope(con)
@@ -366,7 +366,7 @@ def _incremental(con, watermark: int, upto: int = len(STORED)) -> Refresh:
             if s.prices:
                 _drop_views(con)
     _clear_scope(con)
-    _set_state(con, ingest_watermark=_watermark_now(con), last_refresh=f"incremental {n} {n_flags} {n_days}")
+    _set_state(con, ingest_watermark=watermark_now(con), last_refresh=f"incremental {n} {n_flags} {n_days}")
     return Refresh("incremental", n, n_flags, days=n_days)
 
 

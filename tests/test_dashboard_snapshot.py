@@ -4,6 +4,7 @@ half-written batch, and the newest data is visible on the next request after a p
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -160,9 +161,36 @@ def test_a_snapshot_from_another_version_keeps_the_last_good_one(tmp_path, monke
     con.execute("UPDATE setting SET text = 'from-another-version' WHERE name = 'views.checksum'")
     con.execute("INSERT INTO job (cluster, job_id, job_id_raw, state, source) VALUES ('c1', 'x', 'x', 'RUNNING', 't')")
     con.close()
-    publish(db)
+    # what another jobsight's publish leaves (this one's would first bring the views up to date)
+    other = tmp_path / "other.snapshot"
+    shutil.copyfile(db, other)
+    os.replace(other, snapshot_path(db))
     with reader.cursor() as h:                      # no error; still the previous, good snapshot
         assert queries.totals(h, admin, Filters())["jobs"] == 4
     with pytest.raises(Exception, match="another jobsight version"):
         SnapshotReader(db).tables()                 # a fresh start does refuse it
+    reader.close()
+
+
+def test_publish_brings_a_lagging_database_up_to_date_first(tmp_path):
+    """An ingest whose refresh did not run (killed, failed): the publish refreshes the stored
+    results, with the settings the database holds, before it copies the file."""
+    db = build_db(tmp_path / "jobs.duckdb")
+    import duckdb
+
+    from jobsight.analytics import ingest
+    from jobsight.analytics.records import ParseOptions
+    dump = tmp_path / "late.txt"
+    dump.write_text("JobID|JobIDRaw|User|Account|Partition|State|Start|End|Elapsed|NCPUS|AllocTRES\n"
+                    "9001|9001|alice|proj-a|cpu|COMPLETED|2026-11-18T08:00:00|2026-11-18T09:00:00|01:00:00|1|"
+                    "billing=1,cpu=1,mem=1G,node=1\n", encoding="utf-8")
+    con = duckdb.connect(str(db))
+    (rep,) = ingest.ingest_paths(con, [dump], ParseOptions(timezone="UTC", cluster="c1"))
+    con.close()
+    assert rep.stored == 1
+    publish(db)
+    reader = SnapshotReader(db)
+    with reader.cursor() as h:
+        assert queries.totals(h, Scope("admin", "root"), Filters())["jobs"] == 5
+        assert h.value("SELECT sbu FROM job_metrics WHERE job_id_raw = '9001'") is not None
     reader.close()
