@@ -21,5 +21,10 @@ COLUMNS = (
     "temperature_c",
     "sm_active_pct",    # NVML GPM SM activity (Hopper+)
 )
-HEADER = ",".join(COLUMNS)
+HEADER = ",".join(COLUMNS)   # what the sidecar writes
+# A reader takes any file whose header names the REQUIRED columns, in any order, with any of the
+# EXTRAS (GPU readings "where available"); a column it does not know is ignored, so a file from a
+# newer sidecar (or a site's own collector in the same shape) still reads.
+REQUIRED = COLUMNS[:8]
+EXTRAS = COLUMNS[8:]
 META_SUFFIX = ".meta.json"

@@ -148,7 +148,7 @@ def test_refused_reads_leave_line_numbered_rejects(tmp_path, monkeypatch):
     assert st["rejects"] == [(5, "empty line", "")]
     (tmp_path / "b").mkdir()
     _, st = both_roads(tmp_path / "b", monkeypatch, [CASES["trailing comma"][0]])
-    assert st["rejects"] == [(5, "15 fields, the sidecar v1 header has 14", line(99) + ",")]
+    assert st["rejects"] == [(5, "15 fields, the header has 14", line(99) + ",")]
 
 
 def test_repeated_time_counts_as_unchanged(tmp_path, monkeypatch):

@@ -244,7 +244,7 @@ def test_big_sidecar_loaded_in_pieces_in_one_transaction(con, tmp_path, monkeypa
     (rep,) = run(con, a)
     assert (rep.status, rep.rows_in, rep.stored, rep.unchanged, rep.rejected, rep.dropped) == ("ingested", 23, 20, 1, 1, 1)
     assert (len(pieces) > 3) == (stream_bytes == 300)
-    assert one(con, "SELECT line_no, reason FROM rejects") == (11, "3 fields, the sidecar v1 header has 14")
+    assert one(con, "SELECT line_no, reason FROM rejects") == (11, "3 fields, the header has 14")
     # the first of the two rows of (cpu, 10:00:00) is kept
     assert one(con, "SELECT util_pct FROM samples WHERE device = 'cpu' AND time = TIMESTAMP '2026-11-21 10:00:00'") == (0.0,)
     log = one(con, "SELECT rows_in, stored, unchanged, rejected, dropped FROM ingests")

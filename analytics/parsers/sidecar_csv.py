@@ -1,6 +1,9 @@
 """Sidecar CSV schema v1 (collector/csv_schema.py) and its optional `<stem>.meta.json`.
 
-Recognised by its exact header line. This is the 50M-row path, so it is read in bulk:
+Read by its header's names (:class:`Layout`): the required columns in any order, any of the GPU
+extras (a missing one is NULL), and columns it does not know ignored with a note. A header that
+lacks a required column is refused, naming the file and the column. This is the 50M-row path, so
+it is read in bulk:
 - fast path: one polars ``read_csv`` with an explicit all-text schema, then vectorised casts;
 - if any cast fails, or a line has the wrong number of fields (checked by counting separators),
   or a line is not UTF-8, the piece is split into lines and only the bad lines become Rejects,
@@ -28,7 +31,7 @@ from jobsight.analytics import limits
 from jobsight.analytics.ingest_trust import meta_refusal
 from jobsight.analytics.ingest_walk import open_regular
 from jobsight.analytics.records import BulkRead, ParseOptions, ParseResult, Reject
-from jobsight.collector.csv_schema import COLUMNS, HEADER, META_SUFFIX
+from jobsight.collector.csv_schema import COLUMNS, META_SUFFIX, REQUIRED
 
 FORMAT = "sidecar"
 SOURCE = "sidecar"
@@ -44,24 +47,67 @@ _SQL_TYPES = {pl.Int64: "BIGINT", pl.Int32: "INTEGER", pl.Float64: "DOUBLE"}
 _SAMPLE_COLUMNS = [("job_id_raw" if c == "job_id" else c) for c in COLUMNS]   # the CSV's columns as table sample names them
 
 
+def _header_names(line: str) -> list[str]:
+    return [n.strip().lower() for n in line.lstrip("\ufeff").rstrip("\r\n").split(",")]
+
+
 def sniff(head: str, path: pathlib.Path) -> bool:
-    first = head.lstrip("\ufeff").split("\n", 1)[0].rstrip("\r")
-    return first == HEADER
+    """A header with every required column; or one plainly meant as a sidecar CSV (time, device and
+    three more of the schema's names) that lacks one, so that the ingest refuses it with that reason
+    instead of "not recognised"."""
+    names = set(_header_names(head.split("\n", 1)[0]))
+    return set(REQUIRED) <= names or ({"time", "device"} <= names and len(names & set(COLUMNS)) >= 5)
 
 
-def _read_typed(source: bytes) -> pl.DataFrame:
+class HeaderError(ValueError):
+    """The file's header cannot be read as sidecar schema v1 (the message names file and column)."""
+
+
+class Layout:
+    """The file's columns, from its header line. ``internal``: the name each field is read under (a
+    schema column's own name, or ``_ignored_<i>`` for one not in the schema); ``fields``: fields per line."""
+
+    def __init__(self, header: str):
+        names = _header_names(header)
+        self.fields = len(names)
+        self.internal = [n if n in COLUMNS else f"_ignored_{i}" for i, n in enumerate(names)]
+        self.missing = [c for c in REQUIRED if c not in names]
+        self.repeated = sorted({n for n in names if n in COLUMNS and names.count(n) > 1})
+        self.unknown = [n for n in names if n not in COLUMNS]
+        self.absent = [c for c in COLUMNS if c not in names]
+
+    def check(self, path: pathlib.Path) -> None:
+        """Raise HeaderError when a required column is missing or a column repeats (which to read?)."""
+        if self.missing:
+            raise HeaderError(f"{path}: the header has no {', '.join(self.missing)} column (sidecar schema v1 "
+                              f"requires {', '.join(REQUIRED)}; the GPU columns are optional)")
+        if self.repeated:
+            raise HeaderError(f"{path}: the header names {', '.join(self.repeated)} more than once")
+
+    def note(self, path: pathlib.Path) -> list[str]:
+        return [f"{path.name}: columns not in sidecar schema v1 ignored: {', '.join(map(repr, self.unknown))}"] \
+            if self.unknown else []
+
+    def complete(self, frame: pl.DataFrame, typed: bool) -> pl.DataFrame:
+        """The schema's columns in schema order: an absent one NULL (typed, or text), unknown ones dropped."""
+        return frame.with_columns(
+            [pl.lit(None, dtype=_TYPES.get(c, pl.String) if typed else pl.String).alias(c) for c in self.absent]
+        ).select(COLUMNS)
+
+
+def _read_typed(source: bytes, layout: Layout) -> pl.DataFrame:
     """Fast path: polars parses the numbers itself (typed read is ~2.5x faster and uses ~1/3 of the
     memory of reading text and casting). Raises on any bad value or ragged line."""
     # time is read as text and converted with the fixed format: ~2x cheaper than letting the reader
     # parse datetimes (it infers per value); a value in another form (an offset) raises and the
     # line path below takes it.
-    schema = {c: _TYPES.get(c, pl.String) for c in COLUMNS}
-    df = pl.read_csv(source, has_header=True, schema=schema, quote_char=None, raise_if_empty=False)
+    schema = {c: _TYPES.get(c, pl.String) for c in layout.internal}
+    df = pl.read_csv(source, has_header=False, skip_rows=1, schema=schema, quote_char=None, raise_if_empty=False)
     # the reader fills a short line's missing fields with nulls (shifting nothing it can see), so
-    # a line with too few fields is caught by counting separators: every line has len(COLUMNS)-1
-    if source.count(b",") != (len(df) + 1) * (len(COLUMNS) - 1):
+    # a line with too few fields is caught by counting separators: every line has fields-1
+    if source.count(b",") != (len(df) + 1) * (layout.fields - 1):
         raise ValueError("a line has the wrong number of fields")
-    return df.with_columns(pl.col("time").str.to_datetime(TIME_FORMAT, time_unit="us", strict=True))
+    return layout.complete(df, typed=True).with_columns(pl.col("time").str.to_datetime(TIME_FORMAT, time_unit="us", strict=True))
 
 
 def _typed(frame: pl.DataFrame, strict: bool) -> pl.DataFrame:
@@ -114,7 +160,7 @@ def _limit_checks() -> list[tuple[pl.Expr, pl.Expr]]:
     return limits.sample_reasons({c: pl.col(c) for c in ("time", *_TYPES)}, gpu=pl.col("device") != "cpu")
 
 
-def _robust(source: bytes, first_line: int = 2) -> tuple[pl.DataFrame, list[Reject], int]:
+def _robust(source: bytes, layout: Layout, first_line: int = 2) -> tuple[pl.DataFrame, list[Reject], int]:
     """Line-level read: split raw lines, reject the ones that are not UTF-8, have the wrong field
     count or bad values. Only runs on a piece whose fast read failed, so Python per line is fine."""
     raw_lines = source.split(b"\n")[1:]          # header first; the piece ends with a newline
@@ -132,15 +178,15 @@ def _robust(source: bytes, first_line: int = 2) -> tuple[pl.DataFrame, list[Reje
         n = line.count(",") + 1
         if line == "":
             rejects.append(Reject(no, "empty line", ""))
-        elif n != len(COLUMNS):
-            rejects.append(Reject(no, f"{n} fields, the sidecar v1 header has {len(COLUMNS)}", line[:1000]))
+        elif n != layout.fields:
+            rejects.append(Reject(no, f"{n} fields, the header has {layout.fields}", line[:1000]))
         else:
             texts.append(line)
             numbers.append(no)
     good = pl.DataFrame({"line": texts, "line_no": numbers}, schema={"line": pl.String, "line_no": pl.Int64})
-    raw = good.select(
-        pl.col("line").str.split_exact(",", len(COLUMNS) - 1).struct.rename_fields(list(COLUMNS)).struct.unnest(),
-    )
+    raw = layout.complete(good.select(
+        pl.col("line").str.split_exact(",", layout.fields - 1).struct.rename_fields(layout.internal).struct.unnest(),
+    ), typed=False)
     typed = _typed(raw, strict=False).with_columns(good["line_no"].alias("_line"))
     reasons = _reasons(raw, typed.drop("_line"))
     bad = reasons.is_not_null()
@@ -262,10 +308,10 @@ def _meta_frame(meta: dict, path: pathlib.Path, cluster: str, job_id: Optional[s
     )
 
 
-def _read_block(source: bytes, first_line: int) -> tuple[pl.DataFrame, list[Reject], int]:
+def _read_block(source: bytes, first_line: int, layout: Layout) -> tuple[pl.DataFrame, list[Reject], int]:
     """(samples with a _line column, rejects, data rows read) for header + data lines."""
     try:
-        samples = _read_typed(source)
+        samples = _read_typed(source, layout)
         if samples["time"].null_count() or samples["device"].null_count():
             raise ValueError("null key")
         if samples.select(pl.any_horizontal([cond for cond, _ in _limit_checks()]).any()).item():
@@ -273,7 +319,7 @@ def _read_block(source: bytes, first_line: int) -> tuple[pl.DataFrame, list[Reje
         line = pl.int_range(first_line, len(samples) + first_line, dtype=pl.Int64)
         return samples.with_columns(line.alias("_line")), [], len(samples)
     except Exception:  # noqa: BLE001 - any failure of the fast path: find the bad lines one by one
-        return _robust(source, first_line)
+        return _robust(source, layout, first_line)
 
 
 class _Defaults:
@@ -335,12 +381,15 @@ def bulk_read(path: pathlib.Path, opts: ParseOptions) -> Optional[BulkRead]:
     if not (header.endswith(b"\n") and first.endswith(b"\n") and tail.endswith(b"\n")):
         return None
     last = tail[:-1].rsplit(b"\n", 1)[-1] + b"\n"
-    notes: list[str] = []
+    layout = Layout(header.decode("utf-8", "replace"))
+    if layout.missing or layout.repeated:
+        return None   # the line reader refuses it with the reason
+    notes: list[str] = layout.note(path)
     d = _Defaults(path, opts, notes)
     result = ParseResult(format=FORMAT)
     # the first and last lines: a file of several jobs (concatenated sidecar files) is told here,
     # before DuckDB reads it all only for the loader to refuse it
-    samples, rejects, _ = _read_block(HEADER.encode() + b"\n" + first + last, 2)
+    samples, rejects, _ = _read_block(header + first + last, 2, layout)
     _finish(result, samples, rejects, d)
     if result.rejects or len(result.samples) != 2 or len(result.samples.select("cluster", "job_id_raw", "host").unique()) != 1:
         return None
@@ -348,8 +397,8 @@ def bulk_read(path: pathlib.Path, opts: ParseOptions) -> Optional[BulkRead]:
     result.samples, result.notes = None, notes
     if d.meta is not None:
         result.sidecar_runs = _meta_frame(d.meta, path, row0["cluster"], row0["job_id_raw"], row0["host"])
-    columns = ", ".join(f"'{c}': '{_SQL_TYPES.get(_TYPES.get(c), 'VARCHAR')}'" for c in COLUMNS)
-    values = {c: c for c in COLUMNS}
+    columns = ", ".join(f"'{c}': '{_SQL_TYPES.get(_TYPES.get(c), 'VARCHAR')}'" for c in layout.internal)
+    values = {c: c if c in layout.internal else f"NULL::{_SQL_TYPES.get(_TYPES.get(c), 'VARCHAR')}" for c in COLUMNS}
     values.update(
         time=f"strptime(time, '{_DUCKDB_TIME_FORMAT}')",
         job_id=f"coalesce(job_id, {_sql_text(d.job)})",   # still NULL: the NOT NULL column refuses it
@@ -362,7 +411,7 @@ def bulk_read(path: pathlib.Path, opts: ParseOptions) -> Optional[BulkRead]:
     # by line, which rejects that row with the reason
     select = f"SELECT * FROM ({select}) WHERE {limits.sample_sql_ok()}"
     return BulkRead(select=select, owner=(row0["cluster"], row0["job_id_raw"], row0["host"]), result=result,
-                    fields=len(COLUMNS))
+                    fields=layout.fields)
 
 
 def parse(path: pathlib.Path, opts: ParseOptions, end: Optional[int] = None) -> ParseResult:
@@ -389,6 +438,9 @@ def iter_parse(path: pathlib.Path, opts: ParseOptions, chunk_bytes: int = 256 <<
         header = fh.readline()
         if not header.endswith(b"\n"):
             header += b"\n"
+        layout = Layout(header.decode("utf-8", "replace"))
+        layout.check(path)
+        notes += layout.note(path)
         start, first = max(fh.tell(), start), True
         while first or start < size:
             end = min(start + chunk_bytes, size)
@@ -403,7 +455,7 @@ def iter_parse(path: pathlib.Path, opts: ParseOptions, chunk_bytes: int = 256 <<
                 cut = data.rfind(b"\n") + 1
                 _cut_short(result, data[cut:])
                 data = data[:cut]
-            samples, rejects, rows = _read_block(header + data, first_line)
+            samples, rejects, rows = _read_block(header + data, first_line, layout)
             result.rows_in = rows + result.dropped
             _finish(result, samples, rejects, d)
             if first:
