@@ -42,28 +42,40 @@ def idle_minutes(h: Database) -> float:
     return float(h.value("SELECT value FROM setting WHERE name = 'flags.running_gpu_idle_min'") or 0)
 
 
-def totals(h: Database, scope: Scope, user: str | None = None) -> dict[str, float]:
-    """Running jobs in scope (of ``user`` when given), their GPUs, the GPUs idle now, the SBU per
-    hour they burn and the part of it that pays for GPUs idle now, and the time of the latest sample."""
-    w, p = _where(scope, user)
-    r = h.execute("SELECT count(*), COALESCE(sum(ngpus), 0), COALESCE(sum(gpus_idle_now), 0), "
-                  "COALESCE(sum(sbu_per_h), 0), COALESCE(sum(idle_sbu_per_h), 0), "
-                  "count(*) FILTER (WHERE gpus_idle_now > 0), max(last_sample) "
-                  f"FROM running_jobs{w}", p).fetchone()
-    return {"jobs": int(r[0]), "gpus": int(r[1]), "gpus_idle_now": int(r[2]), "sbu_per_h": float(r[3]),
-            "idle_sbu_per_h": float(r[4]), "wasting_jobs": int(r[5]), "last_sample": r[6]}
+TOTALS = {   # name: an aggregate over every running job in the view, and its Python type
+    "jobs": ("count(*)", int), "matching": ("count(*) FILTER (WHERE ? OR gpus_idle_now > 0)", int),
+    "gpus": ("sum(ngpus)", int), "gpus_idle_now": ("sum(gpus_idle_now)", int),
+    "sbu_per_h": ("sum(sbu_per_h)", float), "idle_sbu_per_h": ("sum(idle_sbu_per_h)", float),
+    "wasting_jobs": ("count(*) FILTER (WHERE gpus_idle_now > 0)", int), "last_sample": ("max(last_sample)", None),
+}
+
+
+def _total(value, kind):
+    """A total as Python: a sum over no value is 0; no latest sample is None."""
+    if value is None or pd.isna(value):
+        return kind(0) if kind else None
+    return kind(value) if kind else value
 
 
 def running_jobs(h: Database, scope: Scope, user: str | None = None, wasting_only: bool = False,
-                 limit: int = 500) -> tuple[pd.DataFrame, int]:
+                 limit: int = 500) -> tuple[pd.DataFrame, dict]:
     """The running jobs in scope (of ``user`` when given; with ``wasting_only``, those with a GPU idle
-    now), wasting first, at most ``limit``, and how many there are. Columns: JOB_COLUMNS."""
+    now), wasting first, at most ``limit`` (columns: JOB_COLUMNS), and the totals over every running
+    job in scope (of ``user``): jobs, how many match (``matching``), their GPUs, the GPUs idle now,
+    the SBU per hour they burn and the part of it paying for GPUs idle now, the jobs with a GPU idle
+    now, the latest sample. One pass over the samples: the totals are window aggregates of the rows."""
     where, p = _where(scope, user)
-    where += " AND gpus_idle_now > 0" if wasting_only else ""
-    total = int(h.value(f"SELECT count(*) FROM running_jobs{where}", p) or 0)
     cols = ", ".join(f'"{c}"' for c in JOB_COLUMNS)
-    df = h.df(f"SELECT {cols} FROM running_jobs{where} ORDER BY {ORDER} LIMIT ?", p + [int(limit)])
-    return df, total
+    totals = ", ".join(f"{agg} OVER () AS _t_{name}" for name, (agg, _) in TOTALS.items())
+    df = h.df(f"SELECT {cols}, {totals} FROM running_jobs{where} QUALIFY ? OR gpus_idle_now > 0 "
+              f"ORDER BY {ORDER} LIMIT ?", [not wasting_only] + p + [not wasting_only, int(limit)])
+    if len(df):
+        values = [df.iloc[0][f"_t_{name}"] for name in TOTALS]
+    else:   # no row matches: the totals of the view (with wasting_only, its running jobs that do not waste)
+        values = h.execute(f"SELECT {', '.join(agg for agg, _ in TOTALS.values())} FROM running_jobs{where}",
+                           [not wasting_only] + p).fetchone()
+    t = {name: _total(v, kind) for (name, (_, kind)), v in zip(TOTALS.items(), values)}
+    return df[JOB_COLUMNS], t
 
 
 def idle_gpus(h: Database, scope: Scope, user: str | None = None, limit: int = 500) -> pd.DataFrame:

@@ -3,8 +3,10 @@ on a hand-made database, cluster c1, samples every minute up to 12:00, defaults 
 idle now after 30 minutes):
 
   job 10  alice proj-a  RUNNING 2 h, 2 GPUs, billing 200 -> 400 SBU so far, 200 SBU/h;
-          GPU-a at 80 % until 11:00 then 0 % (idle 60 min: idle now), GPU-b at 90 % -> 100 idle SBU/h
-  job 11  bob   proj-b  RUNNING 1 h, 1 GPU, billing 100; its GPU at 0 % for the last 10 min: not yet
+          GPU-a at 80 % until 11:00 then 0 % (idle 60 min since that sample: idle now), GPU-b at
+          90 % -> 100 idle SBU/h
+  job 11  bob   proj-b  RUNNING 1 h, 1 GPU, billing 100; its GPU at 0 % for 10 min since its last
+          busy sample: not yet
   job 12  alice proj-a  COMPLETED, its GPU idle all along: not running
   job 13  carol proj-a  RUNNING 1 h, 4 cores, billing 4, no samples
 """
@@ -52,10 +54,10 @@ def db(tmp_path_factory):
     with Database.open(path, parse_config({}), say=None) as d:
         con = d.con
         job(con, "10", "alice", "proj-a", "RUNNING", 2, 200, ngpus=2)
-        gpu(con, "10", "GPU-a", 0, [80.0] * 60 + [0.0] * 61)
+        gpu(con, "10", "GPU-a", 0, [80.0] * 61 + [0.0] * 60)
         gpu(con, "10", "GPU-b", 1, [90.0] * 121)
         job(con, "11", "bob", "proj-b", "RUNNING", 1, 100, ngpus=1)
-        gpu(con, "11", "GPU-c", 0, [70.0] * 50 + [0.0] * 11)
+        gpu(con, "11", "GPU-c", 0, [70.0] * 51 + [0.0] * 10)
         job(con, "12", "alice", "proj-a", "COMPLETED", 1, 100, ngpus=1)
         gpu(con, "12", "GPU-d", 0, [0.0] * 61)
         job(con, "13", "carol", "proj-a", "RUNNING", 1, 4)
@@ -71,8 +73,8 @@ def h(db):
 
 
 def test_running_jobs_and_idle_gpus(h):
-    df, total = running_queries.running_jobs(h, ADMIN)
-    assert total == 3 and list(df["job_id"]) == ["10", "11", "13"]          # wasting first, then SBU/h
+    df, t = running_queries.running_jobs(h, ADMIN)
+    assert t["matching"] == 3 and list(df["job_id"]) == ["10", "11", "13"]          # wasting first, then SBU/h
     j10 = df.iloc[0]
     assert (j10["gpus_idle_now"], j10["sbu"], j10["sbu_per_h"], j10["idle_sbu_per_h"]) == (1, 400, 200, 100)
     assert j10["gpu_idle_max_min"] == 60 and j10["gpu_util_now_pct"] == 45
@@ -80,11 +82,12 @@ def test_running_jobs_and_idle_gpus(h):
     assert df.iloc[2]["gpus_sampled"] is None or df.iloc[2]["gpus_idle_now"] == 0
     gpus = running_queries.idle_gpus(h, ADMIN)
     assert list(zip(gpus["job_id"], gpus["device"], gpus["idle_min"])) == [("10", "GPU-a", 60)]
-    t = running_queries.totals(h, ADMIN)
     assert (t["jobs"], t["gpus"], t["gpus_idle_now"], t["wasting_jobs"], t["idle_sbu_per_h"]) == (3, 3, 1, 1, 100)
     assert t["sbu_per_h"] == 200 + 100 + 4 and t["last_sample"] == NOON
-    wasting, n = running_queries.running_jobs(h, ADMIN, wasting_only=True)
-    assert n == 1 and list(wasting["job_id"]) == ["10"]
+    wasting, w = running_queries.running_jobs(h, ADMIN, wasting_only=True)
+    assert list(wasting["job_id"]) == ["10"] and (w["matching"], w["jobs"], w["sbu_per_h"]) == (1, 3, 304)
+    none, b = running_queries.running_jobs(h, BOB, wasting_only=True)      # no row: the totals still
+    assert none.empty and (b["matching"], b["jobs"], b["sbu_per_h"], b["last_sample"]) == (0, 1, 100, NOON)
 
 
 def test_the_threshold_is_the_setting(db, tmp_path):
@@ -92,18 +95,17 @@ def test_the_threshold_is_the_setting(db, tmp_path):
     copy.write_bytes(db.read_bytes())
     with Database.open(copy, parse_config({"flags": {"running_gpu_idle_min": 5}}), say=None) as d:
         assert running_queries.idle_minutes(d) == 5
-        assert running_queries.totals(d, ADMIN)["gpus_idle_now"] == 2             # bob's 10 minutes count now
+        assert running_queries.running_jobs(d, ADMIN)[1]["gpus_idle_now"] == 2    # bob's 10 minutes count now
 
 
 @pytest.mark.parametrize("scope,jobs", [(ALICE, ["10"]), (BOB, ["11"]), (DAVE, ["10", "13"]),
                                         (Scope("user", "mallory"), [])])
 def test_each_sees_their_scope(h, scope, jobs):
-    df, total = running_queries.running_jobs(h, scope)
-    assert list(df["job_id"]) == jobs and total == len(jobs)
-    assert running_queries.totals(h, scope)["jobs"] == len(jobs)
+    df, t = running_queries.running_jobs(h, scope)
+    assert list(df["job_id"]) == jobs and t["matching"] == t["jobs"] == len(jobs)
     assert list(running_queries.idle_gpus(h, scope)["job_id"]) == [j for j in jobs if j == "10"]
     # a chosen user outside the scope is nobody
-    assert running_queries.running_jobs(h, scope, user="bob")[1] == (1 if scope in (ADMIN, BOB) else 0)
+    assert running_queries.running_jobs(h, scope, user="bob")[1]["jobs"] == (1 if scope in (ADMIN, BOB) else 0)
 
 
 def test_page_rows_link_to_the_job(h):

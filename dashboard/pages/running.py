@@ -38,9 +38,8 @@ def _links(data: list[dict], href: str) -> list[dict]:
 
 def content(h, scope: Scope, user: str | None, wasting_only: bool, href: str = "") -> tuple[list[dict], list[dict], str]:
     """The jobs grid's rows, the idle GPUs grid's rows and the status line."""
-    t = running_queries.totals(h, scope, user)
-    df, total = running_queries.running_jobs(h, scope, user, wasting_only, LIMIT)
-    df = df.copy()
+    df, t = running_queries.running_jobs(h, scope, user, wasting_only, LIMIT)
+    df, total = df.copy(), t["matching"]
     _when(df, "start_time", "last_sample")
     df["elapsed_h"] = df["elapsed_s"] / 3600
     gpus = running_queries.idle_gpus(h, scope, user, LIMIT).copy()
