@@ -113,7 +113,7 @@ HDR = "JobID|JobName|State|Start|End|ReqMem|NCPUS\n"
 def test_pipe_in_name_unrecoverable_with_two_free_text_columns(tmp_path):
     res = parse_text(tmp_path, "JobID|JobName|Comment|State\n7|a|b|c|COMPLETED\n", timezone="UTC")
     assert len(res.rejects) == 1 and res.rejects[0].line_no == 2
-    assert "more than one free-text column" in res.rejects[0].reason
+    assert "more than one placement parses: JobName +1; Comment +1" in res.rejects[0].reason
 
 
 def test_bad_values_rejected_with_reasons(tmp_path):

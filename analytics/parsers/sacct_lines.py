@@ -69,17 +69,92 @@ def parse_line(cols: list[str], fields: list[str], line_no: int, ctx: Ctx) -> di
     elif len(fields) == n + 1 and fields[-1] == "":
         fields = fields[:-1]  # --parsable: trailing delimiter
     if len(fields) > n:
-        free = [i for i, c in enumerate(cols) if c in FREE_TEXT]
-        if len(free) == 1 and cols[free[0]] == "jobname":
-            k, extra = free[0], len(fields) - n
-            fields = fields[:k] + [ctx.delim.join(fields[k:k + extra + 1])] + fields[k + extra + 1:]
-        else:
-            why = ("no JobName column to absorb them" if not free else
-                   "more than one free-text column (" + ", ".join(cols[i] for i in free) + ") could hold them")
-            raise ValueError(f"{len(fields)} fields where the columns are {n}: the extra delimiters cannot be "
-                             f"placed ({why})")
-    elif len(fields) < n:
+        return _placed(cols, fields, line_no, ctx)
+    if len(fields) < n:
         raise ValueError(f"{len(fields)} fields where the columns are {n} (truncated line?)")
+    return _record(cols, fields, line_no, ctx)
+
+
+_SHOWN = {"jobname": "JobName", "workdir": "WorkDir", "comment": "Comment", "submitline": "SubmitLine",
+          "constraints": "Constraints", "admincomment": "AdminComment", "systemcomment": "SystemComment",
+          "wckey": "WCKey", "reason": "Reason", "extra": "Extra", "container": "Container"}   # sacct's spelling
+MAX_PLACEMENTS = 5000   # ways to share the extra fields among the free-text columns worth trying
+
+
+def _shares(extra: int, k: int):
+    """Every way to give `extra` fields to k columns, all to the first column first."""
+    if k == 1:
+        yield (extra,)
+        return
+    for first in range(extra, -1, -1):
+        for rest in _shares(extra - first, k - 1):
+            yield (first, *rest)
+
+
+def _placed(cols: list[str], fields: list[str], line_no: int, ctx: Ctx) -> dict:
+    """A line with more fields than columns: sacct does not escape the delimiter in free text (a
+    job name, a WorkDir, a comment). Each way of giving the extra fields back to the free-text
+    columns is tried; the one where every typed column parses is the record. None or several: the
+    line is rejected with that reason. Only the rare too-long lines come here, one at a time."""
+    n, extra = len(cols), len(fields) - len(cols)
+    head = f"{len(fields)} fields where the columns are {n}: the extra delimiters cannot be placed"
+    free = [i for i, c in enumerate(cols) if c in FREE_TEXT]
+    if not free:
+        raise ValueError(f"{head} (no free-text column such as JobName to absorb them)")
+    shown = [_SHOWN.get(cols[i], cols[i]) for i in free]
+    names = ", ".join(shown)
+    strict: list[tuple[tuple[int, ...], dict]] = []   # every column parses and looks right
+    loose: list[tuple[tuple[int, ...], dict]] = []    # every column parses
+    first_error: Optional[str] = None
+    for tried, share in enumerate(_shares(extra, len(free))):
+        if tried >= MAX_PLACEMENTS:
+            raise ValueError(f"{head} (more than {MAX_PLACEMENTS} ways to share {extra} among {names})")
+        placed, at = [], 0
+        for i in range(n):
+            take = share[free.index(i)] if i in free else 0
+            placed.append(ctx.delim.join(fields[at:at + take + 1]))
+            at += take + 1
+        try:
+            rec = _record(cols, placed, line_no, ctx)
+        except ValueError as exc:
+            first_error = first_error or str(exc)
+            continue
+        loose.append((share, rec))
+        if _looks_right(cols, placed):
+            strict.append((share, rec))
+            if len(strict) > 1:
+                break
+    # a placement whose names and WorkDir look right wins; failing that, one that merely parses
+    # (a site's odd user name must not lose a line that has only one way to read)
+    for found in (strict, loose):
+        if len(found) == 1:
+            return found[0][1]
+        if len(found) > 1:
+            ways = "; ".join(", ".join(f"{c} +{k}" for c, k in zip(shown, sh) if k) for sh, _ in found[:2])
+            raise ValueError(f"{head} (more than one placement parses: {ways})")
+    raise ValueError(f"{head} (no way of putting them in {names} lets every column parse; "
+                     f"with all in {shown[0]}: {first_error})")
+
+
+_NAME_COLUMNS = ("user", "group", "account", "qos", "partition")
+
+
+def _looks_right(cols: list[str], fields: list[str]) -> bool:
+    """Text columns that parse whatever they hold, checked for what Slurm puts there: WorkDir is an
+    absolute path; user, group, account, QOS and partition names have no spaces, '/' or '='; a state
+    (which parses as any word, for states a newer Slurm adds) is in capitals, as sacct prints it."""
+    for col, text in zip(cols, fields):
+        if col == "state" and text.strip() and not text.split()[0].rstrip("+").isupper():
+            return False
+        if col == "workdir" and text.strip() and not text.startswith("/"):
+            return False
+        if col in _NAME_COLUMNS and any(ch.isspace() or ch in "/=" for ch in text.strip()):
+            return False
+    return True
+
+
+def _record(cols: list[str], fields: list[str], line_no: int, ctx: Ctx) -> dict:
+    """The record of a line with exactly one field per column."""
     rec: dict = {"_line": line_no, "source": SOURCE}
     reasons: dict[str, str] = {}
     raw = dict(zip(cols, fields))

@@ -10,7 +10,8 @@ How a file is read:
   runs in PIPELINE threads, a block per thread, and is collected in block order.
 - Lines whose field count matches are converted column-wise (the fast path). Lines that do not
   match, or whose values the vectorised conversion cannot read, go one by one through
-  :func:`parse_line`, which either recovers them (a job name containing the delimiter) or rejects
+  :func:`parse_line`, which either recovers them (the delimiter inside free text: a job name, a
+  WorkDir; see sacct_lines._placed) or rejects
   them with the reason. Both paths give the same values for the same line.
 - '#' lines are comments: counted in ``dropped`` and named in a note. Blank lines and headers are
   not rows.
