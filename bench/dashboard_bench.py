@@ -157,15 +157,21 @@ TARGET_MS_BY_CALLBACK = {"job page": 200}
 
 def refresh_views(db: Path) -> None:
     """Re-create the metric views when sql/views changed since the database was made."""
+    if not views_current(db):
+        print("metric views changed since the database was made: refreshing them", flush=True)
+        Database.open(db, parse_config({})).close()
+
+
+def views_current(path: Path) -> bool:
+    """Whether the database (or snapshot) at ``path`` has this version's metric views."""
     import duckdb
 
     from jobsight.analytics.database import stored_views_checksum, views_checksum
-    con = duckdb.connect(str(db), read_only=True)
-    stored = stored_views_checksum(con)
-    con.close()
-    if stored != views_checksum():
-        print("metric views changed since the database was made: refreshing them", flush=True)
-        Database.open(db, parse_config({})).close()
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return stored_views_checksum(con) == views_checksum()
+    finally:
+        con.close()
 
 
 def publish_timed(db: Path) -> dict:
@@ -218,7 +224,8 @@ def main() -> int:
         figs["generate"] = generate(db, args.jobs, args.samples_per_device)
     if args.phase in ("all", "publish"):
         snap = db.with_name(db.name + ".snapshot")
-        if args.phase == "publish" or not snap.exists() or snap.stat().st_mtime < db.stat().st_mtime:
+        if (args.phase == "publish" or not snap.exists() or snap.stat().st_mtime < db.stat().st_mtime
+                or not views_current(snap)):
             figs["publish"] = publish_timed(db)
     if args.phase in ("all", "callbacks"):
         figs["callbacks"] = callbacks(db, args.rounds)

@@ -67,16 +67,11 @@ def job_list(h: Database, scope: Scope, jf: JobFilter, offset: int = 0, limit: i
     return with_savings(h, scope, df.sort_values("_pos")[cols + ["codes"]].reset_index(drop=True)), total
 
 
-def job_list_options(h: Database, scope: Scope, user: str | None) -> dict[str, list[str]]:
-    """The states, partitions and flag codes of the jobs in scope (of ``user`` when given)."""
-    jf = JobFilter(user=user)
-    w, p = jf.where(scope)
-    out = {}
-    for key, col, table in (("state", "state", "job_metrics"), ("partition", '"partition"', "job_metrics"),
-                            ("code", "code", "job_flags")):
-        out[key] = [r[0] for r in h.execute(f"SELECT DISTINCT {col} FROM {table}{w} AND {col} IS NOT NULL ORDER BY 1",
-                                            p).fetchall()]
-    return out
+def job_states(h: Database, scope: Scope) -> list[str]:
+    """The job states that occur in the scope (for the dropdown)."""
+    w, p = JobFilter().where(scope)
+    return [r[0] for r in h.execute(f"SELECT DISTINCT state FROM job_metrics{w} AND state IS NOT NULL ORDER BY 1",
+                                    p).fetchall()]
 
 
 def has_jobs(h: Database, scope: Scope, user: str) -> bool:

@@ -278,9 +278,12 @@ def flagged_jobs(h: Database, scope: Scope, f: Filters, limit: int = 500) -> tup
     if (scope.role == "admin" and limit <= h.value("SELECT dash_flag_top_n()")
             and not (f.user or f.account or f.partition or f.codes or f.severities)):
         # the top jobs of the per-day top jobs, with all their flags: the same rows, without
-        # sorting every flag of the cluster
+        # sorting every flag of the cluster (the jobs first, on their keys; then their flags' text)
         w, p = f.where(scope)
-        src, params = f"SELECT DISTINCT {cols} FROM dash_flag_top{w}", p
+        top = (f"SELECT DISTINCT cluster, job_id_raw, wasted_sbu, sbu FROM dash_flag_top{w} "
+               f"ORDER BY {JOB_ORDER} LIMIT ?")
+        src = f"SELECT DISTINCT {cols} FROM dash_flag_top{w} AND (cluster, job_id_raw) IN (SELECT cluster, job_id_raw FROM ({top}))"
+        params = p + p + [int(limit)]
     else:
         # one flag per job and code: the first limit x codes flags hold those of the first limit jobs
         w, p = f.where(scope)

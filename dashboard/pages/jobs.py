@@ -54,7 +54,7 @@ def layout(params: dict[str, str], scope: Scope) -> html.Div:
     wide = scope.role != "user"
     with common.handle() as h:
         opts = queries.filter_options(h, scope)
-        states = job_queries.job_list_options(h, scope, None)["state"]
+        states = job_queries.job_states(h, scope)
         # a lead or admin starts from their own jobs when they have any, else from all they can see
         user = params.get("user") if params.get("user") in opts["user"] else \
             scope.user if wide and job_queries.has_jobs(h, scope, scope.user) else None
