@@ -230,7 +230,7 @@ def env(tmp_path_factory):
 
 # --- calling the app's callbacks (all sections) ---------------------------------------------------
 
-PAGES = ["/", "/user", "/project", "/users", "/projects", "/flagged", "/jobs", "/job", "/no-such-page"]
+PAGES = ["/", "/user", "/project", "/users", "/projects", "/flagged", "/jobs", "/running", "/job", "/no-such-page"]
 
 
 def outputs_of(key: str):

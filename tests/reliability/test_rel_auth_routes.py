@@ -59,7 +59,8 @@ DATA_ROUTES = {"/_dash-layout", "/_dash-dependencies", "/_dash-update-component"
 # components that hand out files or links to them; none today (no dcc.Download, no CSV export)
 # The grids' "Download CSV": the browser writes the rows the grid already holds (AG Grid's CSV export,
 # no request to the server), so what it can hold is what the grid's callback sends: swept above.
-EXPORTS: frozenset[str] = frozenset({"AgGrid#ut-table", "AgGrid#pt-table", "AgGrid#fl-table", "AgGrid#jobs-table"})
+EXPORTS: frozenset[str] = frozenset({"AgGrid#ut-table", "AgGrid#pt-table", "AgGrid#fl-table", "AgGrid#jobs-table",
+                                     "AgGrid#run-jobs", "AgGrid#run-gpus"})
 
 
 def url_rules(env) -> set[str]:
