@@ -107,3 +107,26 @@ def test_shares_cover_every_way_once():
     ways = list(_shares(3, 3))
     assert ways[0] == (3, 0, 0) and len(ways) == len(set(ways)) == 10
     assert all(sum(w) == 3 for w in ways)
+
+
+def test_workdir_nodelist_submitline_as_real_slurm_prints_them(tmp_path):
+    # lines from Slurm 22.05 (tests/test_slurm_pipes.py): a WorkDir under 'runs|2026/in|here', then
+    # NodeList (any host name parses) and SubmitLine (free text): the node name must have no
+    # spaces and SubmitLine must start with the submitting command
+    hdr = ("JobID|JobIDRaw|JobName|User|UID|Account|Partition|State|ExitCode|Submit|Start|End|Elapsed|NCPUS|"
+           "AllocTRES|WorkDir|NodeList|SubmitLine\n")
+    t, tres = "2026-11-24T01:39:04", "billing=1,cpu=1,mem=200M,node=1"
+    lines = [
+        f"160|160|a|b|alice|1001|proj-astro|cpu|COMPLETED|0:0|{t}|{t}|{t}|00:00:00|1|{tres}|/tmp/p/runs|2026/in|here|vm|"
+        "sbatch --parsable -J a|b -o /dev/null",
+        f"160.batch|160.batch|batch|||proj-astro||COMPLETED|0:0|{t}|{t}|{t}|00:00:00|1|cpu=1,mem=200M,node=1||vm|",
+        f"161|161|x|y|z|alice|1001|proj-astro|cpu|COMPLETED|0:0|{t}|{t}|{t}|00:00:00|1|{tres}|/tmp/p|vm|"
+        "sbatch --parsable -J x|y|z --comment note|with|pipes -o /dev/null",
+        f"162|162|plain|bob|1002|proj-bio|cpu|COMPLETED|0:0|{t}|{t}|{t}|00:00:00|1|{tres}|/tmp/p/runs|2026/in|here|vm|"
+        "sbatch --parsable -J plain -o /dev/null",
+    ]
+    res = parse(tmp_path, hdr + "\n".join(lines) + "\n")
+    assert res.rejects == []
+    assert {k: (v["job_name"], v["user"], v["node_list"]) for k, v in by_id(res).items()} == {
+        "160": ("a|b", "alice", "vm"), "161": ("x|y|z", "alice", "vm"), "162": ("plain", "bob", "vm")}
+    assert len(res.steps) == 1

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 from conftest import require_service
-from slurm_harness import sacct, slurm_status, submit, wait_finished
+from slurm_harness import SlurmError, sacct, sacct_rows, slurm_status, submit, wait_finished
 
+from jobsight.analytics import db, ingest
 from jobsight.analytics.parsers import sacct_text
 from jobsight.analytics.records import ParseOptions
 
@@ -44,8 +46,22 @@ def jobs():
         "weird|name <b>x</b>": submit("bob", SCRIPT, "-J", "weird|name <b>x</b>", *out, workdir=top),
     }
     wait_finished(list(ids.values()))
+    _wait_named(ids)
     yield ids, top
     shutil.rmtree(top, ignore_errors=True)
+
+
+def _wait_named(ids: dict[str, str], timeout: float = 60) -> None:
+    """A job that ends within a second can be in accounting, finished, under the name 'allocation'
+    for a moment before its own name arrives: wait for the names as submitted."""
+    deadline = time.monotonic() + timeout
+    while True:
+        names = {r["JobID"]: r["JobName"] for r in sacct_rows(list(ids.values()), "JobID,JobName") if "." not in r["JobID"]}
+        if names == {job_id: name for name, job_id in ids.items()}:
+            return
+        if time.monotonic() > deadline:
+            raise SlurmError(f"sacct names after {timeout}s: {names}")
+        time.sleep(1)
 
 
 @pytest.mark.parametrize("name", list(FORMATS))
@@ -60,3 +76,19 @@ def test_every_job_keeps_its_name(jobs, tmp_path, name):
     assert got == {job_id: job_name for job_name, job_id in ids.items()}
     states = {r["job_id_raw"]: r["state"] for r in res.jobs.to_dicts()}
     assert set(states.values()) == {"COMPLETED"}
+
+
+def test_a_dump_with_workdir_and_steps_ingests_every_job(jobs, tmp_path):
+    """The whole road: `jobsight ingest` of a dump with job and step rows and a WorkDir column."""
+    ids, _ = jobs
+    dump = tmp_path / "dump.txt"
+    dump.write_text(sacct("--parsable2", "--allusers", "--duplicates", "-j", ",".join(ids.values()),
+                          "--format", FORMATS["WorkDir"] + ",SubmitLine"))
+    con = db.connect(tmp_path / "db.duckdb")
+    try:
+        (rep,) = ingest.ingest_paths(con, [dump], ParseOptions(timezone="UTC"), fmt="sacct")
+        got = dict(con.execute("SELECT job_id_raw, job_name FROM jobs").fetchall())
+    finally:
+        con.close()
+    assert rep.status == "ingested" and rep.rejected == 0
+    assert got == {job_id: job_name for job_name, job_id in ids.items()}

@@ -136,19 +136,23 @@ def _placed(cols: list[str], fields: list[str], line_no: int, ctx: Ctx) -> dict:
                      f"with all in {shown[0]}: {first_error})")
 
 
-_NAME_COLUMNS = ("user", "group", "account", "qos", "partition")
+_SUBMITTERS = ("sbatch", "srun", "salloc")
+_NAME_COLUMNS = ("user", "group", "account", "qos", "partition", "nodelist")
 
 
 def _looks_right(cols: list[str], fields: list[str]) -> bool:
     """Text columns that parse whatever they hold, checked for what Slurm puts there: WorkDir is an
-    absolute path; user, group, account, QOS and partition names have no spaces, '/' or '='; a state
-    (which parses as any word, for states a newer Slurm adds) is in capitals, as sacct prints it."""
+    absolute path; SubmitLine starts with the submitting command (sbatch, srun, salloc); user, group,
+    account, QOS, partition and node names have no spaces, '/' or '='; a state (which parses as any
+    word, for states a newer Slurm adds) is in capitals, as sacct prints it."""
     for col, text in zip(cols, fields):
         if col == "state" and text.strip() and not text.split()[0].rstrip("+").isupper():
             return False
         if col == "workdir" and text.strip() and not text.startswith("/"):
             return False
-        if col in _NAME_COLUMNS and any(ch.isspace() or ch in "/=" for ch in text.strip()):
+        if col == "submitline" and text.strip() and text.split()[0].rsplit("/", 1)[-1] not in _SUBMITTERS:
+            return False
+        if col in _NAME_COLUMNS and text.strip() != "None assigned" and any(ch.isspace() or ch in "/=" for ch in text.strip()):
             return False
     return True
 
