@@ -150,3 +150,18 @@ def test_sniff_needs_the_required_columns():
     assert sidecar_csv.sniff(",".join(shuffled(REQUIRED, 5)) + "\n", None)
     assert not sidecar_csv.sniff("time,value\n", None)
     assert not sidecar_csv.sniff("timestamp, index, utilization.gpu [%]\n", None)
+
+
+def test_a_growing_file_read_on_from_an_offset_keeps_its_header_layout(tmp_path):
+    """The part of a growing file added since the last ingest is read with the header's layout."""
+    header = HEADERS["required shuffled, extras interleaved"]
+    data = csv_of(header)
+    f = tmp_path / "s.csv"
+    f.write_bytes(data)
+    lines = data.split(b"\n")
+    start = len(b"\n".join(lines[:4])) + 1       # header and three data lines read before
+    (piece,) = sidecar_csv.iter_parse(f, ParseOptions(), start=start, first_line=5)
+    assert piece.rejects == [] and len(piece.samples) == 3
+    assert piece.samples["_line"].to_list() == [5, 6, 7]
+    whole = sidecar_csv.parse(f, ParseOptions()).samples
+    assert piece.samples.drop("_line").equals(whole.drop("_line").tail(3))
