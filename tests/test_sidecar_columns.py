@@ -126,24 +126,37 @@ def test_missing_required_column_refuses_the_file_naming_it(tmp_path, fmt):
     header = [c for c in COLUMNS if c != "mem_total_bytes"]
     f = tmp_path / "no-total.csv"
     f.write_bytes(csv_of(header))
-    with pytest.raises(sidecar_csv.HeaderError, match="no-total.csv.*no mem_total_bytes column"):
-        sidecar_csv.parse(f, ParseOptions())
+    reason = "the header has no mem_total_bytes column (sidecar schema v1 requires time, job_id, "
+    r = sidecar_csv.parse(f, ParseOptions())          # every line rejected with the reason
+    assert r.rows_in == 6 and not r.samples and [x.line_no for x in r.rejects] == list(range(2, 8))
+    assert all(x.reason.startswith(reason) for x in r.rejects)
+    assert r.notes == [f"{f}: not read: {r.rejects[0].reason}"]
     assert sidecar_csv.bulk_read(f, ParseOptions()) is None
     con = db.connect(tmp_path / "db.duckdb")
     try:
         (rep,) = ingest.ingest_paths(con, [f], ParseOptions(), fmt=fmt)
         stored = con.execute("SELECT count(*) FROM samples").fetchall()[0][0]
+        reasons = {x[0] for x in con.execute("SELECT reason FROM rejects").fetchall()}
     finally:
         con.close()
-    assert rep.status == "failed" and stored == 0
-    assert "no-total.csv" in rep.error and "mem_total_bytes" in rep.error
+    assert (rep.format, rep.stored, rep.rejected, stored) == ("sidecar", 0, 6, 0)
+    assert any("no-total.csv: not read: " + reason in n for n in rep.notes)
+    assert len(reasons) == 1 and reasons.pop().startswith(reason)
 
 
 def test_repeated_column_refuses_the_file(tmp_path):
     f = tmp_path / "twice.csv"
     f.write_bytes(csv_of(list(REQUIRED) + ["power_w", "power_w"]))
-    with pytest.raises(sidecar_csv.HeaderError, match="power_w more than once"):
-        sidecar_csv.parse(f, ParseOptions())
+    r = sidecar_csv.parse(f, ParseOptions())
+    assert len(r.rejects) == 6 and r.rejects[0].reason == "the header names power_w more than once"
+
+
+def test_no_header_at_all(tmp_path):
+    f = tmp_path / "empty.csv"
+    f.write_bytes(b"")
+    r = sidecar_csv.parse(f, ParseOptions())
+    assert (r.rows_in, r.rejects) == (0, [])
+    assert "the header has no columns time, job_id" in r.notes[0]
 
 
 def test_sniff_needs_the_required_columns():

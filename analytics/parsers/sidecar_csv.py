@@ -2,7 +2,8 @@
 
 Read by its header's names (:class:`Layout`): the required columns in any order, any of the GPU
 extras (a missing one is NULL), and columns it does not know ignored with a note. A header that
-lacks a required column is refused, naming the file and the column. This is the 50M-row path, so
+lacks a required column (or names one twice) refuses the file: each line is rejected with that
+reason, and a note names the file. This is the 50M-row path, so
 it is read in bulk:
 - fast path: one polars ``read_csv`` with an explicit all-text schema, then vectorised casts;
 - if any cast fails, or a line has the wrong number of fields (checked by counting separators),
@@ -59,10 +60,6 @@ def sniff(head: str, path: pathlib.Path) -> bool:
     return set(REQUIRED) <= names or ({"time", "device"} <= names and len(names & set(COLUMNS)) >= 5)
 
 
-class HeaderError(ValueError):
-    """The file's header cannot be read as sidecar schema v1 (the message names file and column)."""
-
-
 class Layout:
     """The file's columns, from its header line. ``internal``: the name each field is read under (a
     schema column's own name, or ``_ignored_<i>`` for one not in the schema); ``fields``: fields per line."""
@@ -76,13 +73,16 @@ class Layout:
         self.unknown = [n for n in names if n not in COLUMNS]
         self.absent = [c for c in COLUMNS if c not in names]
 
-    def check(self, path: pathlib.Path) -> None:
-        """Raise HeaderError when a required column is missing or a column repeats (which to read?)."""
+    def problem(self) -> Optional[str]:
+        """Why the file cannot be read by this header: a required column missing, or a column
+        named twice (which one to read?). None when it can."""
         if self.missing:
-            raise HeaderError(f"{path}: the header has no {', '.join(self.missing)} column (sidecar schema v1 "
-                              f"requires {', '.join(REQUIRED)}; the GPU columns are optional)")
+            what = f"{self.missing[0]} column" if len(self.missing) == 1 else f"columns {', '.join(self.missing)}"
+            return (f"the header has no {what} (sidecar schema v1 requires "
+                    f"{', '.join(REQUIRED)}; the GPU columns are optional)")
         if self.repeated:
-            raise HeaderError(f"{path}: the header names {', '.join(self.repeated)} more than once")
+            return f"the header names {', '.join(self.repeated)} more than once"
+        return None
 
     def note(self, path: pathlib.Path) -> list[str]:
         return [f"{path.name}: columns not in sidecar schema v1 ignored: {', '.join(map(repr, self.unknown))}"] \
@@ -382,7 +382,7 @@ def bulk_read(path: pathlib.Path, opts: ParseOptions) -> Optional[BulkRead]:
         return None
     last = tail[:-1].rsplit(b"\n", 1)[-1] + b"\n"
     layout = Layout(header.decode("utf-8", "replace"))
-    if layout.missing or layout.repeated:
+    if layout.problem():
         return None   # the line reader refuses it with the reason
     notes: list[str] = layout.note(path)
     d = _Defaults(path, opts, notes)
@@ -439,8 +439,10 @@ def iter_parse(path: pathlib.Path, opts: ParseOptions, chunk_bytes: int = 256 <<
         if not header.endswith(b"\n"):
             header += b"\n"
         layout = Layout(header.decode("utf-8", "replace"))
-        layout.check(path)
-        notes += layout.note(path)
+        # a header without a required column: every line is rejected with the reason (the file is
+        # accounted for line by line, as any other), and a note names the file
+        refusal = layout.problem()
+        notes += [f"{path}: not read: {refusal}"] if refusal else layout.note(path)
         start, first = max(fh.tell(), start), True
         while first or start < size:
             end = min(start + chunk_bytes, size)
@@ -455,12 +457,18 @@ def iter_parse(path: pathlib.Path, opts: ParseOptions, chunk_bytes: int = 256 <<
                 cut = data.rfind(b"\n") + 1
                 _cut_short(result, data[cut:])
                 data = data[:cut]
-            samples, rejects, rows = _read_block(header + data, first_line, layout)
-            result.rows_in = rows + result.dropped
-            _finish(result, samples, rejects, d)
+            if refusal:
+                lines = data.split(b"\n")[:-1]
+                result.rejects = [Reject(no, refusal, raw.decode("utf-8", "replace").removesuffix("\r")[:1000])
+                                  for no, raw in enumerate(lines, first_line)]
+                result.rows_in = len(lines) + result.dropped
+            else:
+                samples, rejects, rows = _read_block(header + data, first_line, layout)
+                result.rows_in = rows + result.dropped
+                _finish(result, samples, rejects, d)
             if first:
                 result.notes[:0] = notes
-                if d.meta is not None:
+                if d.meta is not None and not refusal:
                     row0 = result.samples.row(0, named=True) if len(result.samples) else {}
                     result.sidecar_runs = _meta_frame(d.meta, path, row0.get("cluster") or d.cluster,
                                                       row0.get("job_id_raw"), row0.get("host"))
