@@ -137,33 +137,34 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
-def _proc_stat(pid: int, proc: str = "/proc"):
-    """(ppid, cpu seconds, rss bytes, start ticks) from /proc/<pid>/stat, or None if gone."""
+def _stat_fields(pid: int, proc: str = "/proc") -> list[bytes] | None:
+    """The fields of /proc/<pid>/stat after the command name (field 3, the state, first), or None if
+    the process is gone."""
     try:
         with open(f"{proc}/{pid}/stat", "rb") as f:
             data = f.read()
     except OSError:
         return None
     # The command name is in parentheses and may itself hold spaces or ')': split after the last ')'.
-    fields = data[data.rfind(b")") + 2:].split()
+    return data[data.rfind(b")") + 2:].split()
+
+
+def _proc_stat(pid: int, proc: str = "/proc"):
+    """(ppid, cpu seconds, rss bytes, start ticks) from /proc/<pid>/stat, or None if gone."""
+    fields = _stat_fields(pid, proc)
     try:
         return int(fields[1]), (int(fields[11]) + int(fields[12])) / _CLK_TCK, int(fields[21]) * _PAGE, int(fields[19])
-    except (IndexError, ValueError):
+    except (TypeError, IndexError, ValueError):
         return None
 
 
 def start_ticks(pid: int, proc: str = "/proc") -> int | None:
     """When a live process started (clock ticks since boot), to tell it from a later one with its pid;
     None when it is gone or a zombie (its parent may be an init that reaps late)."""
-    try:
-        with open(f"{proc}/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    fields = data[data.rfind(b")") + 2:].split()
+    fields = _stat_fields(pid, proc)
     try:
         return None if fields[0] in (b"Z", b"X") else int(fields[19])
-    except (IndexError, ValueError):
+    except (TypeError, IndexError, ValueError):
         return None
 
 

@@ -86,7 +86,9 @@ def test_prolog_samples_the_job_and_the_epilog_stops_it(tmp_path, job):
     res = sidecar_csv.parse(csv_files(spool)[0], ParseOptions())
     assert (res.rejects, res.dropped) == ([], 0)
     utils = [u for u in res.samples["util_pct"] if u is not None]
-    assert max(utils) > 50, utils
+    # a busy core reads ~100 % on a quiet machine; on a loaded one it gets a share, but the sampler
+    # itself (under 1 % of a core) and this test (asleep) never come near 10 %
+    assert max(utils) > 10, utils
 
 
 def test_the_jobs_own_sidecar_writes_nothing_while_the_site_records_the_job(tmp_path, job):
