@@ -125,7 +125,8 @@ def test_a_job_without_a_sidecar_line_is_recorded_by_the_site(site: Site, tmp_pa
                           FROM jobs j JOIN samples s USING (cluster, job_id_raw)
                           WHERE j.job_id_raw = ? AND s.device = 'cpu' GROUP BY ALL""", job)
     assert (row["user"], row["state"], row["n"]) == ("alice", "COMPLETED", meta["samples"])
-    assert row["busy"] > 50, "the busy seconds of the job's one core were not measured"
+    # ~100 % on a quiet node, a share of it on a loaded one; the sampler itself stays under 1 %
+    assert row["busy"] > 10, "the busy seconds of the job's one core were not measured"
     (run,) = query(db, "SELECT * FROM sidecar_run WHERE job_id_raw = ?", job)
     assert json.loads(run["metadata"])["user"] == "alice"
 
