@@ -94,8 +94,8 @@ def seed(db: Path) -> None:
                       cpu_time_s=1800, mem_alloc_bytes=8 * GiB, mem_peak_bytes=GiB)   # CPU 12.5 %: flagged
             if "_" in printed:
                 kw.update(array_job_id=printed.split("_")[0], array_task_id=printed.split("_")[1])
-            if p is BOB and i == 0:
-                kw.update(ngpus=1, billing=100, cpu_time_s=4 * 3600)
+            if p is BOB and i == 0:   # still running: Running now has a job of bob's to show (or leak)
+                kw.update(ngpus=1, billing=100, cpu_time_s=4 * 3600, state="RUNNING")
             add_job(con, printed, **kw)
             if p is BOB and i == 0:
                 add_samples(con, raw, "GPU-bobq7-uuid", [10, 10], [30e9, 30e9], 40e9, start=start, gpu_index=0)
