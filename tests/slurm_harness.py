@@ -9,6 +9,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,6 +34,17 @@ SEP = "\x1f"  # unit separator: no job name contains it, so ground-truth parsing
 
 class SlurmError(RuntimeError):
     pass
+
+
+def workdir(prefix: str, keep: int = 3) -> Path:
+    """A fresh /tmp/<prefix>* folder that the harness users' jobs can write to (mode 1777), after
+    removing all but the newest ``keep`` older ones (left for a look after a failure)."""
+    olds = [p for p in Path("/tmp").glob(f"{prefix}*") if p.is_dir() and not p.is_symlink()]
+    for old in sorted(olds, key=lambda p: p.stat().st_mtime)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    folder.chmod(0o1777)
+    return folder
 
 
 def run(cmd: list[str], *, input: str | None = None, timeout: float = 60, env: dict | None = None) -> str:

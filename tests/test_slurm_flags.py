@@ -16,16 +16,15 @@ GPU 0 busy at 90 % with 30 of 40 GB used, GPU 1 idle at 0 %.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
-import tempfile
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, require_service
 from slurm_harness import sacct, sacct_rows, slurm_status, submit, tres, utc_now, wait_finished
+from slurm_harness import workdir as harness_workdir
 
 from jobsight.analytics.sacct_runner import SACCT_COLUMNS
 
@@ -92,11 +91,7 @@ def harness_run():
     up, reason = slurm_status()
     require_service(up, reason)
     # keep the last few work directories for a look after a failure, not all of them
-    olds = [p for p in Path("/tmp").glob("jobsight-flags-*") if p.is_dir() and not p.is_symlink()]
-    for old in sorted(olds, key=lambda p: p.stat().st_mtime)[:-3]:
-        shutil.rmtree(old, ignore_errors=True)
-    workdir = Path(tempfile.mkdtemp(prefix="jobsight-flags-", dir="/tmp"))
-    workdir.chmod(0o1777)
+    workdir = harness_workdir("jobsight-flags-")
     sidecar_out = workdir / "sidecar-out"
     sidecar_out.mkdir()
     sidecar_out.chmod(0o1777)

@@ -18,7 +18,6 @@ import pwd
 import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -42,6 +41,9 @@ from slurm_harness import (
     utc_now,
     wait_finished,
     wait_running,
+)
+from slurm_harness import (
+    workdir as harness_workdir,
 )
 
 pytestmark = pytest.mark.slurm
@@ -92,12 +94,7 @@ def run() -> Run:
     # the node's two CPUs for minutes.
     for user in USERS:
         as_user(user, "scancel", "--user", user)
-    # Keep the last few work directories for a look after a failure, not all of them.
-    olds = [p for p in Path("/tmp").glob("jobsight-slurm-*") if p.is_dir() and not p.is_symlink()]
-    for old in sorted(olds, key=lambda p: p.stat().st_mtime)[:-3]:
-        shutil.rmtree(old, ignore_errors=True)
-    workdir = Path(tempfile.mkdtemp(prefix="jobsight-slurm-", dir="/tmp"))
-    workdir.chmod(0o1777)   # job output of alice, bob and the sidecar
+    workdir = harness_workdir("jobsight-slurm-")   # job output of alice, bob and the sidecar
     r = Run(workdir=workdir, start=utc_now() - timedelta(seconds=5))
     script = lambda name: (JOBS_DIR / name).read_text()  # noqa: E731
     out = ["-o", f"{workdir}/%j.out"]

@@ -22,10 +22,8 @@ tests/test_slurm_flags.py. [flags] are lowered for 15 s jobs on a 4 GiB node, as
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
-import tempfile
 from datetime import timedelta
 from pathlib import Path
 
@@ -33,6 +31,7 @@ import duckdb
 import pytest
 from conftest import ROOT, require_service
 from slurm_harness import CLUSTER, sacct_rows, slurm_status, submit, tres, utc_now, wait_finished
+from slurm_harness import workdir as harness_workdir
 
 pytestmark = pytest.mark.slurm
 
@@ -91,11 +90,7 @@ def options(opts: dict[str, str]) -> list[str]:
 def harness():
     up, reason = slurm_status()
     require_service(up, reason)
-    olds = [p for p in Path("/tmp").glob("jobsight-savings-*") if p.is_dir() and not p.is_symlink()]
-    for old in sorted(olds, key=lambda p: p.stat().st_mtime)[:-3]:
-        shutil.rmtree(old, ignore_errors=True)
-    work = Path(tempfile.mkdtemp(prefix="jobsight-savings-", dir="/tmp"))
-    work.chmod(0o1777)
+    work = harness_workdir("jobsight-savings-")
     out = work / "sidecar-out"
     out.mkdir()
     out.chmod(0o1777)
