@@ -257,6 +257,18 @@ def savings(h: Database, scope: Scope, keys: list[tuple]) -> pd.DataFrame | None
     return h.df(f"SELECT cluster, job_id_raw, savings_sbu, savings_note FROM job_savings WHERE {sc} AND {cond}", p + kp)
 
 
+def job_fit(h: Database, scope: Scope, cluster: str, job_id_raw: str) -> dict[str, Any] | None:
+    """The request the job's advice adds up to and its price (job_savings), or None when the job
+    has no advice, is outside the scope, or the database has no savings."""
+    if "job_savings" not in h.tables:
+        return None
+    sc, p = scope.sql()
+    cols = ("fitted_request", "sbu_if_fitted", "savings_sbu", "savings_note", "fitted_partition")
+    row = h.execute(f"SELECT {', '.join(cols)} FROM job_savings WHERE {sc} AND cluster = ? AND job_id_raw = ?",
+                    p + [cluster, job_id_raw]).fetchone()
+    return dict(zip(cols, row)) if row else None
+
+
 def with_savings(h: Database, scope: Scope, df: pd.DataFrame) -> pd.DataFrame:
     """``df`` (rows of jobs: start_time, cluster, job_id_raw) with savings_sbu and savings_note, when
     the database has savings."""

@@ -283,6 +283,20 @@ def test_reports_and_dashboard_summaries_agree(work):
         db.close()
 
 
+def test_the_dashboard_job_page_shows_what_would_have_fit(work):
+    from jobsight.dashboard.pages import job as page
+    db = Database.open(work / "sv.duckdb", parse_config(TABLE))
+    try:
+        text = json.dumps(page.render(db, Scope("user", "ann"), "sv", "902"), default=str)
+        assert "--partition=thin --gres=none" in text
+        assert "charged 64.0 SBU instead of 160.0: following the advice would have saved 96.0 SBU (60 % of its charge)" in text
+        # bob's job is not ann's to see, its advice neither; 907 has none
+        assert "No such job" in json.dumps(page.render(db, Scope("user", "ann"), "sv", "906"), default=str)
+        assert "Would have fit" not in json.dumps(page.render(db, Scope("admin", "root"), "sv", "907"), default=str)
+    finally:
+        db.close()
+
+
 def test_stored_savings_equal_a_full_recompute_after_a_change_of_weights(work, tmp_path):
     copy = tmp_path / "copy.duckdb"
     copy.write_bytes((work / "sv.duckdb").read_bytes())

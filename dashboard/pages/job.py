@@ -62,6 +62,7 @@ def render(h, scope: Scope, cluster: str | None, job_id: str | None) -> list:
                                   html.Div(["Advice: ", html.Code(f["advice"])], className="advice")],
                                  className=f"flag flag-{f['severity']}") for f in flags], id="job-flags") \
         if flags else html.P("No flags.", id="job-flags")
+    fit = _fit(queries.job_fit(h, scope, j["cluster"], j["job_id_raw"]), j["sbu"])
     samples = queries.job_samples(h, scope, j["cluster"], j["job_id_raw"])
     if samples.empty:
         series = [html.P("No samples: this job has no sidecar or nvidia-smi time series.", id="job-no-samples",
@@ -74,7 +75,22 @@ def render(h, scope: Scope, cluster: str | None, job_id: str | None) -> list:
     return [html.H2(f"Job {j['job_id']}"),
             html.Div([html.Div([html.H3("Job"), meta], className="half"),
                       html.Div([html.H3("Efficiency and charge"), eff], className="half")], className="row"),
-            html.H3("Flags"), flag_list, html.H3("Time series"), *series]
+            html.H3("Flags"), flag_list, *fit, html.H3("Time series"), *series]
+
+
+def _fit(s: dict | None, sbu) -> list:
+    """'Would have fit': the request the advice adds up to and what it would have been charged."""
+    if not s:
+        return []
+    req = s["fitted_request"] or "the same request (the advice changes no option)"
+    if s["savings_sbu"] is None:
+        price = f"savings: unknown ({s['savings_note'] or 'no price'})"
+    else:
+        share = f" ({s['savings_sbu'] / sbu * 100:.0f} % of its charge)" if sbu else ""
+        price = (f"charged {common.number(s['sbu_if_fitted'], 1)} SBU instead of {common.number(sbu, 1)}: "
+                 f"following the advice would have saved {common.number(s['savings_sbu'], 1)} SBU{share}")
+    return [html.H3("Would have fit"),
+            html.Div([html.Code(req), html.P(price)], id="job-fit", className="advice")]
 
 
 def layout(params: dict[str, str], scope: Scope) -> html.Div:
