@@ -2,10 +2,12 @@
 
 Found at --config, else $JOBSIGHT_CONFIG, else ./jobsight.toml, else built-in defaults. Every
 threshold the SQL views use is a `setting` row written from here (see sql/schema/0002_config.sql),
-so the defaults live in exactly one place: DEFAULT_FLAGS, DEFAULT_SAMPLES and DEFAULT_ADVICE below.
+so the defaults live in exactly one place: DEFAULT_FLAGS, DEFAULT_SAMPLES, DEFAULT_ADVICE and
+DEFAULT_BUDGET below.
 """
 from __future__ import annotations
 
+import datetime as dt
 import math
 import os
 import re
@@ -14,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobsight.analytics import billing_weights
+from jobsight.analytics import billing_weights, budgets
 from jobsight.analytics.render import select_list
 
 # Defaults follow the anchors (../shared/docs/metrics-anchors.md): jobstats' GPU 25/15 %,
@@ -42,13 +44,6 @@ DEFAULT_FLAGS: dict[str, float] = {
     "running_gpu_idle_min": 30,
 }
 DEFAULT_SAMPLES: dict[str, float] = {"max_gap_s": 600}
-# [watch]: `jobsight watch` notifies the owner of a running job whose GPUs have been idle (under
-# flags.gpu_idle_pct) for idle_hours, at most max_per_user_per_day notices per user in 24 hours
-# (sql/views/80_watch.sql reads both); opt_out (users never notified) and every (the time between
-# cycles, when --every is not given) are [watch] keys too, not numbers: WATCH_KEYS.
-DEFAULT_WATCH: dict[str, float] = {"idle_hours": 2, "max_per_user_per_day": 3}
-WATCH_KEYS = tuple(DEFAULT_WATCH) + ("opt_out", "every")
-DEFAULT_WATCH_EVERY = "15m"
 # [advice]: the site's cheaper places for the advised request. "", 0 and [] mean "none": the request
 # stays in the job's partition.
 DEFAULT_ADVICE: dict[str, Any] = {
@@ -58,6 +53,13 @@ DEFAULT_ADVICE: dict[str, Any] = {
     "fat_partitions": [],
     "small_gpu_partition": "",
 }
+# The allocation period and alert levels of budgets (sql/views/55_budget.sql): `period` and
+# `start` are [report] budget_period and budget_start (periods are start + k x period; 2001-01-01
+# is a Monday, so the default gives calendar weeks, months, quarters and years), the levels are
+# [budget_options] warn_pct and over_pct (percent of the allocation used).
+DEFAULT_BUDGET: dict[str, Any] = {"period": "month", "start": "2001-01-01", "warn_pct": 80, "over_pct": 100}
+BUDGET_PERIODS = ("week", "month", "quarter", "year")
+BUDGET_OPTION_KEYS = ("warn_pct", "over_pct", "assoc_file")
 # [advice] keys that are not settings: the billing weights they give go to the billing_weight table
 ADVICE_WEIGHT_KEYS = ("partitions_file", "billing_weights")
 POLICIES = ("slurm-billing", "table")
@@ -91,7 +93,10 @@ class Config:
     rates: list[dict[str, Any]] = field(default_factory=list)
     flags: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_FLAGS))
     samples: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SAMPLES))
-    budgets: dict[str, float] = field(default_factory=dict)   # account -> SBU per period
+    budgets: dict[str, float] = field(default_factory=dict)   # "account" or "account/user" -> SBU per period
+    budget: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_BUDGET))
+    # (cluster, account, user) -> billing-minutes, from a saved `sacctmgr show assoc` ([budget_options] assoc_file)
+    file_budgets: dict[tuple, float] = field(default_factory=dict)
     roles: dict[str, Any] = field(default_factory=dict)       # [roles] admins = [...], leads = {account = [users]}
     report: dict[str, Any] = field(default_factory=dict)      # [report], checked by analytics/reports/settings.py
     email: dict[str, Any] = field(default_factory=dict)       # [email], checked by analytics/reports/settings.py
@@ -100,9 +105,6 @@ class Config:
     # partition -> TRESBillingWeights, from [advice.billing_weights] and from [advice] partitions_file
     weights: dict[str, dict[str, float]] = field(default_factory=dict)
     file_weights: dict[str, dict[str, float]] = field(default_factory=dict)
-    watch: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WATCH))
-    watch_opt_out: list[str] = field(default_factory=list)
-    watch_every: str = DEFAULT_WATCH_EVERY
 
     def settings(self) -> list[tuple[str, float | None, str | None]]:
         rows: list[tuple[str, float | None, str | None]] = [
@@ -113,9 +115,17 @@ class Config:
             # a list is one text (partition names hold no comma); numbers are values
             text = ",".join(v) if isinstance(v, list) else v
             rows.append((f"advice.{k}", None, text) if isinstance(text, str) else (f"advice.{k}", float(v), None))
-        rows += [(f"watch.{k}", float(v), None) for k, v in self.watch.items()]
-        rows.append(("watch.opt_out", None, ",".join(self.watch_opt_out)))   # a user name holds no comma
+        rows += [(f"budget.{k}", None, v) if isinstance(v, str) else (f"budget.{k}", float(v), None)
+                 for k, v in self.budget.items()]
         return rows
+
+    def budget_rows(self) -> list[tuple]:
+        """[budgets] as budget-table rows (cluster, account, user, amount, unit, source), in SBU."""
+        out = []
+        for key, amount in sorted(self.budgets.items()):
+            account, _, user = key.partition("/")
+            out.append((None, account, user or None, amount, "sbu", "config"))
+        return out
 
 
 def find_config(explicit: str | os.PathLike | None = None) -> Path | None:
@@ -238,8 +248,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None, text: str | Non
     """Check and apply a parsed jobsight.toml; `text` (the file's text) only helps name lines."""
     cfg = Config(path=path)
     check = _Checker(path, text)
-    known = {"charging", "flags", "samples", "budgets", "roles", "cluster", "dashboard", "report", "email", "advice",
-             "watch"}
+    known = {"charging", "flags", "samples", "budgets", "budget_options", "roles", "cluster", "dashboard", "report", "email", "advice"}
     for key in data:
         if key not in known:
             check.fail(key, f"unknown section or key [{_name(key)}] (known: {', '.join(sorted(known))})")
@@ -292,9 +301,13 @@ def parse_config(data: dict[str, Any], path: Path | None = None, text: str | Non
                 check.fail(f"{section}.{key}", f"unknown key {section}.{_name(key)} (known: {', '.join(sorted(target))})")
             target[key] = check.number(f"{section}.{key}", value)
     _parse_advice(cfg, check, data.get("advice", {}))
-    _parse_watch(cfg, check, data.get("watch", {}))
     for account, value in data.get("budgets", {}).items():
         cfg.budgets[account] = check.number(f"budgets.{_name(account)}", value)
+        parts = account.split("/")
+        if len(parts) > 2 or not all(parts):
+            check.fail(f"budgets.{account}", f"budgets.{_name(account)}: a budget key is an account or "
+                                             "\"account/user\"")
+    _parse_budget(cfg, check, data.get("budget_options", {}), data.get("report", {}))
     cfg.roles = dict(data.get("roles", {}))
     cfg.report = dict(data.get("report", {}))
     cfg.email = dict(data.get("email", {}))
@@ -333,47 +346,44 @@ def _parse_advice(cfg: Config, check: _Checker, advice: dict[str, Any]) -> None:
             cfg.advice[key] = _partition(check, where, value)
 
 
-def _parse_watch(cfg: Config, check: _Checker, watch: dict[str, Any]) -> None:
-    for key, value in watch.items():
-        where = f"watch.{key}"
-        if key not in WATCH_KEYS:
-            check.fail(where, f"unknown key watch.{_name(key)} (known: {', '.join(sorted(WATCH_KEYS))})")
-        if key == "idle_hours":
-            cfg.watch[key] = check.number(where, value)
-            if cfg.watch[key] <= 0:
-                check.fail(where, f"{where} must be greater than 0, got {_show(value)}")
-        elif key == "max_per_user_per_day":
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                check.fail(where, f"{where} must be a whole number >= 1, got {_show(value)}")
-            cfg.watch[key] = value
-        elif key == "opt_out":
-            if not isinstance(value, list):
-                check.fail(where, f"{where} must be a list of user names, got {_show(value)}")
-            names = [check.string(f"{where}[]", v) for v in value]
-            if any(not n or "," in n or not n.isprintable() for n in names):
-                check.fail(where, f"{where}: a user name is printable and holds no comma, got {_show(value)}")
-            cfg.watch_opt_out = names
-        else:
+def _parse_budget(cfg: Config, check: _Checker, options: dict[str, Any], report: dict[str, Any]) -> None:
+    """[budget_options] and the budget keys of [report] (its other keys: analytics/reports/settings.py)."""
+    for key, value in options.items():
+        where = f"budget_options.{key}"
+        if key not in BUDGET_OPTION_KEYS:
+            check.fail(where, f"unknown key {where} (known: {', '.join(BUDGET_OPTION_KEYS)})")
+        if key == "assoc_file":
+            path = Path(check.string(where, value))
+            if not path.is_absolute() and cfg.path is not None:
+                path = cfg.path.parent / path       # beside the config file, whatever the working directory
             try:
-                parse_every(check.string(where, value))
-            except ValueError as exc:
+                cfg.file_budgets = budgets.read_file(path)
+            except budgets.AssocError as exc:
                 check.fail(where, f"{where}: {exc}")
-            cfg.watch_every = value
-
-
-_EVERY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
-_EVERY_UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_every(text: str) -> float:
-    """A time between cycles: "15m", "1h", "90s", "1.5h", or plain seconds -> seconds (at least 1)."""
-    m = _EVERY_RE.match(text)
-    if not m:
-        raise ValueError(f"not a time between cycles: {_show(text)} (use e.g. 15m, 1h, 90s)")
-    seconds = float(m.group(1)) * _EVERY_UNIT[m.group(2)]
-    if not 1 <= seconds <= 7 * 86400:
-        raise ValueError(f"{_show(text)}: the time between cycles must be from 1 s to 7 days")
-    return seconds
+        else:
+            cfg.budget[key] = check.number(where, value)
+            if cfg.budget[key] <= 0:
+                check.fail(where, f"{where} must be greater than 0, got {_show(value)}")
+    if cfg.budget["warn_pct"] > cfg.budget["over_pct"]:
+        check.fail("budget_options", "budget_options.warn_pct must not be above over_pct, got "
+                   f"{_show(cfg.budget['warn_pct'])} > {_show(cfg.budget['over_pct'])}")
+    if "budget_period" in report:
+        period = report["budget_period"]
+        if not isinstance(period, str) or period not in BUDGET_PERIODS:
+            check.fail("report.budget_period",
+                       f"report.budget_period must be one of {', '.join(BUDGET_PERIODS)}, got {_show(period)}")
+        cfg.budget["period"] = period
+    if "budget_start" in report:
+        start = report["budget_start"]
+        if isinstance(start, str):
+            try:
+                start = dt.date.fromisoformat(start)
+            except ValueError:
+                pass
+        if not isinstance(start, dt.date) or isinstance(start, dt.datetime):
+            check.fail("report.budget_start",
+                       f"report.budget_start must be a date (budget_start = 2026-01-01), got {_show(start)}")
+        cfg.budget["start"] = start.isoformat()
 
 
 def _partition(check: _Checker, where: str, value: Any) -> str:
@@ -400,6 +410,8 @@ def apply_to_db(con, cfg: Config) -> None:
             con.execute(f"INSERT INTO charge_rate ({select_list(cols)}) VALUES ({placeholders})", values)
         billing_weights.replace(con, billing_weights.rows(cfg.weights, "config"), "config")
         billing_weights.replace(con, billing_weights.rows(cfg.file_weights, "file"), "file")
+        budgets.replace(con, cfg.budget_rows(), "config")
+        budgets.replace(con, budgets.rows(cfg.file_budgets, "file"), "file")
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")

@@ -27,7 +27,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--job-id", metavar="JOBID", help="nvidia-smi logs: the job the samples belong to")
     parser.add_argument("--from-sacct", action="store_true",
                         help="run `TZ=UTC sacct ...` here and ingest its output (incremental); also read the "
-                             "partitions' TRESBillingWeights with `scontrol show partition -o`")
+                             "partitions' TRESBillingWeights with `scontrol show partition -o` and the budgets "
+                             "(GrpTRESMins billing=N) with `sacctmgr show assoc`")
     parser.add_argument("--since", metavar="DATE",
                         help="with --from-sacct: start of the window (default: last ingested end time)")
     parser.add_argument("--json", action="store_true", help="print a machine-readable summary on stdout")
@@ -171,6 +172,7 @@ def _from_sacct(con, args, opts, progress, show):
     finally:
         run_.output.unlink(missing_ok=True)
     rep.notes.append(_billing_weights(con, args.cluster))
+    rep.notes.append(_budgets(con, args.cluster))
     show(rep)
     return rep
 
@@ -185,3 +187,16 @@ def _billing_weights(con, cluster) -> str:
         return f"partitions' billing weights not read: {exc}"
     billing_weights.replace(con, billing_weights.rows(weights, "scontrol", name), "scontrol", name)
     return f"billing weights of {len(weights)} partition(s) of cluster {name} read with scontrol show partition -o"
+
+
+def _budgets(con, cluster) -> str:
+    """The associations' billing limits (GrpTRESMins billing=N), the budgets of analytics/budgets.py;
+    a note of what was read, or why not (it never fails the ingest)."""
+    from jobsight.analytics import budgets
+    try:
+        name = cluster or budgets.local_cluster()
+        limits = budgets.from_sacctmgr(name)
+    except budgets.AssocError as exc:
+        return f"budgets not read: {exc}"
+    budgets.replace(con, budgets.rows(limits, "sacctmgr"), "sacctmgr", name)
+    return f"{len(limits)} budget(s) of cluster {name} read with sacctmgr show assoc (GrpTRESMins billing=N)"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobsight.analytics.config import parse_config
+from jobsight.analytics.config import ConfigError, parse_config
 from jobsight.analytics.errors import UserError
 from jobsight.analytics.reports.settings import from_config
 
@@ -23,7 +23,6 @@ def test_defaults_and_addresses():
 @pytest.mark.parametrize("data, needle", [
     ({"report": {"top_job": 3}}, "unknown key report.top_job"),
     ({"report": {"top_jobs": 0}}, "report.top_jobs must be a whole number >= 1"),
-    ({"report": {"budget_period": "fortnight"}}, "report.budget_period must be one of"),
     ({"email": {"user_address": "alice@example.org"}}, "must contain {user}"),
     ({"email": {"user_address": "{user}@{domain}"}}, "may use only {user}"),
     ({"email": {"user_address": "{user:>999999999}@x.org"}}, "email.user_address"),   # never formatted: no 1 GB string
@@ -36,3 +35,15 @@ def test_defaults_and_addresses():
 def test_mistakes_are_named(data, needle):
     with pytest.raises(UserError, match=needle.replace("{", r"\{").replace("}", r"\}")):
         from_config(parse_config(data))
+
+
+@pytest.mark.parametrize("data, needle", [
+    ({"report": {"budget_period": "fortnight"}}, "report.budget_period must be one of"),
+    ({"report": {"budget_start": "1st of May"}}, "report.budget_start must be a date"),
+    ({"budget_options": {"warn_pct": 90, "over_pct": 80}}, "warn_pct must not be above over_pct"),
+    ({"budget_options": {"warn": 90}}, "unknown key budget_options.warn"),
+    ({"budgets": {"proj-a/alice/x": 9}}, "a budget key is an account or"),
+])
+def test_budget_mistakes_are_named(data, needle):
+    with pytest.raises(ConfigError, match=needle):
+        parse_config(data)
