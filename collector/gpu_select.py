@@ -22,6 +22,7 @@ class Inventory:
     index: int
     uuid: str
     migs: list[str] = field(default_factory=list)
+    mig_mode: bool = False
 
 
 def _int_list(value: str) -> list[int] | None:

@@ -11,11 +11,15 @@ Unknown/NotFound from a field that worked before) is reported once on stderr; it
 emitted every sample, with every measurement blank, and the other GPUs keep being sampled.
 
 MIG: a GPU in MIG mode yields one row for the physical GPU (power, energy, clocks, temperature, total
-memory; utilisation is not available in MIG mode) plus one row per MIG instance (memory only: NVML
-has no utilisation per instance, and power/temperature/clocks belong to the shared parent, so they
-are left blank on MIG rows). A job given only a MIG instance (CUDA_VISIBLE_DEVICES=MIG-...) gets just
-that instance's row. sm_active_pct comes from GPM (Hopper+; for a MIG instance through its parent and
-GPU instance id); it is blank on the first sample (GPM needs two samples) and where GPM is unsupported.
+memory; utilisation is not available in MIG mode) plus one row per MIG instance: its own memory (memory
+info on the MIG handle) and, as its utilisation, its GPM SM activity (NVML answers NotSupported for
+utilisation on a MIG handle, asked once at open). Power, energy, temperature and clocks belong to the
+shared parent and cannot be split: they are never read for an instance, so its row leaves them blank
+and a job holding an instance is never given the parent's. A job given only a MIG instance
+(CUDA_VISIBLE_DEVICES=MIG-...) gets just that instance's row. sm_active_pct comes from GPM (Hopper+;
+for a MIG instance through its parent and GPU instance id); it is blank on the first sample (GPM needs
+two samples) and where GPM is unsupported. meta()'s `util_source` per device says where util_pct
+comes from: `nvml` (utilisation), `gpm` (SM activity), or None (never available).
 
 Never raises out of sample(); imports pynvml lazily so the sidecar runs where it is absent.
 """
@@ -43,10 +47,11 @@ class _Device:
         self.lost = False
         self.gpm: Any = None          # (sample_a, sample_b, metrics struct, have_previous) when supported
         self.gpm_instance: Any = None  # MIG only: (parent handle, GPU instance id) for nvmlGpmMigSampleGet
+        self.util_source: str | None = None  # what util_pct holds: "nvml" utilisation, "gpm" SM activity
 
     def info(self) -> dict[str, Any]:
         return {"uuid": self.uuid, "index": self.index, "name": self.name, "mig": self.mig,
-                "parent_uuid": self.parent_uuid}
+                "parent_uuid": self.parent_uuid, "util_source": self.util_source}
 
 
 class NvmlGpuSource:
@@ -199,6 +204,8 @@ def _read_gpm(d: _Device, row: dict) -> None:
         _n.nvmlGpmMetricsGet(mg)
         if mg.metrics[0].nvmlReturn == _n.NVML_SUCCESS:
             row["sm_active_pct"] = round(mg.metrics[0].value, 2)
+            if d.util_source == "gpm":  # a MIG instance: NVML has no utilisation for it
+                row["util_pct"] = row["sm_active_pct"]
     d.gpm = (b, a, mg, True)
 
 
@@ -250,6 +257,7 @@ def _enumerate(n: Any) -> tuple[list[Inventory], dict[str, tuple]]:
             mig_on = n.nvmlDeviceGetMigMode(h)[0] == n.NVML_DEVICE_MIG_ENABLE
         except (n.NVMLError, AttributeError):
             mig_on = False  # not MIG capable (NotSupported) or binding/driver too old
+        inv.mig_mode = mig_on
         if mig_on:
             for j in range(n.nvmlDeviceGetMaxMigDeviceCount(h)):
                 try:
@@ -294,7 +302,8 @@ def _open_nvml(env: dict[str, str]) -> NvmlGpuSource | None | str:
                 if any(d.uuid == u for d in devices):
                     continue
                 h, idx, name, parent = found[u]
-                devices.append(_new_device(h, u, idx, name, parent, found[parent][0] if parent else None))
+                mig_mode = any(g.uuid == u and g.mig_mode for g in inventory)
+                devices.append(_new_device(h, u, idx, name, parent, found[parent][0] if parent else None, mig_mode))
         if not devices:
             pynvml.nvmlShutdown()
             if inventory and (env.get("CUDA_VISIBLE_DEVICES") or env.get("SLURM_JOB_GPUS")):
@@ -309,17 +318,36 @@ def _open_nvml(env: dict[str, str]) -> NvmlGpuSource | None | str:
         raise
 
 
-def _new_device(handle: Any, uuid: str, index: int, name: str, parent: str | None, parent_handle: Any) -> _Device:
+def _new_device(handle: Any, uuid: str, index: int, name: str, parent: str | None, parent_handle: Any,
+                mig_mode: bool) -> _Device:
     d = _Device(handle, uuid, index, name, mig=parent is not None, parent_uuid=parent)
     mem = _read_mem_v2 if hasattr(_n, "nvmlMemory_v2") else _read_mem_v1
     if d.mig:
-        d.readers = {"mem": mem}  # util is not available on MIG; power/temp/clocks belong to the parent
+        # Only the instance's own readings: power, energy, clocks and temperature are the parent's.
+        d.readers = {"mem": mem}
+        if _answers(_n.nvmlDeviceGetUtilizationRates, d.handle):  # NotSupported on every driver so far
+            d.readers["util"] = _read_util
     else:
         d.readers = {"util": _read_util, "mem": mem, "power": _read_power, "energy": _read_energy,
                      "clock": _read_clock, "temp": _read_temp}
+        if mig_mode:
+            del d.readers["util"]  # NVML has no whole-GPU utilisation in MIG mode
+    if "util" in d.readers:
+        d.util_source = "nvml"
     if _setup_gpm(d, parent_handle):
         d.readers["gpm"] = _read_gpm
+        if d.mig and d.util_source is None:
+            d.util_source = "gpm"
     return d
+
+
+def _answers(fn: Callable[[Any], Any], handle: Any) -> bool:
+    """Whether one NVML query succeeds on this handle (any error: no)."""
+    try:
+        fn(handle)
+        return True
+    except Exception:
+        return False
 
 
 def open_gpus(env: dict[str, str], mode: str = "auto", interval: float = 10.0):

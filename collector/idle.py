@@ -1,8 +1,9 @@
 """The in-job idle alert: GPU rows in, at most one stderr line per GPU per hour out, and the user's
 opt-in actions (--on-idle CMD once, --idle-cancel after further idleness).
 
-A GPU is idle in a sample when its NVML utilisation is under the threshold; rows without a
-utilisation (MIG instances, a lost GPU, a failed read) are not evidence and break a GPU's idle run.
+A GPU is idle in a sample when its utilisation (a MIG instance's: its GPM SM activity) is under the
+threshold; rows without one (a MIG instance without GPM, a GPM first sample, a lost GPU, a failed
+read) are not evidence and break a GPU's idle run.
 A run's length is the time from its first idle sample to the latest one. Times come from the
 caller (the sampler's monotonic clock), so tests drive hours of job time in microseconds.
 

@@ -136,7 +136,8 @@ def open_smi(smi: str, env: dict[str, str], interval: float) -> SmiGpuSource | N
     for p in problems:
         warn(p + (" (MIG instances are not listed by the nvidia-smi fallback)" if "MIG-" in p else ""))
     index = {g.uuid: g.index for g in inventory}
-    devices = [{"uuid": u, "index": index[u], "name": names[u], "mig": False, "parent_uuid": None} for u in uuids]
+    devices = [{"uuid": u, "index": index[u], "name": names[u], "mig": False, "parent_uuid": None,
+                "util_source": "nvidia-smi"} for u in uuids]
     if not devices:
         return None
     return SmiGpuSource(smi, devices, driver, interval)

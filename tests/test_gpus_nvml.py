@@ -59,7 +59,8 @@ def test_one_gpu_every_field(tmp_path):
     out = probe(tmp_path, cfg, samples=3)
     assert out["meta"] == {
         "gpu_method": "nvml", "driver_version": "535.104.05", "nvml_version": "12.535.104.05",
-        "gpus": [{"uuid": G[0], "index": 0, "name": "NVIDIA H100 80GB HBM3", "mig": False, "parent_uuid": None}]}
+        "gpus": [{"uuid": G[0], "index": 0, "name": "NVIDIA H100 80GB HBM3", "mig": False, "parent_uuid": None,
+                  "util_source": "nvml"}]}
     s1, s2, s3 = (s[0] for s in out["samples"])
     assert s1 == {"device": G[0], "gpu_index": 0, "util_pct": 10, "mem_used_bytes": 3 * GIB,
                   "mem_total_bytes": 80 * GIB, "power_w": 250.5, "energy_j": 5000.0, "sm_clock_mhz": 1755,

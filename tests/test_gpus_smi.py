@@ -56,8 +56,10 @@ def test_fallback_when_pynvml_is_absent(tmp_path):
     # -l 30: without close() terminating it, the child would still be sleeping when the probe checks
     out = run_probe(tmp_path, {}, str(tmp_path), block_pynvml=True, wait_values=True, samples=1, interval=30)
     assert out["meta"] == {"gpu_method": "nvidia-smi", "driver_version": "550.54.15", "nvml_version": None, "gpus": [
-        {"uuid": G0, "index": 0, "name": "NVIDIA A100-SXM4-40GB", "mig": False, "parent_uuid": None},
-        {"uuid": G1, "index": 1, "name": "NVIDIA A100-SXM4-40GB", "mig": False, "parent_uuid": None}]}
+        {"uuid": G0, "index": 0, "name": "NVIDIA A100-SXM4-40GB", "mig": False, "parent_uuid": None,
+         "util_source": "nvidia-smi"},
+        {"uuid": G1, "index": 1, "name": "NVIDIA A100-SXM4-40GB", "mig": False, "parent_uuid": None,
+         "util_source": "nvidia-smi"}]}
     r0, r1 = out["samples"][0]
     assert r0 == {"device": G0, "gpu_index": 0, "util_pct": 37, "mem_used_bytes": 1024 * MIB,
                   "mem_total_bytes": 40960 * MIB, "power_w": 250.12, "energy_j": None, "sm_clock_mhz": 1410,
