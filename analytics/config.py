@@ -101,6 +101,7 @@ class Config:
     report: dict[str, Any] = field(default_factory=dict)      # [report], checked by analytics/reports/settings.py
     email: dict[str, Any] = field(default_factory=dict)       # [email], checked by analytics/reports/settings.py
     cluster: str | None = None
+    metrics_token_file: Path | None = None   # [dashboard]: the file holding /metrics' bearer token
     advice: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_ADVICE))
     # partition -> TRESBillingWeights, from [advice.billing_weights] and from [advice] partitions_file
     weights: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -311,6 +312,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None, text: str | Non
     cfg.roles = dict(data.get("roles", {}))
     cfg.report = dict(data.get("report", {}))
     cfg.email = dict(data.get("email", {}))
+    _parse_dashboard(cfg, check, data.get("dashboard", {}))
     return cfg
 
 
@@ -391,6 +393,16 @@ def _partition(check: _Checker, where: str, value: Any) -> str:
     if "," in name:
         check.fail(where, f"{where}: a partition name holds no comma, got {_show(value)}")
     return name
+
+
+def _parse_dashboard(cfg: Config, check: _Checker, dashboard: dict[str, Any]) -> None:
+    for key, value in dashboard.items():
+        if key != "metrics_token_file":
+            check.fail(f"dashboard.{key}", f"unknown key dashboard.{_name(key)} (known: metrics_token_file)")
+        path = Path(check.string("dashboard.metrics_token_file", value))
+        if not path.is_absolute() and cfg.path is not None:
+            path = cfg.path.parent / path       # beside the config file, whatever the working directory
+        cfg.metrics_token_file = path
 
 
 def apply_to_db(con, cfg: Config) -> None:

@@ -72,7 +72,7 @@ def build(args: argparse.Namespace):
     from jobsight.analytics.config import ConfigError, load_config
     from jobsight.analytics.snapshot import SnapshotReader, publish, snapshot_path
     from jobsight.dashboard.app import create_app
-    from jobsight.dashboard.auth import Auth, AuthError, Roles, load_users_file
+    from jobsight.dashboard.auth import TOKEN_RE, Auth, AuthError, Roles, load_users_file
 
     if not args.db:
         raise UserError("--db is required")
@@ -88,8 +88,18 @@ def build(args: argparse.Namespace):
                 secret = Path(args.proxy_secret_file).read_text(encoding="utf-8").strip()
             except OSError as exc:
                 raise AuthError(f"{args.proxy_secret_file}: cannot read the proxy secret: {exc.strerror}") from None
+        token = None
+        if cfg.metrics_token_file is not None:
+            try:
+                token = cfg.metrics_token_file.read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise AuthError(f"{cfg.metrics_token_file}: cannot read the metrics token "
+                                f"([dashboard] metrics_token_file): {getattr(exc, 'strerror', None) or exc}") from None
+            if not TOKEN_RE.match(token):
+                raise AuthError(f"{cfg.metrics_token_file}: the metrics token must be one line of at least 16 "
+                                "printable characters without blanks (e.g. `openssl rand -hex 32`)")
         auth = Auth(args.auth, roles, host=args.host, trusted_proxies=args.trusted_proxy, users=users,
-                    proxy_secret=secret)
+                    proxy_secret=secret, metrics_token=token)
     except (ConfigError, AuthError) as exc:
         raise UserError(str(exc)) from None
     if Path(args.db).is_file() and not snapshot_path(args.db).exists():

@@ -8,6 +8,10 @@ Modes
           --proxy-secret-file, carrying X-Jobsight-Proxy-Secret); anything else is refused.
 - basic:  HTTP Basic against a users file of ``name:hash`` lines (hash from `--hash-password`).
 
+The metrics (`/metrics`, dashboard/prometheus.py) are for admins and, with `[dashboard]
+metrics_token_file`, for requests carrying that token as `Authorization: Bearer`: there a bearer
+token is judged alone (the right one gets the metrics and nothing else, any other 401).
+
 Roles (jobsight.toml):
     [roles]
     admins = ["root", "hpcadmin"]
@@ -36,6 +40,8 @@ from jobsight.dashboard.queries import Scope
 MODES = ("none", "header", "basic")
 USER_RE = re.compile(r"^[A-Za-z0-9_.@][A-Za-z0-9_.@$-]{0,63}$")
 LOOPBACK_NAMES = {"localhost"}
+# a bearer token: printable ASCII without blanks (an HTTP header's value), long enough not to guess
+TOKEN_RE = re.compile(r"^[\x21-\x7e]{16,4096}$")
 
 
 class AuthError(ValueError):
@@ -194,7 +200,7 @@ class Auth:
 
     def __init__(self, mode: str, roles: Roles, host: str = "127.0.0.1",
                  trusted_proxies: list[str] | None = None, users: dict[str, str] | None = None,
-                 proxy_secret: str | None = None):
+                 proxy_secret: str | None = None, metrics_token: str | None = None):
         if mode not in MODES:
             raise AuthError(f"--auth must be one of {', '.join(MODES)}, got {mode!r}")
         self.mode, self.roles = mode, roles
@@ -212,6 +218,10 @@ class Auth:
         if proxy_secret is not None and len(proxy_secret) < 16:
             raise AuthError("the proxy secret must be at least 16 characters")
         self.proxy_secret = proxy_secret
+        if metrics_token is not None and not TOKEN_RE.match(metrics_token):
+            raise AuthError("the metrics token must be at least 16 printable characters without blanks "
+                            "(e.g. `openssl rand -hex 32`)")
+        self.metrics_token = metrics_token
         if mode == "basic" and not users:
             raise AuthError("--auth basic needs --users-file")
         self.users = users or {}
@@ -255,6 +265,14 @@ class Auth:
             self._ok_cache[key] = now + 300
         return name
 
+    def metrics_bearer(self, environ: dict) -> bool | None:
+        """Whether the request's `Authorization: Bearer` is the metrics token; None when it carries
+        no bearer token or none is configured (then the request is judged as any other)."""
+        scheme, _, value = environ.get("HTTP_AUTHORIZATION", "").partition(" ")
+        if self.metrics_token is None or scheme.lower() != "bearer":
+            return None
+        return hmac.compare_digest(value.strip().encode("utf-8", "replace"), self.metrics_token.encode())
+
     def identify(self, environ: dict) -> str | Denied:
         if self.mode == "none":
             return "local"
@@ -281,12 +299,22 @@ class Auth:
         return self.roles.scope_for(user)
 
 
-def install(server, auth: Auth) -> None:
-    """Check every request of the Flask server before Dash handles it; the scope goes on flask.g."""
+def install(server, auth: Auth, token_paths: frozenset[str] = frozenset()) -> None:
+    """Check every request of the Flask server before Dash handles it; the scope goes on flask.g.
+    On ``token_paths`` (the metrics) a bearer token is checked against the metrics token first."""
     import flask
 
     @server.before_request
     def _authenticate():
+        if flask.request.path in token_paths:
+            token_ok = auth.metrics_bearer(flask.request.environ)
+            if token_ok is False:
+                return flask.Response("Wrong token\n", status=401, mimetype="text/plain",
+                                      headers={"WWW-Authenticate": 'Bearer realm="jobsight"'})
+            if token_ok:
+                flask.g.jobsight_metrics_token = True
+                flask.g.jobsight_scope = Scope("user", "")      # the token opens the metrics, nothing else
+                return None
         who = auth.identify(flask.request.environ)
         if isinstance(who, Denied):
             return flask.Response(who.text + "\n", status=who.status, headers=who.headers, mimetype="text/plain")
@@ -302,3 +330,12 @@ def current_scope() -> Scope:
     except RuntimeError:
         scope = None
     return scope if isinstance(scope, Scope) else Scope("user", "")
+
+
+def metrics_token_accepted() -> bool:
+    """Whether the request being served carried the metrics token (checked by ``install``)."""
+    import flask
+    try:
+        return flask.g.get("jobsight_metrics_token") is True
+    except RuntimeError:
+        return False
