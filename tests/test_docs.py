@@ -212,6 +212,7 @@ def section_keys() -> dict[str, list[str]]:
         "samples": rejects_unknown(lambda k: parse_config({"samples": {k: 1}})),
         "advice": rejects_unknown(lambda k: parse_config({"advice": {k: 1}})),
         "budget_options": rejects_unknown(lambda k: parse_config({"budget_options": {k: 1}})),
+        "dashboard": rejects_unknown(lambda k: parse_config({"dashboard": {k: 1}})),
         "roles": rejects_unknown(lambda k: Roles.from_config({k: 1})),
         "report": rejects_unknown(lambda k: report_settings.from_config(Config(report={k: 1}))),
         "email": rejects_unknown(lambda k: report_settings.from_config(Config(email={k: 1}))),
