@@ -4,6 +4,9 @@ by user, account, partition or period.
 Every number is the table macro usage_summary (sql/views/40_usage.sql): usage split by day (job_day),
 the whole days of --since/--until, summed by the key. A job crossing the window's edge or a week
 boundary counts only with the share of its time inside, and a window may start mid-week.
+
+`--budget` prints the allocations instead, each against its burn as of --until's last day (default:
+the latest day with accounting data): the table macro budget_status (sql/views/55_budget.sql).
 """
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import argparse
 import datetime as dt
 
 from jobsight.analytics import render
+from jobsight.analytics.errors import UserError
 from jobsight.analytics.query_filters import add_db_options, add_scope_options, scope_values
 
 BY = ("user", "account", "partition", "cluster", "day", "week", "month")
@@ -19,6 +23,14 @@ COLUMNS = ["jobs", "sbu", "wasted_sbu", "wasted_pct", "savings_sbu", "savings_pc
 # no --since / --until: every day DuckDB can hold (bounds rather than NULLs keep the day filter a
 # range that the scan of job_day, stored in day order, prunes with)
 EARLIEST, LATEST = dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31)
+BUDGET_COLUMNS = ["cluster", "account", "user", "source", "period", "period_start", "period_end", "as_of",
+                  "allocation_sbu", "burned_sbu", "remaining_sbu", "used_pct", "burn_rate_7d", "burn_rate_30d",
+                  "run_out_date", "alert"]
+# the text table: numbers with their unit in the header, the alert in capitals (OVER stands out)
+BUDGET_TABLE = [("account", "account"), ("user", "user"), ("period_start", "period from"),
+                ("allocation_sbu", "allocation SBU"), ("burned_sbu", "burned SBU"), ("remaining_sbu", "remaining SBU"),
+                ("used_pct", "used %"), ("burn_rate_7d", "7-day SBU/day"), ("burn_rate_30d", "30-day SBU/day"),
+                ("run_out_date", "runs out"), ("alert_shown", "alert")]
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -26,6 +38,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     add_scope_options(p)
     p.add_argument("--by", choices=BY, default="account")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.add_argument("--budget", action="store_true",
+                   help="the allocations ([budgets], sacctmgr) against their burn as of --until: remaining SBU, "
+                        "burn rates, run-out date, alert (OVER: over budget)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(db, args: argparse.Namespace) -> int:
     v = scope_values(args)
+    if args.budget:
+        return _budget(db, args, v)
     # periods in time order, the others most burn first
     order = '"key"' if args.by in PERIODS else 'sbu DESC NULLS LAST, "key"'
     names, rows = db.fetch(f"""
@@ -44,4 +61,33 @@ def _run(db, args: argparse.Namespace) -> int:
         ORDER BY {order}""", [args.by, v["since"] or EARLIEST, v["until"] or LATEST,
                               v["user"], v["account"], v["partition"], v["cluster"]])
     render.emit_rows(names, rows, args.format, [args.by] + COLUMNS, empty="no usage in this period")
+    return 0
+
+
+def _budget(db, args: argparse.Namespace, v: dict) -> int:
+    """The allocations of --account (the account's and its users'), of --user (the user's own and
+    those of the accounts the user ran jobs in) and of --cluster (its own and every cluster's)."""
+    if v["since"] is not None or v["partition"] is not None:
+        raise UserError("--budget: an allocation period has its own start and covers every partition; "
+                        "give --until (the day the figures are as of), --account, --user or --cluster")
+    until = v["until"] or db.value("SELECT budget_data_until()")
+    names, rows = db.fetch(f"""
+        SELECT {render.select_list(BUDGET_COLUMNS)}, upper(alert) AS alert_shown
+        FROM budget_status(?)
+        WHERE (CAST(? AS VARCHAR) IS NULL OR account = ?)
+          AND (CAST(? AS VARCHAR) IS NULL OR "user" = ?
+               OR ("user" IS NULL AND account IN (SELECT DISTINCT account FROM job_day WHERE "user" = ?)))
+          AND (CAST(? AS VARCHAR) IS NULL OR cluster IS NULL OR cluster = ?)
+        ORDER BY account, "user" NULLS FIRST, cluster NULLS FIRST""",
+                          [until, v["account"], v["account"], v["user"], v["user"], v["user"],
+                           v["cluster"], v["cluster"]])
+    if args.format != "table":
+        render.emit_rows(names, rows, args.format, BUDGET_COLUMNS)
+    elif not rows:
+        render.print_text("no budgets: set them in [budgets] of jobsight.toml, or with sacctmgr "
+                          "(GrpTRESMins=billing=N) and ingest --from-sacct")
+    else:
+        first = rows[0][names.index("as_of")]
+        render.print_text(f"budgets as of {first:%Y-%m-%d} (SBU; rates in SBU per day; OVER: over budget)\n"
+                          + render.table_of(names, rows, [c for c, _ in BUDGET_TABLE], [h for _, h in BUDGET_TABLE]))
     return 0

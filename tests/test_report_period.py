@@ -1,4 +1,4 @@
-"""The report window: ISO weeks, `last`, --since/--until, and where a budget period starts."""
+"""The report window: ISO weeks, `last`, --since/--until."""
 from __future__ import annotations
 
 import datetime as dt
@@ -6,7 +6,6 @@ import datetime as dt
 import pytest
 
 from jobsight.analytics.errors import UserError
-from jobsight.analytics.reports.data import budget_start
 from jobsight.analytics.reports.period import resolve
 
 
@@ -39,11 +38,3 @@ def test_since_until_whole_days_inclusive():
         resolve("last", "2026-11-01", None)
     with pytest.raises(UserError, match="say which week"):
         resolve(None, None, None)
-
-
-def test_budget_period_holds_the_windows_last_day():
-    w = resolve("2026-W49", None, None)          # Mon 30 Nov - Sun 6 Dec: budget month is December
-    assert budget_start(w, "month") == dt.datetime(2026, 12, 1)
-    assert budget_start(w, "quarter") == dt.datetime(2026, 10, 1)
-    assert budget_start(w, "year") == dt.datetime(2026, 1, 1)
-    assert budget_start(w, "week") == dt.datetime(2026, 11, 30)

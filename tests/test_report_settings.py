@@ -10,14 +10,15 @@ from jobsight.analytics.reports.settings import from_config
 
 def test_defaults_and_addresses():
     s = from_config(parse_config({}))
-    assert (s.top_jobs, s.trend_weeks, s.budget_period, s.smtp) == (10, 4, "month", "localhost:25")
+    assert (s.top_jobs, s.trend_weeks, s.smtp) == (10, 4, "localhost:25")
     assert s.address_of("alice") is None
-    s = from_config(parse_config({"email": {"user_address": "{user}@uni.example", "addresses": {"bob": "b@x.example"}},
-                                  "roles": {"leads": {"proj-a": ["carol"], "proj-b": "dave"}},
-                                  "report": {"top_jobs": 3, "budget_period": "year"}}))
+    cfg = parse_config({"email": {"user_address": "{user}@uni.example", "addresses": {"bob": "b@x.example"}},
+                        "roles": {"leads": {"proj-a": ["carol"], "proj-b": "dave"}},
+                        "report": {"top_jobs": 3, "budget_period": "year"}})
+    s = from_config(cfg)
     assert s.address_of("alice") == "alice@uni.example" and s.address_of("bob") == "b@x.example"
     assert s.leads == {"proj-a": ["carol"], "proj-b": ["dave"]}
-    assert (s.top_jobs, s.budget_period) == (3, "year")
+    assert (s.top_jobs, cfg.budget["period"]) == (3, "year")
 
 
 @pytest.mark.parametrize("data, needle", [

@@ -135,11 +135,12 @@ def test_account_report_members_and_budget(ds):
     assert a.totals["sbu"] == pytest.approx(36 + 67) and a.totals["wasted_sbu"] == pytest.approx(22 + 46.9)
     assert [(m["user"], m["wasted_sbu"]) for m in a.members] == [("bob", pytest.approx(46.9)), ("alice", pytest.approx(22.0))]
     # November up to the end of W47: job 6 (6) + job 2 (40, all in November) + job 1 (16) + job 3 (67) = 129
-    assert a.budget["burned_sbu"] == pytest.approx(129.0)
-    assert a.budget["remaining_sbu"] == pytest.approx(871.0)
-    assert a.budget["since"] == dt.datetime(2026, 11, 1)
+    [budget] = a.budgets
+    assert budget["burned_sbu"] == pytest.approx(129.0)
+    assert budget["remaining_sbu"] == pytest.approx(871.0)
+    assert budget["period_start"] == dt.date(2026, 11, 1)
     b = ds.build("account", "proj-b")
-    assert b.budget is None and [m["user"] for m in b.members] == ["carol"]
+    assert b.budgets == [] and [m["user"] for m in b.members] == ["carol"]
 
 
 def test_admin_report(ds):

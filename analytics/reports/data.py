@@ -4,8 +4,9 @@
 whole cluster or, when only some users' and accounts' reports are asked for, over those subjects'
 jobs alone; `build` then picks one subject's rows. So 1,000 user reports cost the same handful of
 queries as one, one user's report reads only that user's rows, and a user's report holds only rows
-keyed by that user: nothing of other users. Python here only selects, orders and pads rows (days or
-weeks with no jobs show as zero).
+keyed by that user: nothing of other users (but the allocations of the accounts the user ran jobs
+in, which the user shares). Python here only selects, orders and pads rows (days or weeks with no
+jobs show as zero).
 """
 from __future__ import annotations
 
@@ -39,20 +40,6 @@ def _index(rows: list[dict]) -> dict[tuple, list[dict]]:
     return out
 
 
-def budget_start(period: Period, budget_period: str) -> dt.datetime:
-    """Start of the budget period holding the report window's last day."""
-    last = (period.until - dt.timedelta(days=1)).date()
-    if budget_period == "week":
-        start = last - dt.timedelta(days=last.weekday())
-    elif budget_period == "month":
-        start = last.replace(day=1)
-    elif budget_period == "quarter":
-        start = last.replace(month=(last.month - 1) // 3 * 3 + 1, day=1)
-    else:
-        start = last.replace(month=1, day=1)
-    return dt.datetime.combine(start, dt.time())
-
-
 @dataclass
 class Dataset:
     period: Period
@@ -62,7 +49,7 @@ class Dataset:
     trend: dict[tuple, list[dict]]
     flags: dict[tuple, list[dict]]
     top: dict[tuple, list[dict]]          # (scope, key) -> its top jobs, most wasted first
-    budget_burn: dict[str, float]
+    budgets: list[dict]                   # budget_status as of the window's last day
     members: dict[str, list[dict]] = field(default_factory=dict)   # account -> member rows
     # (users, accounts) gathered when not the whole cluster: the only reports this data can build
     only: tuple[frozenset, frozenset] | None = None
@@ -94,11 +81,13 @@ class Dataset:
                      top_jobs=top, flag_counts=flags)
         if kind == "account":
             rep.members = sorted(self.members.get(name, []), key=_most_wasted)
-            if name in s.budgets:
-                burned = self.budget_burn.get(name, 0.0)
-                rep.budget = {"budget_sbu": s.budgets[name], "period": s.budget_period,
-                              "since": budget_start(p, s.budget_period), "until": p.until,
-                              "burned_sbu": burned, "remaining_sbu": s.budgets[name] - burned}
+            rep.budgets = [b for b in self.budgets if b["account"] == name]
+        elif kind == "user":
+            ran_in = {acc for (acc, user) in (k for (sc, k) in self.totals if sc == "member") if user == name}
+            rep.budgets = [b for b in self.budgets
+                           if b["user"] == name or (b["user"] is None and b["account"] in ran_in)]
+        else:
+            rep.budgets = list(self.budgets)
         if kind == "admin":
             rep.partitions = sorted((rows[0] for (sc, _k), rows in self.totals.items() if sc == "partition"),
                                     key=lambda r: (-(r["sbu"] or 0), str(r["partition"])))
@@ -159,22 +148,13 @@ def gather(db: Database, period: Period, settings: ReportSettings, users: list[s
     trend = db.rows("SELECT * FROM report_trend(?, ?, ?, ?)", [src, since, until, settings.trend_weeks])
     flag_counts = db.rows("SELECT * FROM report_flag_counts(?, ?, ?, ?)", [src, flags, since, until])
     top = db.rows("SELECT * FROM report_top_jobs(?, ?, ?, ?, ?)", [src, flags, since, until, settings.top_jobs])
-    burn: dict[str, float] = {}
-    budgeted = sorted(set(settings.budgets) if only is None else only[1] & set(settings.budgets))
-    if budgeted:
-        start = budget_start(period, settings.budget_period)
-        budget_src = "report_job_day"
-        if only is not None:        # the budget period's rows of the asked accounts only
-            budget_src = "report_budget_window"
-            db.execute("CREATE OR REPLACE TEMP TABLE report_budget_window AS "
-                       "SELECT * FROM report_days(?, ?, accounts := ?)", [start, until, budgeted])
-        burn = {r["account"]: r["sbu"] or 0.0 for r in db.rows(
-            "SELECT account, sbu FROM report_totals(?, ?, ?) WHERE scope = 'account'", [budget_src, start, until])}
-        db.execute("DROP TABLE IF EXISTS report_budget_window")
+    # every allocation (there are few): a user's report shows those of the accounts the user ran in
+    budgets = [{**b, "alert_shown": b["alert"].upper()} for b in db.rows(
+        'SELECT * FROM budget_status(?) ORDER BY account, "user" NULLS FIRST, cluster NULLS FIRST', [until])]
     db.execute("DROP TABLE report_window")
     db.execute("DROP TABLE report_window_flags")
     return Dataset(period, settings, _index(totals), _index(daily), _index(trend), _index(flag_counts),
-                   _index_top(top, settings.top_jobs), burn, only=only)
+                   _index_top(top, settings.top_jobs), budgets, only=only)
 
 
 def _index_top(rows: list[dict], n: int) -> dict[tuple, list[dict]]:

@@ -50,6 +50,8 @@ td code, .sbatch { font: .82rem ui-monospace, SFMono-Regular, Menlo, monospace; 
 .note, footer { color: var(--muted); font-size: .82rem; }
 .chart { width: 100%; min-height: 300px; }
 .bar { display: inline-block; height: 10px; vertical-align: middle; }
+tr.over td { background: #ffe3e3; color: #a51d2d; font-weight: 600; }
+tr.warn td { background: #fff3bf; }
 @media (max-width: 600px) {
   main { padding: 10px; } body { font-size: 14px; }
   .kpis { grid-template-columns: repeat(2, 1fr); }
@@ -196,13 +198,18 @@ def _stack_cell(row: dict, cols: list) -> str:
     return f'<td class="stack">{"<br>".join(lines) or "-"}</td>'
 
 
+def _row(r: dict) -> str:
+    """A row's start tag: an allocation used up is highlighted (budget rows carry `alert`)."""
+    return {"over": '<tr class="over">', "warn": '<tr class="warn">'}.get(r.get("alert"), "<tr>")
+
+
 def _table(sec: Section) -> str:
     if not sec.rows:
         return f'<p class="note">{esc(sec.empty)}</p>'
     note = f'<p class="note">{esc(sec.note)}</p>' if sec.note else ""
     if sec.key not in FIT:
         head = "".join(f"<th>{esc(c.header)}</th>" for c in sec.cols)
-        body = "".join("<tr>" + "".join(_cell(r.get(c.key), c.kind) for c in sec.cols) + "</tr>" for r in sec.rows)
+        body = "".join(_row(r) + "".join(_cell(r.get(c.key), c.kind) for c in sec.cols) + "</tr>" for r in sec.rows)
         return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>{note}'
     cols = [c for c in sec.cols if c.key not in STACK]
     stacked = [c for c in sec.cols if c.key in STACK]

@@ -31,7 +31,7 @@ class Report:
     top_jobs: list[dict]
     flag_counts: list[dict]
     members: list[dict] = field(default_factory=list)      # account: per user, most wasted first
-    budget: dict | None = None                              # account with a [budgets] entry
+    budgets: list[dict] = field(default_factory=list)      # budget_status rows the subject may see
     partitions: list[dict] = field(default_factory=list)   # admin
     accounts: list[dict] = field(default_factory=list)     # admin
     leaderboard: list[dict] = field(default_factory=list)  # admin: users by wasted SBU

@@ -42,6 +42,12 @@ GROUP = [Col("jobs", "Jobs", "int"), Col("sbu", "SBU"), Col("wasted_sbu", "Waste
          Col("wasted_pct", "Wasted", "pct"), Col("savings_sbu", "Advice saves SBU")] + EFFICIENCY
 
 
+BUDGET = [Col("account", "Account", "text"), Col("user", "User", "text"), Col("period_start", "Period from", "text"),
+          Col("allocation_sbu", "Allocation SBU"), Col("burned_sbu", "Burned SBU"), Col("remaining_sbu", "Remaining SBU"),
+          Col("used_pct", "Used", "pct"), Col("burn_rate_7d", "SBU/day, 7 days"), Col("burn_rate_30d", "SBU/day, 30 days"),
+          Col("run_out_date", "Runs out", "text"), Col("alert_shown", "Alert", "text")]
+
+
 def headline(rep: Report) -> list[tuple[Col, Any]]:
     """The headline figures: all of HEADLINE, GPU ones only when GPUs were used."""
     gpu = bool(rep.totals.get("gpu_hours"))
@@ -60,11 +66,12 @@ def sections(rep: Report) -> list[Section]:
                                            Col("wasted_sbu", "Wasted SBU"), Col("unrated_sbu", "Unrated SBU"),
                                            Col("sbu", "Total SBU")], rep.daily,
                    note="A job running across midnight counts on each day with its share of the time.")]
-    if rep.budget:
-        b = rep.budget
-        out.append(Section("budget", "Budget", [Col("period", "Budget period", "text"), Col("budget_sbu", "Budget SBU"),
-                                                Col("burned_sbu", "Burned SBU"), Col("remaining_sbu", "Remaining SBU")],
-                           [{**b, "period": f"{b['period']} from {b['since']:%Y-%m-%d} to {b['until'] - dt.timedelta(days=1):%Y-%m-%d}"}]))
+    if rep.budgets:
+        as_of = rep.budgets[0]["as_of"]
+        out.append(Section("budget", "Budget" if len(rep.budgets) == 1 else "Budgets", BUDGET, rep.budgets,
+                           note=f"As of {as_of:%Y-%m-%d}, in the allocation period holding that day. Rates: SBU per "
+                                "day over the last 7 and 30 days; the run-out date is the remaining SBU at the "
+                                "30-day rate. OVER: the allocation is used up (shown, never hidden)."))
     if rep.kind == "account":
         out.append(Section("members", "Members, most wasted first", [Col("user", "User", "text")] + GROUP,
                            rep.members, empty="no member ran jobs"))

@@ -31,7 +31,6 @@ from jobsight.analytics.errors import UserError
 class ReportSettings:
     top_jobs: int = 10
     trend_weeks: int = 4
-    budget_period: str = "month"
     sender: str | None = None
     user_address: str | None = None
     addresses: dict[str, str] = field(default_factory=dict)
@@ -39,7 +38,6 @@ class ReportSettings:
     smtp: str = "localhost:25"
     subject_prefix: str = "[jobsight]"
     leads: dict[str, list[str]] = field(default_factory=dict)   # account -> users, from [roles]
-    budgets: dict[str, float] = field(default_factory=dict)
     cluster: str | None = None
 
     def address_of(self, user: str) -> str | None:
@@ -67,7 +65,7 @@ def _str(cfg: Config, key: str, value: Any) -> str:
 
 
 def from_config(cfg: Config) -> ReportSettings:
-    s = ReportSettings(budgets=dict(cfg.budgets), cluster=cfg.cluster, budget_period=cfg.budget["period"])
+    s = ReportSettings(cluster=cfg.cluster)
     for key, value in cfg.report.items():
         if key == "top_jobs":
             s.top_jobs = _int(cfg, "report.top_jobs", value, 1)

@@ -88,8 +88,20 @@ def summarise(rep: Report) -> str:
     if t.get("idle_gpu_hours"):
         text += f" GPUs sat idle for {t['idle_gpu_hours']:,.1f} GPU-hours."
     text += _worst_job_sentence(rep)
-    if rep.budget:
-        b = rep.budget
-        text += (f" Of its {b['period']}ly budget of {sbu(b['budget_sbu'])}, {sbu(b['remaining_sbu'])} "
-                 "remain.")
+    for b in rep.budgets:
+        if b["user"] is None and (rep.kind == "account" or rep.kind == "user"):
+            text += _budget_sentence(b, "Its" if rep.kind == "account" else f"Project {b['account']}'s")
     return text
+
+
+def _budget_sentence(b: dict, whose: str) -> str:
+    """The account's allocation as of the window's last day: left, or OVER, and when it runs out."""
+    head = f" {whose} {b['period']}ly allocation of {sbu(b['allocation_sbu'])}"
+    if b["alert"] == "over":
+        return (f"{head} is OVER budget: {sbu(b['burned_sbu'])} burned since {b['period_start']:%Y-%m-%d}, "
+                f"{sbu(-b['remaining_sbu'])} beyond it.")
+    text = f"{head} has {sbu(b['remaining_sbu'])} left ({b['used_pct']:.0f}% used)"
+    if b["run_out_date"] is not None:
+        text += (f"; at the last 30 days' rate ({sbu(b['burn_rate_30d'])} a day) it runs out on "
+                 f"{b['run_out_date']:%Y-%m-%d}")
+    return text + "."
