@@ -210,8 +210,10 @@ static void load_config(void) {
                 memset(m, 0, sizeof *m);
                 m->present = 1; m->is_mig = 1; m->lost_after = -1; m->lost_code = NVML_ERROR_GPU_IS_LOST;
                 m->parent = &g_gpus[i]; m->gi = j + 1; m->n_util = 0;
+                m->mem_total = 9856ULL << 20;  /* a 1g.10gb instance of an 80 GB A100, as NVML reports it */
                 snprintf(m->uuid, sizeof m->uuid, "MIG-fa4e%04x-%04x-4000-8000-000000000000", i, j);
-                /* MIG device handles have no utilisation, power, energy, clocks or temperature */
+                /* MIG device handles answer NotSupported for utilisation (its GPM SM activity is the
+                   only measure of use), power, energy, clocks and temperature (the parent's) */
                 m->unsupported = (1u << F_UTIL) | (1u << F_POWER) | (1u << F_ENERGY) | (1u << F_CLOCK) | (1u << F_TEMP);
                 g_gpus[i].migs[j] = m;
                 if (!g_gpus[i].max_mig) g_gpus[i].max_mig = MAX_MIG;
