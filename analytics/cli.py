@@ -27,6 +27,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "report": ("jobsight.analytics.report_cli", "weekly reports per user, project and cluster: HTML, Markdown, CSV, e-mail"),
     "dashboard": ("jobsight.analytics.dashboard_cli", "web dashboard: burn, waste and flagged jobs per user and project, job time series"),
     "lake": ("jobsight.analytics.lake_cli", "export samples and jobs to a Parquet lake (cluster/month) and query it in place"),
+    "watch": ("jobsight.analytics.watch_cli", "every 15 minutes: ingest sacct and the site spool, e-mail owners of jobs with idle GPUs"),
     "demo": ("jobsight.analytics.demo_cli", "generate a realistic cluster's data, ingest it, write reports and serve the dashboard"),
 }
 

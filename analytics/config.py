@@ -44,6 +44,13 @@ DEFAULT_FLAGS: dict[str, float] = {
     "running_gpu_idle_min": 30,
 }
 DEFAULT_SAMPLES: dict[str, float] = {"max_gap_s": 600}
+# [watch]: `jobsight watch` notifies the owner of a running job whose GPUs have been idle (under
+# flags.gpu_idle_pct) for idle_hours, at most max_per_user_per_day notices per user in 24 hours
+# (sql/views/80_watch.sql reads both); opt_out (users never notified) and every (the time between
+# cycles, when --every is not given) are [watch] keys too, not numbers: WATCH_KEYS.
+DEFAULT_WATCH: dict[str, float] = {"idle_hours": 2, "max_per_user_per_day": 3}
+WATCH_KEYS = tuple(DEFAULT_WATCH) + ("opt_out", "every")
+DEFAULT_WATCH_EVERY = "15m"
 # [advice]: the site's cheaper places for the advised request. "", 0 and [] mean "none": the request
 # stays in the job's partition.
 DEFAULT_ADVICE: dict[str, Any] = {
@@ -106,6 +113,9 @@ class Config:
     # partition -> TRESBillingWeights, from [advice.billing_weights] and from [advice] partitions_file
     weights: dict[str, dict[str, float]] = field(default_factory=dict)
     file_weights: dict[str, dict[str, float]] = field(default_factory=dict)
+    watch: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WATCH))
+    watch_opt_out: list[str] = field(default_factory=list)
+    watch_every: str = DEFAULT_WATCH_EVERY
 
     def settings(self) -> list[tuple[str, float | None, str | None]]:
         rows: list[tuple[str, float | None, str | None]] = [
@@ -118,6 +128,8 @@ class Config:
             rows.append((f"advice.{k}", None, text) if isinstance(text, str) else (f"advice.{k}", float(v), None))
         rows += [(f"budget.{k}", None, v) if isinstance(v, str) else (f"budget.{k}", float(v), None)
                  for k, v in self.budget.items()]
+        rows += [(f"watch.{k}", float(v), None) for k, v in self.watch.items()]
+        rows.append(("watch.opt_out", None, ",".join(self.watch_opt_out)))   # a user name holds no comma
         return rows
 
     def budget_rows(self) -> list[tuple]:
@@ -249,7 +261,8 @@ def parse_config(data: dict[str, Any], path: Path | None = None, text: str | Non
     """Check and apply a parsed jobsight.toml; `text` (the file's text) only helps name lines."""
     cfg = Config(path=path)
     check = _Checker(path, text)
-    known = {"charging", "flags", "samples", "budgets", "budget_options", "roles", "cluster", "dashboard", "report", "email", "advice"}
+    known = {"charging", "flags", "samples", "budgets", "budget_options", "roles", "cluster", "dashboard", "report", "email", "advice",
+             "watch"}
     for key in data:
         if key not in known:
             check.fail(key, f"unknown section or key [{_name(key)}] (known: {', '.join(sorted(known))})")
@@ -302,6 +315,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None, text: str | Non
                 check.fail(f"{section}.{key}", f"unknown key {section}.{_name(key)} (known: {', '.join(sorted(target))})")
             target[key] = check.number(f"{section}.{key}", value)
     _parse_advice(cfg, check, data.get("advice", {}))
+    _parse_watch(cfg, check, data.get("watch", {}))
     for account, value in data.get("budgets", {}).items():
         cfg.budgets[account] = check.number(f"budgets.{_name(account)}", value)
         parts = account.split("/")
@@ -346,6 +360,49 @@ def _parse_advice(cfg: Config, check: _Checker, advice: dict[str, Any]) -> None:
                 check.fail(where, f"{where}: {exc}")
         else:
             cfg.advice[key] = _partition(check, where, value)
+
+
+def _parse_watch(cfg: Config, check: _Checker, watch: dict[str, Any]) -> None:
+    for key, value in watch.items():
+        where = f"watch.{key}"
+        if key not in WATCH_KEYS:
+            check.fail(where, f"unknown key watch.{_name(key)} (known: {', '.join(sorted(WATCH_KEYS))})")
+        if key == "idle_hours":
+            cfg.watch[key] = check.number(where, value)
+            if cfg.watch[key] <= 0:
+                check.fail(where, f"{where} must be greater than 0, got {_show(value)}")
+        elif key == "max_per_user_per_day":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                check.fail(where, f"{where} must be a whole number >= 1, got {_show(value)}")
+            cfg.watch[key] = value
+        elif key == "opt_out":
+            if not isinstance(value, list):
+                check.fail(where, f"{where} must be a list of user names, got {_show(value)}")
+            names = [check.string(f"{where}[]", v) for v in value]
+            if any(not n or "," in n or not n.isprintable() for n in names):
+                check.fail(where, f"{where}: a user name is printable and holds no comma, got {_show(value)}")
+            cfg.watch_opt_out = names
+        else:
+            try:
+                parse_every(check.string(where, value))
+            except ValueError as exc:
+                check.fail(where, f"{where}: {exc}")
+            cfg.watch_every = value
+
+
+_EVERY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_EVERY_UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_every(text: str) -> float:
+    """A time between cycles: "15m", "1h", "90s", "1.5h", or plain seconds -> seconds (at least 1)."""
+    m = _EVERY_RE.match(text)
+    if not m:
+        raise ValueError(f"not a time between cycles: {_show(text)} (use e.g. 15m, 1h, 90s)")
+    seconds = float(m.group(1)) * _EVERY_UNIT[m.group(2)]
+    if not 1 <= seconds <= 7 * 86400:
+        raise ValueError(f"{_show(text)}: the time between cycles must be from 1 s to 7 days")
+    return seconds
 
 
 def _parse_budget(cfg: Config, check: _Checker, options: dict[str, Any], report: dict[str, Any]) -> None:

@@ -216,6 +216,7 @@ def section_keys() -> dict[str, list[str]]:
         "roles": rejects_unknown(lambda k: Roles.from_config({k: 1})),
         "report": rejects_unknown(lambda k: report_settings.from_config(Config(report={k: 1}))),
         "email": rejects_unknown(lambda k: report_settings.from_config(Config(email={k: 1}))),
+        "watch": rejects_unknown(lambda k: parse_config({"watch": {k: 1}})),
     }
 
 

@@ -81,13 +81,18 @@ def write_eml(deliveries: list[Delivery], s: ReportSettings, eml_dir: Path) -> l
     return written
 
 
-def send_smtp(deliveries: list[Delivery], s: ReportSettings, server: str) -> int:
+def connect_smtp(server: str) -> smtplib.SMTP:
+    """A session with the site relay at host:port (no authentication); `jobsight watch` sends through it too."""
     host, _, port = server.rpartition(":")
     if not host or not port.isdigit():
         raise UserError(f"--smtp {server!r}: use host:port, e.g. localhost:25")
+    return smtplib.SMTP(host, int(port), timeout=30)
+
+
+def send_smtp(deliveries: list[Delivery], s: ReportSettings, server: str) -> int:
     sent = 0
     try:
-        with smtplib.SMTP(host, int(port), timeout=30) as smtp:
+        with connect_smtp(server) as smtp:
             for d in deliveries:
                 for rcpt in d.recipients:
                     smtp.send_message(message(d, s, rcpt), from_addr=s.sender, to_addrs=[rcpt])
