@@ -61,9 +61,9 @@ SOURCES = (
     Source("SELECT * FROM prometheus_last_ingest_age(?)", (), (
         Family("jobsight_last_ingest_age_seconds", "Seconds since the newest finished ingest in the snapshot",
                "age_s"),)),
-    Source("SELECT * FROM prometheus_sample_age(?)", ("cluster",), (
+    Source("SELECT * FROM prometheus_sample_age(?)", (), (
         Family("jobsight_newest_sample_age_seconds", "Seconds since the newest stored sample", "age_s"),)),
-    Source("SELECT * FROM prometheus_accounting_age(?)", ("cluster",), (
+    Source("SELECT * FROM prometheus_accounting_age(?)", (), (
         Family("jobsight_newest_accounting_age_seconds", "Seconds since the newest submit, start or end time "
                "in the accounting records", "age_s"),)),
 )
