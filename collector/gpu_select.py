@@ -9,6 +9,9 @@ Rules (see /docs: with Slurm's ConstrainDevices the job sees only its GPUs, renu
   Empty or `NoDevFiles` = no GPUs.
 - else SLURM_JOB_GPUS: global GPU ids. When NVML shows no more GPUs than the job has (ConstrainDevices,
   or the job owns the node) every visible GPU is the job's; otherwise the ids are NVML indices.
+  Slurm counts each MIG instance as a GPU, so on a node with MIG instances the ids are not NVML
+  indices: a job holding as many GPUs as the node has devices gets them all (the instances, never a
+  MIG-mode parent, whose power and energy other jobs share), any other job none, with a problem line.
 - else every GPU NVML shows.
 """
 from __future__ import annotations
@@ -78,6 +81,8 @@ def job_gpu_uuids(inventory: list[Inventory], env: dict[str, str]) -> tuple[list
         if ids is None:
             problems.append(f"SLURM_JOB_GPUS={slurm!r} is not a list of GPU ids; sampling every visible GPU")
             return [g.uuid for g in inventory], problems
+        if any(g.migs for g in inventory):
+            return _slurm_ids_on_mig_node(inventory, slurm, ids, problems)
         if len(inventory) <= len(set(ids)):
             # constrained to the job's GPUs (renumbered from 0), or the job holds them all
             return [g.uuid for g in inventory], problems
@@ -88,3 +93,15 @@ def job_gpu_uuids(inventory: list[Inventory], env: dict[str, str]) -> tuple[list
         return chosen, problems
 
     return [g.uuid for g in inventory], problems
+
+
+def _slurm_ids_on_mig_node(inventory: list[Inventory], slurm: str, ids: list[int],
+                           problems: list[str]) -> tuple[list[str], list[str]]:
+    """SLURM_JOB_GPUS where NVML shows MIG instances: Slurm's ids count each instance as a GPU and
+    cannot be told apart from NVML's; only a job holding every device is known to hold them."""
+    devices = [u for g in inventory for u in (g.migs or [g.uuid])]
+    if len(devices) <= len(set(ids)):
+        return devices, problems
+    problems.append(f"SLURM_JOB_GPUS={slurm!r} cannot be matched to NVML's GPUs on a node with MIG instances "
+                    f"(Slurm counts each instance as a GPU); no GPU sampled: give the sidecar CUDA_VISIBLE_DEVICES")
+    return [], problems

@@ -306,7 +306,7 @@ def _open_nvml(env: dict[str, str]) -> NvmlGpuSource | None | str:
                 devices.append(_new_device(h, u, idx, name, parent, found[parent][0] if parent else None, mig_mode))
         if not devices:
             pynvml.nvmlShutdown()
-            if inventory and (env.get("CUDA_VISIBLE_DEVICES") or env.get("SLURM_JOB_GPUS")):
+            if inventory and not problems and (env.get("CUDA_VISIBLE_DEVICES") or env.get("SLURM_JOB_GPUS")):
                 warn("none of this job's GPUs is visible through NVML; recording CPU only")
             return None
         return NvmlGpuSource(pynvml, devices)

@@ -202,3 +202,20 @@ def test_mig_job_metrics_from_the_instance_alone(tmp_path):
     assert devices["9303"][:2] == (MIG, pytest.approx(0.5))
     assert (m["9303"]["gpu_util_pct"], m["9303"]["gpus_idle"]) == (pytest.approx(0.5), 1)
     assert ("9303", "gpu_idle") in flags and ("9301", "gpu_idle") not in flags
+
+
+def test_slurm_job_gpus_on_a_mig_node_never_give_the_parent(tmp_path):
+    """A prolog knows only SLURM_JOB_GPUS, whose ids count each MIG instance as a GPU: they cannot
+    name NVML's GPUs here, so a job holding some devices gets none (rather than the parent GPU and
+    every instance on it), and a job holding all of them gets the instances and the whole GPU."""
+    env = _child_env(tmp_path)
+    some = run_probe({"env": {"PATH": "/nonexistent", "SLURM_JOB_GPUS": "1"}, "samples": 1}, env)
+    assert some["none"] is True
+    assert some["stderr"] == ["jobsight sidecar: SLURM_JOB_GPUS='1' cannot be matched to NVML's GPUs on a node with "
+                              "MIG instances (Slurm counts each instance as a GPU); no GPU sampled: give the sidecar "
+                              "CUDA_VISIBLE_DEVICES"]
+    every = run_probe({"env": {"PATH": "/nonexistent", "SLURM_JOB_GPUS": "0-2"}, "samples": 1,
+                       "counts": [[PARENT, "nvmlDeviceGetPowerUsage"], [PARENT, "nvmlDeviceGetTotalEnergyConsumption"]]},
+                      env)
+    assert [r["device"] for r in every["samples"][0]] == [MIG, OTHER, FULL]
+    assert every["counts"] == [0, 0] and every["stderr"] == []

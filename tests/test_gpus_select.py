@@ -48,8 +48,19 @@ def test_empty_and_nodevfiles_mean_no_gpus():
 
 
 def test_slurm_job_gpus_are_nvml_indices_when_all_gpus_visible():
-    assert job_gpu_uuids(NODE, {"SLURM_JOB_GPUS": "1,3"}) == ([G[1], G[3]], [])
-    assert job_gpu_uuids(NODE, {"SLURM_JOB_GPUS": "4-6"}) == ([G[4], G[5], G[6]], [])
+    whole = [Inventory(i, G[i]) for i in range(8)]
+    assert job_gpu_uuids(whole, {"SLURM_JOB_GPUS": "1,3"}) == ([G[1], G[3]], [])
+    assert job_gpu_uuids(whole, {"SLURM_JOB_GPUS": "4-6"}) == ([G[4], G[5], G[6]], [])
+
+
+def test_slurm_job_gpus_on_a_mig_node_never_bring_a_parent_gpu():
+    # Slurm numbers the node's 9 devices (7 whole GPUs + 2 instances): id 1 is not NVML's GPU 1
+    uuids, problems = job_gpu_uuids(NODE, {"SLURM_JOB_GPUS": "1,3"})
+    assert uuids == [] and len(problems) == 1 and "MIG instances" in problems[0]
+    # a job holding every device: the instances and the whole GPUs, not the instances' parent
+    assert job_gpu_uuids(NODE, {"SLURM_JOB_GPUS": "0-8"}) == ([G[0], M1, M2, *G[2:]], [])
+    one_gpu = [Inventory(0, G[0], [M1, M2])]   # ConstrainDevices: NVML shows one GPU and the job's instances
+    assert job_gpu_uuids(one_gpu, {"SLURM_JOB_GPUS": "3,4"}) == ([M1, M2], [])
 
 
 def test_slurm_job_gpus_under_constrain_devices_takes_what_nvml_shows():
