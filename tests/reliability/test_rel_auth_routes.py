@@ -55,7 +55,7 @@ pytest_plugins = ["authsweep"]   # the env and deps fixtures: one pair of server
 FILE_ROUTES = {"/assets/<path:filename>", "/static/<path:filename>", "/_favicon.ico",
                "/_dash-component-suites/<string:package_name>/<path:fingerprinted_path>"}
 PAGE_ROUTES = {"/", "/<path:path>"}                       # the index page, for any path
-DATA_ROUTES = {"/_dash-layout", "/_dash-dependencies", "/_dash-update-component", "/_reload-hash"}
+DATA_ROUTES = {"/_dash-layout", "/_dash-dependencies", "/_dash-update-component", "/_reload-hash", "/metrics"}
 # components that hand out files or links to them; none today (no dcc.Download, no CSV export)
 # The grids' "Download CSV": the browser writes the rows the grid already holds (AG Grid's CSV export,
 # no request to the server), so what it can hold is what the grid's callback sends: swept above.
@@ -233,7 +233,7 @@ def _denial_targets(env, deps, user_for_body: str = BOB.user):
     return [("GET", "/", b""), ("GET", f"/users?user={user_for_body}", b""), ("GET", "/_dash-layout", b""),
             ("GET", "/_dash-dependencies", b""), ("POST", "/_dash-update-component", body),
             ("OPTIONS", "/_dash-update-component", b""), ("HEAD", "/", b""), ("GET", "/assets/style.css", b""),
-            ("GET", suite, b""), ("GET", "/_favicon.ico", b""), ("GET", "/_reload-hash", b"")]
+            ("GET", suite, b""), ("GET", "/_favicon.ico", b""), ("GET", "/_reload-hash", b""), ("GET", "/metrics", b"")]
 
 
 def test_header_mode_refuses_requests_not_from_the_proxy(env, deps):
@@ -317,7 +317,7 @@ def test_basic_mode_refuses_bad_credentials(env, deps):
            b"Basic " + b64(f"{a}:{PASSWORDS[a]}") + b"\x00"]
     for auth in bad:
         for method, target, body in [t for t in _denial_targets(env, deps) if t[1] in (
-                "/_dash-layout", "/_dash-update-component", "/assets/style.css")]:
+                "/_dash-layout", "/_dash-update-component", "/assets/style.css", "/metrics")]:
             r = basic(env, target, auth, method, body, extra=[("X-Forwarded-User", r_)])
             shown = [m for m in forbidden(a) if m in r.body]
             Checks.expect(r.status in (400, 401) and not shown, f"{auth!r} {method} {target}: HTTP {r.status} {shown}")
