@@ -24,6 +24,10 @@ ignores it too).
 Job ids: `seq.server` -> job_id_raw 'seq'; arrays `123[4].server` -> array_job_id 123, task 4.
 Cluster: opts.cluster, else the server's first name label ('6.edge.ccr.buffalo.edu' -> 'edge'),
 else "default". A `YYYYMMDD:` prefix (grep over several accounting files) is removed.
+How: the file is read in blocks of lines, two converted at once, column-wise with polars
+(pbs_frame): a record's key=value words are split on blanks unless it holds quotes, option flags
+or other odd words, which split_pairs reads; the scalar rules below (sizes, exec_host, nodes=,
+durations) run once per distinct value. The D records and the limits are settled over the file.
 """
 from __future__ import annotations
 
@@ -32,24 +36,28 @@ import json
 import pathlib
 import re
 import zoneinfo
-from collections import Counter
+from collections import Counter, deque
+from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
 import polars as pl
 
 from jobsight.analytics import limits
-from jobsight.analytics.records import ParseOptions, ParseResult, Reject, field_value
+from jobsight.analytics.parsers import pbs_frame
+from jobsight.analytics.parsers.line_blocks import iter_blocks
+from jobsight.analytics.parsers.pbs_frame import exit_state
+from jobsight.analytics.records import ParseOptions, ParseResult, Reject
 from jobsight.analytics.timezones import local_zone_name
 from jobsight.analytics.units import parse_duration, to_bytes
 
 FORMAT = "pbs"
 SOURCE = "pbs"
+PIPELINE = 2   # blocks converted at once (threads)
 
 _LINE = re.compile(r"^(?:\d{8}:)?(\d{2})/(\d{2})/(\d{4}) (\d{2}):(\d{2}):(\d{2});([A-Za-z]);([^;]*);?(.*)$")
 _PAIR = re.compile(r'([A-Za-z_][\w.\-]*)=("[^"]*"|\S*)')
 _WORD = re.compile(r'(?:[^\s"]+|"[^"]*")+|"[^"]*$')
 _FLAG = re.compile(r"^-[A-Za-z]$")
-_JOBID = re.compile(r"^(\d+)(?:\[(\d*)\])?(?:-(\d+))?(?:\.(.+))?$")
 _MEM = re.compile(r"^(\d+(?:\.\d+)?)(b|w|kb|mb|gb|tb|pb)?$", re.IGNORECASE)
 _MEM_POW = {"b": 0, "kb": 1, "mb": 2, "gb": 3, "tb": 4, "pb": 5}
 _SKIP = {"A": "A (aborted by the server) records", "R": "R (rerun) records", "B": "B (reservation) records",
@@ -152,186 +160,195 @@ def vnode_gpus(text: str) -> int:
     return sum(int(x) for x in re.findall(r"ngpus=(\d+)", text))
 
 
-def _epoch(fields: dict[str, str], key: str) -> Optional[dt.datetime]:
-    v = fields.get(key)
-    if v is None or v == "" or v == "0":
-        return None
-    if not v.isdigit():
-        raise ValueError(f"{key}={v!r} is not an epoch time")
-    return dt.datetime(1970, 1, 1) + dt.timedelta(seconds=int(v))
-
-
-def _duration(fields: dict[str, str], key: str) -> Optional[float]:
-    return field_value(fields, key, parse_duration, "a duration")
-
-
-def _int(fields: dict[str, str], key: str) -> Optional[int]:
-    return field_value(fields, key, int, "an integer")
+def exec_host_slots_text(text: str) -> tuple[int, int, str]:
+    """exec_host_slots as (slots, hosts, 'h1,h2'): the columns the reader keeps."""
+    slots, hosts = exec_host_slots(text)
+    return slots, len(hosts), ",".join(hosts)
 
 
 def _exit(status: int, elapsed: Optional[float], limit: Optional[float]) -> tuple[str, str]:
-    """Exit_status -> (state, 'code:signal'). 256+N / 10000+N: killed by signal N."""
-    sig = None
-    if status > 10000:
-        sig = status - 10000
-    elif status > 256:
-        sig = status - 256
-    if sig is not None:
-        timed_out = elapsed is not None and limit and elapsed >= limit
-        return ("TIMEOUT" if timed_out else "CANCELLED"), f"0:{sig}"
-    if status == 0:
-        return "COMPLETED", "0:0"
-    if status < 0:   # JOB_EXEC_* codes: the job did not run to an exit (e.g. -11 = rerun)
-        return "FAILED", f"{status}:0"
-    return "FAILED", f"{status % 256}:0"
+    """Exit_status -> (state, 'code:signal'), by pbs_frame.exit_state (the rule) for one record."""
+    one = pl.DataFrame({"s": [status], "e": [elapsed], "l": [limit]}, schema={"s": pl.Int64, "e": pl.Float64, "l": pl.Float64})
+    state, code = exit_state(pl.col("s"), pl.col("e"), pl.col("l"))
+    return one.select(state.alias("state"), code.alias("code")).row(0)
 
 
-def _record(rtype: str, jobid: str, fields: dict[str, str], rtime: dt.datetime, cluster: Optional[str]) -> dict:
-    m = _JOBID.match(jobid.strip())
-    if not m:
-        raise ValueError(f"not a PBS job id: {jobid!r}")
-    seq, idx, idx2, server = m.groups()
-    idx = idx if idx not in (None, "") else idx2
-    raw = f"{seq}[{idx}]" if idx is not None else seq
-    nulls: dict[str, str] = {}
-    row: dict = {"job_id": raw, "job_id_raw": raw, "source": SOURCE,
-                 "cluster": cluster or (server.split(".")[0] if server else None) or "default"}
-    if idx is not None:
-        row.update(array_job_id=seq, array_task_id=idx)
-    row["user"] = fields.get("user") or None
-    row["group"] = fields.get("group") or None
-    project = fields.get("project")
-    row["account"] = fields.get("account") or (project if project and project != "_pbs_project_default" else None)
-    row["job_name"] = fields.get("jobname") or None
-    row["partition"] = fields.get("queue") or None
-    row["submit_time"] = _epoch(fields, "ctime") or _epoch(fields, "qtime")
-    row["eligible_time"] = _epoch(fields, "etime")
-    row["start_time"] = _epoch(fields, "start")
-    row["end_time"] = _epoch(fields, "end")
-    limit = _duration(fields, "Resource_List.walltime")
-    row["timelimit_s"] = int(limit) if limit is not None else None
-    elapsed = _duration(fields, "resources_used.walltime")
-    if elapsed is None and row["start_time"] and row["end_time"]:
-        elapsed = (row["end_time"] - row["start_time"]).total_seconds()
-    if row["start_time"] and row["end_time"] and row["end_time"] < row["start_time"]:
-        raise ValueError(f"end ({fields.get('end')}) before start ({fields.get('start')})")
-    row["elapsed_s"] = int(elapsed) if elapsed is not None else None
-    row["cpu_time_s"] = _duration(fields, "resources_used.cput")
-
-    slots, hosts = exec_host_slots(fields["exec_host"]) if fields.get("exec_host") else (0, [])
-    nodes_n, nodes_cores, nodes_gpus = nodes_spec(fields["Resource_List.nodes"]) if fields.get("Resource_List.nodes") else (None, None, 0)
-    rl_ncpus = _int(fields, "Resource_List.ncpus")
-    cands = [c for c in (rl_ncpus, nodes_cores) if c]
-    row["ncpus"] = (_int(fields, "resources_used.ncpus") or slots or _int(fields, "total_execution_slots")
-                    or (max(cands) if cands else None))
-    row["node_list"] = ",".join(hosts) or None
-    row["nnodes"] = len(hosts) or _int(fields, "unique_node_count") or (
-        _int(fields, "Resource_List.nodect") if (fields.get("Resource_List.nodect") or "").isdigit() else None) or nodes_n
-
-    gpus = _int(fields, "Resource_List.ngpus")
-    if gpus is None and fields.get("Resource_List.nodes"):
-        gpus = nodes_gpus
-    if gpus is None and fields.get("Resource_List.nodect") and not fields["Resource_List.nodect"].isdigit():
-        gpus = nodes_spec(fields["Resource_List.nodect"])[2]
-    if gpus is None and fields.get("exec_vnode"):
-        gpus = vnode_gpus(fields["exec_vnode"])
-    row["ngpus"] = gpus
-
-    for key, col in (("resources_used.mem", "mem_peak_bytes"), ("Resource_List.mem", "mem_req_bytes")):
-        v = fields.get(key)
-        if v:
-            try:
-                row[col] = pbs_mem(v)
-            except limits.OutOfLimits as exc:   # a size, but none a machine has: the record is rejected
-                raise ValueError(f"{key}: {exc}") from None
-            except ValueError:                  # another form ('12.27M'): NULL with the text
-                nulls[col] = v
-    if row.get("mem_req_bytes") is None and fields.get("Resource_List.pmem") and row["ncpus"]:
-        try:
-            row["mem_req_bytes"] = pbs_mem(fields["Resource_List.pmem"]) * row["ncpus"]
-        except limits.OutOfLimits as exc:
-            raise ValueError(f"Resource_List.pmem: {exc}") from None
-        except ValueError:
-            nulls["mem_req_bytes"] = fields["Resource_List.pmem"]
-
-    run_count = _int(fields, "run_count") or _int(fields, "start_count")
-    row["restarts"] = run_count - 1 if run_count else None
-    if rtype == "E":
-        status = fields.get("Exit_status", fields.get("exit_status"))
-        if status is None or status == "":
-            nulls["exit_code"] = "no Exit_status"
-        else:
-            try:
-                code = int(status)
-            except ValueError:
-                raise ValueError(f"Exit_status={status!r} is not an integer") from None
-            row["state"], row["exit_code"] = _exit(code, elapsed, limit)
-        if row["end_time"] is None:
-            row["end_time"] = rtime
-    elif rtype == "S":
-        row["state"] = "RUNNING"
-        row["end_time"] = None
-    elif rtype == "Q":
-        row["state"] = "PENDING"
-        row["submit_time"] = row["submit_time"] or rtime
-    elif rtype == "D":
-        row["state"] = "CANCELLED"
-        row["end_time"] = rtime
-    row["null_reasons"] = json.dumps(nulls) if nulls else None
-    return row
+_HEAD = re.compile(r"^(?:\d{8}:)?(\d{2})/(\d{2})/(\d{4}) (\d{2}):(\d{2}):(\d{2})$")
 
 
-def _to_utc(groups, zone) -> dt.datetime:
-    mo, d, y, hh, mi, ss = (int(g) for g in groups)
+def _to_utc(head: str, zone) -> dt.datetime:
+    """The record time (server local time) in UTC; a time a zone skips counts with the offset before it."""
+    mo, d, y, hh, mi, ss = (int(g) for g in _HEAD.match(head).groups())
     t = dt.datetime(y, mo, d, hh, mi, ss)
     t = t.replace(tzinfo=zone)
     return t.astimezone(dt.timezone.utc).replace(tzinfo=None)
 
 
+class _Rules:
+    """The scalar rules pbs_frame applies once per distinct value."""
+    parse_duration = staticmethod(parse_duration)
+    exec_host_slots_text = staticmethod(exec_host_slots_text)
+    nodes_spec = staticmethod(nodes_spec)
+    vnode_gpus = staticmethod(vnode_gpus)
+    pbs_mem = staticmethod(pbs_mem)
+
+
+def _block(first: int, text: str, zone_name: str, cluster: Optional[str]):
+    """One block -> (rows as pbs_frame.convert gives them, rejects, comments, skipped types, rows_in)."""
+    recs, rejects, comments, skipped, rows_in = pbs_frame.read_block(first, text, split_pairs)
+    local = pl.col("head").str.slice(-19).str.strptime(pl.Datetime("us"), "%m/%d/%Y %H:%M:%S", strict=False)
+    if zone_name != "UTC":
+        local = (local.dt.replace_time_zone(zone_name, ambiguous="earliest", non_existent="null")
+                 .dt.convert_time_zone("UTC").dt.replace_time_zone(None))
+    recs = recs.with_columns(rtime=local)
+    odd = recs.filter(pl.col("rtime").is_null())
+    if odd.height:   # an impossible date, or a time the zone skips: the one-by-one rule says which
+        zone, fixed, refused = zoneinfo.ZoneInfo(zone_name), [], []
+        for line, rtype, jobid, head, raw in odd.select("_line", "rtype", "jobid", "head", "text").iter_rows():
+            try:
+                fixed.append((line, _to_utc(head, zone)))
+            except (ValueError, OverflowError) as exc:
+                rejects.append(Reject(line, f"PBS {rtype} record {jobid}: {exc}", raw[:1000]))
+                refused.append(line)
+        fix = pl.DataFrame(fixed, schema={"_line": pl.Int64, "_rt": pl.Datetime("us")}, orient="row")
+        recs = (recs.filter(~pl.col("_line").is_in(refused)).join(fix, on="_line", how="left", maintain_order="left")
+                .with_columns(rtime=pl.coalesce("rtime", "_rt")).drop("_rt"))
+    return pbs_frame.convert(recs, cluster, _Rules), rejects, comments, skipped, rows_in
+
+
 def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
     path = pathlib.Path(path)
     result = ParseResult(format=FORMAT)
-    zone = zoneinfo.ZoneInfo(opts.timezone or local_zone_name())
-    rows: list[dict] = []
-    seen: dict[tuple, dict] = {}     # (cluster, job_id_raw) -> the job's last row in this file
-    skipped: Counter = Counter()
-    comments = 0
-    text = path.read_bytes().decode("utf-8", errors="replace")
-    for line_no, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        result.rows_in += 1
-        if line.startswith("#"):
-            comments += 1
-            continue
-        m = _LINE.match(line.rstrip("\r"))
-        if not m:
-            result.rejects.append(Reject(line_no, "not a PBS accounting record (MM/DD/YYYY HH:MM:SS;type;jobid;...)", line[:1000]))
-            continue
-        rtype, jobid, rest = m.group(7), m.group(8), m.group(9)
-        if rtype not in ("E", "S", "Q", "D"):
-            skipped[rtype] += 1
-            continue
+    zone_name = opts.timezone or local_zone_name()
+    zoneinfo.ZoneInfo(zone_name)   # an unknown zone fails here, before any work
+    parts, skipped, comments = [], Counter(), 0
+    pending: deque = deque()
+
+    def collect() -> None:
+        nonlocal comments
+        rows, rejects, ncom, skip, rows_in = pending.popleft().result()
+        parts.append(rows)
+        result.rejects.extend(rejects)
+        comments += ncom
+        skipped.update(skip)
+        result.rows_in += rows_in
+
+    # blocks converted two at a time (polars releases the GIL), collected in file order
+    with ThreadPoolExecutor(max_workers=PIPELINE, thread_name_prefix="jobsight-pbs") as pool:
         try:
-            fields = split_pairs(rest)
-            rtime = _to_utc(m.groups()[:6], zone)
-            row = _record(rtype, jobid, fields, rtime, opts.cluster)
-            key = (row["cluster"], row["job_id_raw"])
-            if rtype == "D" and key in seen:
-                # a deletion record names only the requestor: keep what earlier records said
-                row = {**seen[key], "state": "CANCELLED", "exit_code": None, "end_time": rtime}
-            limits.check(row)
-            seen[key] = row
-            rows.append(row)
-        except (ValueError, KeyError, OverflowError) as exc:
-            result.rejects.append(Reject(line_no, f"PBS {rtype} record {jobid}: {exc}", line[:1000]))
+            for first, text in iter_blocks(path):
+                pending.append(pool.submit(_block, first, text, zone_name, opts.cluster))
+                while len(pending) > PIPELINE:
+                    collect()
+            while pending:
+                collect()
+        finally:
+            for f in pending:
+                f.cancel()
+    rows = pl.concat(parts, how="vertical") if parts else None
+    if rows is not None and rows.height:
+        result.jobs = _finish(rows, result.rejects)
+    result.rejects.sort(key=lambda r: r.line_no or 0)
     result.dropped = comments + sum(skipped.values())
     if comments:
         result.notes.append(f"{comments} comment line(s) ('#') skipped")
     for rtype, n in sorted(skipped.items()):
         what = _SKIP.get(rtype, f"{rtype} records")
         result.notes.append(f"{n} {what} skipped: the job's E record carries its outcome")
-    if rows:
-        result.jobs = pl.DataFrame({c: pl.Series(c, [r.get(c) for r in rows], dtype=t, strict=False)
-                                    for c, t in SCHEMA.items()})
     return result
+
+
+def _reject(rejects: list, rows: pl.DataFrame, why) -> None:
+    """Reject rows (with _line, rtype, jobid, text, _raw) for the reason why(row) gives."""
+    for r in rows.select("_line", "rtype", "jobid", "text", "_raw", "_check").iter_rows(named=True):
+        rejects.append(Reject(r["_line"], f"PBS {r['rtype']} record {r['jobid']}: {why(r)}", r["text"][:1000]))
+
+
+def _exact(row: dict, raw: dict, f: dict) -> dict:
+    """A row whose sizes are beyond what a column holds: the exact ints of the rule, for check()."""
+    if (f.get("_mem_peak_f") or 0) > limits.MAX_BYTES:
+        row["mem_peak_bytes"] = pbs_mem(raw["resources_used.mem"])
+    if (f.get("_mem_req_f") or 0) > limits.MAX_BYTES:
+        given = raw.get("Resource_List.mem")
+        row["mem_req_bytes"] = pbs_mem(given) if given else pbs_mem(raw["Resource_List.pmem"]) * row["ncpus"]
+    return row
+
+
+def _over_limits(rows: pl.DataFrame, rejects: list) -> pl.DataFrame:
+    """Rows without the ones beyond analytics/limits.py, rejected with check()'s reason."""
+    cols = {c: rows.schema[c] for c in SCHEMA if c in limits.RECORD}
+    flag = (limits.out_of_range(cols) | (pl.col("_mem_req_f") > limits.MAX_BYTES).fill_null(False)
+            | (pl.col("_mem_peak_f") > limits.MAX_BYTES).fill_null(False))
+    rows = rows.with_columns(_over=flag)
+    over = rows.filter(pl.col("_over"))
+    if not over.height:
+        return rows.drop("_over")
+    keep = []
+    for r in over.iter_rows(named=True):
+        row = _exact({c: r[c] for c in SCHEMA}, r["_raw"], r)
+        try:
+            limits.check(row)
+            keep.append(r["_line"])
+        except (ValueError, KeyError) as exc:
+            rejects.append(Reject(r["_line"], f"PBS {r['rtype']} record {r['jobid']}: {exc}", r["text"][:1000]))
+    return rows.filter(~pl.col("_over") | pl.col("_line").is_in(keep)).drop("_over")
+
+
+_CARRIED = [c for c in SCHEMA if c not in ("state", "exit_code", "end_time")]
+
+
+def _finish(rows: pl.DataFrame, rejects: list) -> pl.DataFrame:
+    """Checked rows -> the job rows: failed checks and values beyond the limits rejected, a D record
+    carrying what the job's last earlier record in the file said."""
+    failed = rows.filter(pl.col("_check").is_not_null())
+    if failed.height:
+        _reject(rejects, failed, lambda r: pbs_frame.CHECKS[r["_check"]][1](r["_raw"]))
+        rows = rows.filter(pl.col("_check").is_null())
+    nr = pl.col("_nr_peak").is_not_null() | pl.col("_nr_req").is_not_null() | pl.col("_nr_exit").is_not_null()
+    texts = {ln: json.dumps({k: v for k, v in (("mem_peak_bytes", p), ("mem_req_bytes", q), ("exit_code", e)) if v is not None})
+             for ln, p, q, e in rows.filter(nr).select("_line", "_nr_peak", "_nr_req", "_nr_exit").iter_rows()}
+    rows = rows.with_columns(null_reasons=pl.col("_line").replace_strict(texts, default=None, return_dtype=pl.String)
+                             if texts else pl.lit(None, dtype=pl.String))
+    is_d = pl.col("rtype") == "D"
+    rows = pl.concat([_over_limits(rows.filter(~is_d), rejects), rows.filter(is_d)]).sort("_line")
+    if rows.filter(is_d).height:
+        rows = _deletions(rows, rejects)
+    return rows.select([pl.col(c).cast(t, strict=False) for c, t in SCHEMA.items()] + ["_line"]).drop("_line")
+
+
+def _deletions(rows: pl.DataFrame, rejects: list) -> pl.DataFrame:
+    """A D record names only the requestor: it keeps what the job's last earlier record in the file
+    said (state CANCELLED, its own time as the end). Without an earlier record it stands as read."""
+    key = ["cluster", "job_id"]
+    rows = rows.with_row_index("_i").with_columns(
+        _base=pl.when(pl.col("rtype") != "D").then(pl.col("_i")).forward_fill().over(key).cast(pl.Int64))
+    is_d = pl.col("rtype") == "D"
+    carried = rows.filter(is_d & pl.col("_base").is_not_null())
+    if carried.height:
+        base = rows.select(pl.col(_CARRIED)).gather(carried["_base"])
+        carried = pl.concat([carried.drop(_CARRIED), base], how="horizontal").with_columns(
+            state=pl.lit("CANCELLED"), exit_code=pl.lit(None, dtype=pl.String))
+        carried = _over_limits(carried.select(rows.columns), rejects)
+    alone = _standalone_deletions(rows.filter(is_d & pl.col("_base").is_null()), rejects)
+    return pl.concat([rows.filter(~is_d), carried, alone]).sort("_line").drop("_i", "_base")
+
+
+def _standalone_deletions(rows: pl.DataFrame, rejects: list) -> pl.DataFrame:
+    """D records with no earlier non-D record of their job, in file order: the first of a job
+    stands as read, a later one carries it (each within the limits, as check() says)."""
+    out, seen = [], {}
+    for r in rows.sort("_line").iter_rows(named=True):
+        k = (r["cluster"], r["job_id"])
+        if k in seen:
+            r = {**r, **{c: seen[k][c] for c in _CARRIED}, "state": "CANCELLED", "exit_code": None}
+            row = {c: r[c] for c in SCHEMA}
+        else:
+            row = _exact({c: r[c] for c in SCHEMA}, r["_raw"], r)
+        try:
+            limits.check(row)
+        except (ValueError, KeyError) as exc:
+            rejects.append(Reject(r["_line"], f"PBS D record {r['jobid']}: {exc}", r["text"][:1000]))
+            continue
+        seen[k] = r
+        out.append(r)
+    return pl.DataFrame(out, schema=rows.schema, orient="row") if out else rows.head(0)

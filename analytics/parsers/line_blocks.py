@@ -1,0 +1,68 @@
+"""What the bulk accounting-log parsers (PBS, LSF) share: a file read in blocks of whole lines, a
+block's lines as a polars frame with the file's own line numbers, and a scalar rule applied once
+per distinct value of a column."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Iterator
+
+import polars as pl
+
+BLOCK_BYTES = 16 << 20
+# ints a column can hold; a rule giving more (a fuzzed '0*99999999999999999999') is refused as too large
+_INT_MAX = 2 ** 62
+
+
+def iter_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[int, str]]:
+    """(first line number, text) for blocks of about block_bytes, cut after a newline."""
+    line_no = 1
+    rest = b""
+    with open(path, "rb") as fh:
+        while True:
+            chunk = fh.read(block_bytes)
+            if not chunk:
+                break
+            data = rest + chunk
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                rest = data
+                continue
+            block, rest = data[:cut], data[cut + 1:]
+            yield line_no, block.decode("utf-8", errors="replace")
+            line_no += block.count(b"\n") + 1
+    if rest:
+        yield line_no, rest.decode("utf-8", errors="replace")
+
+
+def lines_frame(first: int, text: str) -> pl.DataFrame:
+    """A block's lines: _line (the file's line number) and text (without a trailing '\\r')."""
+    lines = pl.DataFrame({"text": pl.Series([text]).str.split("\n")}).explode("text")
+    lines = lines.with_row_index("_line", offset=first).with_columns(pl.col("_line").cast(pl.Int64))
+    if "\r" in text:
+        lines = lines.with_columns(pl.col("text").str.strip_suffix("\r"))
+    return lines
+
+
+def map_distinct(values: pl.Series, rule: Callable, dtypes: dict[str, pl.DataType]) -> pl.DataFrame:
+    """rule(value) for each distinct non-null value, beside `values` in their order: one column per
+    dtypes entry (rule returns a tuple of them, or one value) and _error, the text of the ValueError
+    (or OverflowError) rule raised, else null. The rule stays the one scalar definition."""
+    distinct = values.unique().drop_nulls()
+    cols: dict[str, list] = {k: [] for k in dtypes}
+    errors: list = []
+    for v in distinct.to_list():
+        try:
+            out = rule(v)
+            out = out if isinstance(out, tuple) else (out,)
+            if any(isinstance(x, int) and abs(x) > _INT_MAX for x in out):
+                raise ValueError(f"{v[:40]!r}: a number too large")
+            for k, x in zip(dtypes, out):
+                cols[k].append(x)
+            errors.append(None)
+        except (ValueError, OverflowError) as exc:
+            for k in dtypes:
+                cols[k].append(None)
+            errors.append(str(exc))
+    table = pl.DataFrame([distinct.rename("_v"), *(pl.Series(k, cols[k], dtype=t) for k, t in dtypes.items()),
+                          pl.Series("_error", errors, dtype=pl.String)])
+    return values.rename("_v").to_frame().join(table, on="_v", how="left", maintain_order="left").drop("_v")
