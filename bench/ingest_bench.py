@@ -314,9 +314,9 @@ def main() -> int:
             mine = [r for r in rows if r[0] == name]
             d, j = ({k: statistics.median(r[i][k] for r in mine) for k in ("seconds", "cpu_seconds", "maxrss_mb")}
                     for i in (3, 4))
+            j["phases"] = {k: statistics.median(r[4]["phases"].get(k, 0) for r in mine) for k in mine[0][4]["phases"]}
             print(_row(name, mine[0][1], mine[0][2], d, j, mine[0][5], statistics.median(r[6] for r in mine)))
-            pm = {k: statistics.median(r[4]["phases"].get(k, 0) for r in mine) for k in mine[0][4]["phases"]}
-            print(_phase_line({"seconds": j["seconds"], "phases": pm}))
+            print(_phase_line(j))
     return 0
 
 
