@@ -45,6 +45,9 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from jobsight.analytics.database import Database  # duckdb: not to parse options (analytics/cli.py)
+    if args.budget and (args.since or args.partition):
+        raise UserError("--budget: an allocation period has its own start and covers every partition; "
+                        "give --until (the day the figures are as of), --account, --user or --cluster")
     with Database.open(args.db, args.config, must_exist=True) as db:
         return _run(db, args)
 
@@ -67,9 +70,6 @@ def _run(db, args: argparse.Namespace) -> int:
 def _budget(db, args: argparse.Namespace, v: dict) -> int:
     """The allocations of --account (the account's and its users'), of --user (the user's own and
     those of the accounts the user ran jobs in) and of --cluster (its own and every cluster's)."""
-    if v["since"] is not None or v["partition"] is not None:
-        raise UserError("--budget: an allocation period has its own start and covers every partition; "
-                        "give --until (the day the figures are as of), --account, --user or --cluster")
     until = v["until"] or db.value("SELECT budget_data_until()")
     names, rows = db.fetch(f"""
         SELECT {render.select_list(BUDGET_COLUMNS)}, upper(alert) AS alert_shown

@@ -50,10 +50,11 @@ STATIC_COLUMN = {"sortable": False, "resizable": True, "minWidth": 70}
 
 def grid(grid_id: str, columns: list[dict], file_name: str, page_size: int = 50,
          sort: tuple[str, str] | None = None, paginate: bool = True, static: bool = False,
-         **options: Any) -> html.Div:
-    """The grid ``grid_id`` (its rows: the ``rowData`` a callback sets) with its download button
-    ``<grid_id>-csv`` (wired by :func:`register_download`). ``static``: no sorting or filtering
-    (rows paged by the server); ``options``: more AG Grid options."""
+         rows: list[dict] | None = None, row_classes: dict[str, str] | None = None, **options: Any) -> html.Div:
+    """The grid ``grid_id`` (its rows: ``rows``, or the ``rowData`` a callback sets) with its download
+    button ``<grid_id>-csv`` (wired by :func:`register_download`). ``static``: no sorting or
+    filtering (rows paged by the server); ``row_classes``: CSS class -> the JavaScript condition on
+    ``params.data`` that gives a row that class; ``options``: more AG Grid options."""
     if static:
         columns = [{**c, "filter": False} for c in columns]
     if sort:
@@ -63,7 +64,8 @@ def grid(grid_id: str, columns: list[dict], file_name: str, page_size: int = 50,
                     "enableCellTextSelection": True, "ensureDomOrder": True, "suppressCellFocus": True,
                     "suppressColumnVirtualisation": True, **options}
     table = dag.AgGrid(
-        id=grid_id, rowData=[], columnDefs=columns, dashGridOptions=grid_options,
+        id=grid_id, rowData=rows or [], columnDefs=columns, dashGridOptions=grid_options,
+        rowClassRules=row_classes or {},
         defaultColDef=STATIC_COLUMN if static else DEFAULT_COLUMN,
         # every column as wide as its content, but the wrapped texts
         columnSize="autoSize", columnSizeOptions={"keys": [c["field"] for c in columns if not c.get("wrapText")]},

@@ -225,6 +225,38 @@ def entity_table(h: Database, scope: Scope, f: Filters, by: str = "user") -> pd.
     return h.df(sql, [f.since_ts, f.since_ts] + p)
 
 
+# --- budgets --------------------------------------------------------------------------------
+
+BUDGET_COLUMNS = ["cluster", "account", "user", "source", "period", "period_start", "period_end", "as_of",
+                  "allocation_sbu", "burned_sbu", "remaining_sbu", "used_pct", "burn_rate_7d", "burn_rate_30d",
+                  "run_out_date", "alert"]
+
+
+def budgets(h: Database, scope: Scope, account: str | None = None) -> pd.DataFrame:
+    """The allocations in scope as of the latest day with data (budget_current, sql/views/55_budget.sql),
+    ``account``'s only when given. An admin sees all; a lead the allocations of the accounts led
+    (and their users'); everyone the accounts they ran jobs in (the whole account's burn) and their
+    own share within one. Columns: BUDGET_COLUMNS."""
+    if scope.role == "admin":
+        cond, params = "TRUE", []
+    elif not scope.user:
+        cond, params = "FALSE", []
+    else:
+        cond = ('("user" = ? OR ("user" IS NULL AND account IN '
+                '(SELECT DISTINCT account FROM dash_day WHERE "user" = ? AND account IS NOT NULL))')
+        params = [scope.user, scope.user]
+        if scope.role == "lead" and scope.accounts:
+            cond += " OR list_contains(?::VARCHAR[], account)"
+            params.append(list(scope.accounts))
+        cond += ")"
+    if account is not None:
+        cond += " AND account = ?"
+        params.append(account)
+    cols = ", ".join(f'"{c}"' for c in BUDGET_COLUMNS)
+    return h.df(f'SELECT {cols} FROM budget_current WHERE {cond} '
+                'ORDER BY account, "user" NULLS FIRST, cluster NULLS FIRST', params)
+
+
 # --- flagged jobs ---------------------------------------------------------------------------
 
 FLAGGED_COLUMNS = ["cluster", "job_id", "job_id_raw", "job_name", "user", "account", "partition", "state",

@@ -108,8 +108,8 @@ def test_every_callback_is_covered(app):
     # router 1 + overview 3 x 2 + users/projects 2 x 2 + flagged 2 + my jobs 2 + job 1 + search 1
     # + running now 2
     assert len(server_callbacks(app)) == 19
-    # in the browser: the 6 grids' CSV downloads, closing the search results
-    assert len(app.callback_map) - 19 == 7
+    # in the browser: the 8 grids' CSV downloads (2 of budgets), closing the search results
+    assert len(app.callback_map) - 19 == 9
 
 
 def test_crafted_requests_for_another_users_data_reveal_nothing(app):

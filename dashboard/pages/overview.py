@@ -1,10 +1,11 @@
 """Overview (/), and the same charts scoped to one user (/user?name=) or project (/project?name=):
-SBU burned vs wasted over time, totals, efficiency distributions, flag counts, idle-GPU hours."""
+SBU burned vs wasted over time, totals, efficiency distributions, flag counts, idle-GPU hours; the
+overview and a project's page also show the budgets in scope (dashboard/budget_panel.py)."""
 from __future__ import annotations
 
 from dash import Input, Output, State, dcc, html, no_update
 
-from jobsight.dashboard import common, figures, queries
+from jobsight.dashboard import budget_panel, common, figures, queries
 from jobsight.dashboard.queries import Filters, Scope
 
 # page id prefix -> (path, the filter the page's `name` fixes, heading)
@@ -86,6 +87,7 @@ def layout(prefix: str, params: dict[str, str], scope: Scope) -> html.Div:
 def register(app) -> None:
     for prefix, (_path, fixed, _heading) in INSTANCES.items():
         _register_instance(app, prefix, fixed)
+    budget_panel.register(app)
 
 
 def _register_instance(app, prefix: str, fixed: str | None) -> None:
@@ -114,7 +116,10 @@ def _register_instance(app, prefix: str, fixed: str | None) -> None:
         choices, default = stacks(prefix)
         stack = stack if stack in [c["value"] for c in choices] else default
         with common.handle() as h:
-            return render(h, common.scope(), f, grain, stack)
+            body = render(h, common.scope(), f, grain, stack)
+            if prefix in budget_panel.PREFIXES:    # the budgets right under the totals
+                body[1:1] = budget_panel.panel(h, common.scope(), prefix, f.account)
+            return body
 
     @app.callback(Output("url", "search", allow_duplicate=True), *inputs, State(f"{prefix}-name", "data"),
                   prevent_initial_call=True)

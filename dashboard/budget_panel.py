@@ -1,0 +1,62 @@
+"""The budgets block of the overview and of a project's page: each allocation in the requester's
+scope (queries.budgets) with its burn, remaining SBU, burn rates, run-out date and alert. An
+allocation used up is highlighted (row class ``budget-over``, marked OVER), never left out."""
+from __future__ import annotations
+
+import pandas as pd
+from dash import html
+
+from jobsight.dashboard import common, grids, queries
+from jobsight.dashboard.queries import Scope
+
+PREFIXES = ("ov", "pj")       # the overview and the project page
+COLUMNS = [grids.text("account", "Project", minWidth=120), grids.text("user", "User (share)"),
+           grids.text("period_start", "Period from"),
+           grids.num("allocation_sbu", "Allocation", 1, " SBU"), grids.num("burned_sbu", "Burned", 1, " SBU"),
+           grids.num("remaining_sbu", "Remaining", 1, " SBU"), grids.num("used_pct", "Used", 1, " %"),
+           grids.num("burn_rate_7d", "Rate, 7 days", 1, " SBU/day"),
+           grids.num("burn_rate_30d", "Rate, 30 days", 1, " SBU/day"),
+           grids.text("run_out_date", "Runs out"), grids.text("alert_shown", "Alert")]
+ROW_CLASSES = {"budget-over": "params.data.alert === 'over'", "budget-warn": "params.data.alert === 'warn'"}
+
+
+def _rows(df: pd.DataFrame) -> list[dict]:
+    out = grids.records(df)
+    for r in out:
+        for k in ("period_start", "period_end", "as_of", "run_out_date"):
+            r[k] = None if r[k] is None else f"{r[k]:%Y-%m-%d}"
+        r["alert_shown"] = r["alert"].upper()
+    return out
+
+
+def _cards(b: dict) -> html.Div:
+    """The project's own allocation at a glance; the run-out date is the one the browser test reads."""
+    over = b["alert"] == "over"
+    run_out = b["run_out_date"] or ("spent" if b["remaining_sbu"] <= 0 else "not at this rate")
+    return html.Div([
+        common.card("Allocation", f"{common.number(b['allocation_sbu'])} SBU", "budget-allocation"),
+        common.card("Remaining", f"{common.number(b['remaining_sbu'])} SBU" + (" — OVER" if over else ""),
+                    "budget-remaining"),
+        common.card("Used", f"{common.number(b['used_pct'])} %", "budget-used"),
+        common.card("Burn rate, 30 days", f"{common.number(b['burn_rate_30d'])} SBU/day", "budget-rate"),
+        common.card("Runs out", run_out, "budget-run-out"),
+    ], className="cards budget-cards" + (" budget-over" if over else ""))
+
+
+def panel(h, scope: Scope, prefix: str, account: str | None = None) -> list:
+    """The block's components; nothing when no allocation is in scope."""
+    rows = _rows(queries.budgets(h, scope, account))
+    if not rows:
+        return []
+    own = [r for r in rows if r["user"] is None]
+    head = [html.H3(f"Budget as of {rows[0]['as_of']}" if account else f"Budgets as of {rows[0]['as_of']}"),
+            html.P("Burn in the allocation period so far; rates over the last 7 and 30 days; the run-out date "
+                   "is the remaining SBU at the 30-day rate. OVER: the allocation is used up.", className="hint")]
+    cards = [_cards(own[0])] if account and len(own) == 1 else []
+    grid = grids.grid(f"{prefix}-budgets", COLUMNS, "budgets.csv", page_size=25, rows=rows, row_classes=ROW_CLASSES)
+    return [html.Div(head + cards + [grid], className="budgets", id=f"{prefix}-budget-block")]
+
+
+def register(app) -> None:
+    for prefix in PREFIXES:
+        grids.register_download(app, f"{prefix}-budgets")
