@@ -40,15 +40,15 @@ class Source:
 
 USAGE = ("cluster", "account", "partition")
 SOURCES = (
-    Source("SELECT * FROM prometheus_usage(?)", USAGE + ("window",), (
+    Source("SELECT * FROM prometheus_usage(?) ORDER BY ALL", USAGE + ("window",), (
         Family("jobsight_burn_sbu", "SBU burned in the window's UTC days up to today (today so far), "
                "per cluster, account and partition", "burn_sbu"),
-        Family("jobsight_wasted_sbu", "SBU wasted (on idle or unused allocation) in the window's UTC days "
+        Family("jobsight_wasted_sbu", "Wasted SBU, as jobsight usage gives it, in the window's UTC days "
                "up to today", "wasted_sbu"),
         Family("jobsight_savings_sbu", "SBU that following the advice would have saved in the window's UTC days "
                "up to today", "savings_sbu"),
     )),
-    Source("SELECT * FROM prometheus_running", USAGE, (
+    Source("SELECT * FROM prometheus_running ORDER BY ALL", USAGE, (
         Family("jobsight_running_jobs", "Jobs whose latest accounting record says RUNNING", "running_jobs"),
         Family("jobsight_running_gpus", "GPUs allocated to the running jobs", "running_gpus"),
         Family("jobsight_idle_gpus", "GPUs of running jobs idle now (under flags.gpu_idle_pct for at least "
