@@ -12,6 +12,12 @@ dashboard never reads the live database. After a successful ingest, ``publish(db
 2. merges a copied ``.wal`` into the copy (a checkpoint);
 3. fsyncs the copy and ``os.replace``-s it onto ``<db>.snapshot``, then fsyncs the directory.
 
+The generation it replaces is kept as ``<db>.snapshot.spare``. The next publish, when no reader
+holds that file any more (DuckDB's lock, or a reader of this process), rewrites in it only the
+blocks that differ from the database and swaps it in: a small ingest into a large database then
+writes and fsyncs a few megabytes instead of copying the whole file. A crash while the spare is
+rewritten leaves ``<db>.snapshot`` untouched, and the next publish compares every block again.
+
 A reader therefore sees either the old snapshot or the new one, never a half-written file.
 ``SnapshotReader`` opens the newest snapshot read-only (the database itself, read-only, when no
 snapshot was published yet) and reopens it when the file's inode or mtime changes; requests
@@ -20,6 +26,7 @@ already running keep the generation they started with until they finish.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import shutil
@@ -36,7 +43,13 @@ from jobsight.analytics.database import Database, stored_views_checksum, views_c
 from jobsight.analytics.errors import UserError
 
 SNAPSHOT_SUFFIX = ".snapshot"
+SPARE_SUFFIX = ".spare"            # <db>.snapshot.spare: the previous generation, rewritten in place
+CHUNK = 1 << 20                    # compare and write the spare in 1 MiB pieces
 log = logging.getLogger("jobsight.snapshot")
+# (st_dev, st_ino) of the snapshot files this process's readers hold open, with a count: a lock
+# test cannot see them (POSIX record locks of one process never conflict with each other)
+_open_here: dict[tuple[int, int], int] = {}
+_open_lock = threading.Lock()
 
 def _sql_str(path: Path) -> str:
     return str(path).replace("'", "''")
@@ -45,6 +58,63 @@ def _sql_str(path: Path) -> str:
 def snapshot_path(db_path: str | os.PathLike) -> Path:
     p = Path(db_path)
     return p.with_name(p.name + SNAPSHOT_SUFFIX)
+
+
+def spare_path(db_path: str | os.PathLike) -> Path:
+    snap = snapshot_path(db_path)
+    return snap.with_name(snap.name + SPARE_SUFFIX)
+
+
+def _held_here(ident: tuple[int, int], delta: int) -> None:
+    with _open_lock:
+        n = _open_here.get(ident, 0) + delta
+        if n > 0:
+            _open_here[ident] = n
+        else:
+            _open_here.pop(ident, None)
+
+
+def _claim_spare(spare: Path) -> int | None:
+    """An O_RDWR descriptor of the spare with an exclusive lock on it, or None when there is no
+    spare or a reader (another process's DuckDB, or one of ours) still has it open."""
+    try:
+        fd = os.open(spare, os.O_RDWR)
+    except FileNotFoundError:
+        return None
+    try:
+        st = os.fstat(fd)
+        with _open_lock:
+            busy = (st.st_dev, st.st_ino) in _open_here
+        if not busy:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def _rewrite_differences(src: Path, fd: int) -> int:
+    """Make the file open as ``fd`` equal to ``src`` by writing only the pieces that differ;
+    fdatasync it. Returns the bytes written."""
+    written = 0
+    a, b = bytearray(CHUNK), bytearray(CHUNK)
+    va, vb = memoryview(a), memoryview(b)
+    with open(src, "rb", buffering=0) as f:
+        pos = 0
+        while True:
+            n = f.readinto(a)
+            if not n:
+                break
+            m = os.preadv(fd, [b], pos) if n == CHUNK else os.preadv(fd, [vb[:n]], pos)
+            # compare as bytearrays (memcmp); comparing memoryviews goes item by item, 80x slower
+            if m != n or (a != b if n == CHUNK else a[:n] != b[:n]):
+                os.pwrite(fd, va[:n], pos)
+                written += n
+            pos += n
+    os.ftruncate(fd, pos)
+    os.fdatasync(fd)
+    return written
 
 
 def _fsync_path(path: Path, directory: bool = False) -> None:
@@ -87,10 +157,17 @@ def publish(db_path: str | os.PathLike) -> Path:
     src = Path(db_path)
     if not src.is_file():
         raise UserError(f"{src}: no such database to snapshot")
-    dest = snapshot_path(src)
+    dest, spare = snapshot_path(src), spare_path(src)
+    old = dest.with_name(f".{dest.name}.old")     # the current generation, on its way to be the spare
     tmp = src.with_name(f".{src.name}.snapshot-tmp-{os.getpid()}-{threading.get_ident()}")
     tmp_wal = tmp.with_name(tmp.name + ".wal")
+    fd = dir_fd = None
     try:
+        # one publish of a directory at a time: they share the spare and the .old name
+        dir_fd = os.open(dest.parent, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(dir_fd, fcntl.LOCK_EX)
+        with contextlib.suppress(FileNotFoundError):
+            old.unlink()                              # left by a crash between the renames below
         # A read-only attach takes DuckDB's shared lock: a writer still at work makes this fail
         # at once (rather than copy a file in mid-write), and no writer can start during the copy.
         for attempt in (1, 2):
@@ -108,43 +185,66 @@ def publish(db_path: str | os.PathLike) -> Path:
             break
         try:
             # Everything the dashboard reads is in the file (the stored results and summaries), so
-            # the snapshot is a copy of it.
-            shutil.copyfile(src, tmp)
+            # the snapshot is a copy of it: the spare's differing blocks rewritten, or a new copy.
             wal = src.with_name(src.name + ".wal")
-            if wal.is_file() and wal.stat().st_size:
-                shutil.copyfile(wal, tmp_wal)   # merged into the copy below
+            has_wal = wal.is_file() and wal.stat().st_size > 0
+            fd = None if has_wal else _claim_spare(spare)
+            if fd is not None:
+                written = _rewrite_differences(src, fd)
+                log.info("%s: rewrote %d of %d bytes of the spare", dest, written, src.stat().st_size)
+            else:
+                shutil.copyfile(src, tmp)
+                log.info("%s: copied %d bytes", dest, src.stat().st_size)
+                if has_wal:
+                    shutil.copyfile(wal, tmp_wal)   # merged into the copy below
         finally:
             guard.close()
-        if tmp_wal.exists():
-            try:
-                con = duckdb.connect(str(tmp))
-                con.execute("CHECKPOINT")
-                con.close()
-            except duckdb.Error as exc:
-                raise UserError(f"{src}: cannot open the copy for the snapshot: {exc}") from exc
-        if tmp_wal.exists():
-            tmp_wal.unlink()
-        _fsync_path(tmp)
-        os.replace(tmp, dest)
-        _fsync_path(dest.parent, directory=True)
+        if fd is None:
+            if tmp_wal.exists():
+                try:
+                    con = duckdb.connect(str(tmp))
+                    con.execute("CHECKPOINT")
+                    con.close()
+                except duckdb.Error as exc:
+                    raise UserError(f"{src}: cannot open the copy for the snapshot: {exc}") from exc
+            if tmp_wal.exists():
+                tmp_wal.unlink()
+            _fsync_path(tmp)
+        if dest.exists():
+            os.link(dest, old)
+        os.replace(spare if fd is not None else tmp, dest)
+        if old.exists():
+            os.replace(old, spare)
+        os.fsync(dir_fd)
     except OSError as exc:
         raise UserError(f"{src}: cannot write snapshot {dest}: {exc}") from exc
     finally:
+        for fdx in (fd, dir_fd):
+            if fdx is not None:
+                os.close(fdx)
         for p in (tmp, tmp_wal):
             with contextlib.suppress(FileNotFoundError):
                 p.unlink()
     return dest
 
 
+class _Replaced(Exception):
+    """The snapshot file was replaced between its stat() and its ATTACH."""
+
+
 @dataclass
 class _Generation:
     """One opened file. Closed once it is replaced and no request uses it any more."""
     con: duckdb.DuckDBPyConnection
-    key: tuple[int, int, int]          # (inode, mtime_ns, size) of the file when opened
+    key: tuple[int, int, int, int]     # (inode, mtime_ns, size, device) of the file when opened
     path: Path
     users: int = 0
     retired: bool = False
     tables: frozenset[str] = field(default_factory=frozenset)
+
+    def close(self) -> None:
+        self.con.close()
+        _held_here((self.key[3], self.key[0]), -1)
 
 
 class SnapshotReader:
@@ -160,7 +260,7 @@ class SnapshotReader:
         self.check_views = check_views
         self._lock = threading.Lock()
         self._gen: _Generation | None = None
-        self._failed_key: tuple[int, int, int] | None = None
+        self._failed_key: tuple[int, int, int, int] | None = None
         self.reopened = 0
 
     def _target(self) -> Path:
@@ -172,16 +272,26 @@ class SnapshotReader:
         raise UserError(f"{self.db_path}: no such database (and no snapshot {snap})")
 
     @staticmethod
-    def _key(path: Path) -> tuple[int, int, int]:
+    def _key(path: Path) -> tuple[int, int, int, int]:
         st = path.stat()
-        return (st.st_ino, st.st_mtime_ns, st.st_size)
+        return (st.st_ino, st.st_mtime_ns, st.st_size, st.st_dev)
 
     def _open(self, path: Path) -> _Generation:
+        for _ in range(3):
+            try:
+                return self._open_once(path)
+            except _Replaced:
+                continue
+        raise UserError(f"{path} keeps being replaced while it is opened")
+
+    def _open_once(self, path: Path) -> _Generation:
         key = self._key(path)
         con = duckdb.connect(":memory:")
         try:
             con.execute(f"ATTACH '{_sql_str(path)}' AS snap (READ_ONLY)")
             con.execute("USE snap")
+            if self._key(path) != key:      # replaced while attaching: the key must be the file held
+                raise _Replaced(path)
             have = dbmod.current_version(con)
             if have != dbmod.known_version():
                 raise UserError(f"{path} has schema version {have}, this jobsight needs {dbmod.known_version()}; "
@@ -198,6 +308,7 @@ class SnapshotReader:
         except BaseException:
             con.close()
             raise
+        _held_here((key[3], key[0]), +1)
         return _Generation(con=con, key=key, path=path, tables=tables)
 
     def _current(self) -> _Generation:
@@ -224,7 +335,7 @@ class SnapshotReader:
                 gen.retired = True
                 self.reopened += 1
                 if gen.users == 0:
-                    gen.con.close()
+                    gen.close()
             self._gen = gen = new
         return gen
 
@@ -242,7 +353,7 @@ class SnapshotReader:
             with self._lock:
                 gen.users -= 1
                 if gen.retired and gen.users == 0:
-                    gen.con.close()
+                    gen.close()
 
     def tables(self) -> frozenset[str]:
         with self._lock:
@@ -253,5 +364,5 @@ class SnapshotReader:
             if self._gen is not None:
                 self._gen.retired = True
                 if self._gen.users == 0:
-                    self._gen.con.close()
+                    self._gen.close()
                 self._gen = None

@@ -74,6 +74,7 @@ PROBES = (
     ("jobsight.analytics.snapshot", "publish", "publish"),
     ("shutil", "copyfile", "copy"),
     ("jobsight.analytics.snapshot", "_fsync_path", "fsync"),
+    ("jobsight.analytics.snapshot", "_rewrite_differences", "spare"),
     ("jobsight.analytics.reports.data", "gather", "gather"),
     ("jobsight.analytics.database:Database", "fetch", "query"),
     ("jobsight.analytics.render", "emit_rows", "print"),
