@@ -268,6 +268,8 @@ def test_over_a_real_server_with_basic_auth(site):
             status, body = get("/jobsight/metrics", auth)
             assert status == want and "jobsight_" not in body, auth
     finally:
+        server._map.clear()         # the loop ends at its next turn; closing under its select() races
+        t.join(10)
         server.close()
         reader.close()
 
