@@ -5,13 +5,15 @@ Each page loads with no browser console errors; a filter changes the numbers and
 clicking a flagged job opens its time series; names with HTML in them (a host <a href=...>, a
 project <b>...</b>) show in the plots and the grids as text, never as a link, bold or italics.
 Logged in as alice (behind a proxy that sets REMOTE_USER), a researcher finds her jobs on My jobs,
-opens one by its id from the header's search, gets "Not found" for bob's job id, and downloads
-the grid as a CSV file whose content is checked. Needs chromium + chromedriver
+opens one by its id from the header's search, gets "Not found" for bob's job id, downloads
+the grid as a CSV file whose content is checked, and sees her project's budget with its run-out
+date, her own share of it highlighted as over budget, and not bob's project's. Needs chromium + chromedriver
 (scripts/browser-setup.sh start): skipped locally without them, failed under CI.
 """
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import importlib.util
 import io
 import shutil
@@ -24,6 +26,8 @@ from conftest import require_service
 from test_dashboard_hostile import ACCOUNT, DEVICE, HOST, PARTITION, build_hostile_db
 from test_dashboard_queries import build_db
 
+from jobsight.analytics.config import parse_config
+from jobsight.analytics.database import Database
 from jobsight.analytics.snapshot import SnapshotReader, publish
 from jobsight.dashboard.app import create_app
 from jobsight.dashboard.auth import Auth, Roles
@@ -60,9 +64,20 @@ def server_url(tmp_path_factory):
     yield from _serve(build_db(tmp_path_factory.mktemp("browser") / "jobs.duckdb"))
 
 
+# proj-a burned 9 SBU on 16-17 Nov (0.3 a day over the 30 days to the 17th): 91 left run out 91 / 0.3
+# days after 18 Nov 00:00; alice's share burned 8 of 5; proj-b 500 of 200
+BUDGETS = {"budgets": {"proj-a": 100, "proj-b": 200, "proj-a/alice": 5}}
+RUN_OUT = (dt.datetime(2026, 11, 18) + dt.timedelta(days=91 / 0.3)).date().isoformat()
+
+
+def with_budgets(db: Path) -> Path:
+    Database.open(db, parse_config(BUDGETS)).close()
+    return db
+
+
 @pytest.fixture(scope="module")
 def alice_url(tmp_path_factory):
-    yield from _serve(build_db(tmp_path_factory.mktemp("browser-alice") / "jobs.duckdb"), user="alice")
+    yield from _serve(with_budgets(build_db(tmp_path_factory.mktemp("browser-alice") / "jobs.duckdb")), user="alice")
 
 
 @pytest.fixture(scope="module")
@@ -246,4 +261,22 @@ def test_alice_finds_her_jobs_searches_and_downloads_a_csv(browser, alice_url):
         box.send_keys(other + "\n")
         browser.wait_for_contains_text("#search-none", "Not found")
         assert "/job?cluster=c1&id=1" in browser.driver.current_url       # still on her job
+    assert browser.get_logs() == []
+
+
+def test_alice_sees_her_projects_run_out_date(browser, alice_url):
+    visit(browser, alice_url + "/project?name=proj-a")
+    browser.wait_for_text_to_equal("#budget-run-out", RUN_OUT)
+    assert browser.find_element("#budget-remaining").text == "91.0 SBU"
+    wait_for(lambda: grid_cells(browser, "pj-budgets", "account"), what="the budget grid's rows")
+    assert grid_cells(browser, "pj-budgets", "user") == ["", "alice"]
+    assert grid_cells(browser, "pj-budgets", "run_out_date") == [RUN_OUT, ""]
+    assert grid_cells(browser, "pj-budgets", "remaining_sbu") == ["91.0 SBU", "-3.0 SBU"]
+    # her share is used up: highlighted and marked, not hidden
+    over = browser.find_elements("#pj-budgets .ag-center-cols-container .ag-row.budget-over")
+    assert [r.find_element("css selector", ".ag-cell[col-id='alert_shown']").text for r in over] == ["OVER"]
+    assert over[0].value_of_css_property("background-color") == "rgba(255, 227, 227, 1)"
+    visit(browser, alice_url + "/")          # the overview: her project's, not bob's
+    wait_for(lambda: grid_cells(browser, "ov-budgets", "account"), what="the overview's budgets")
+    assert grid_cells(browser, "ov-budgets", "account") == ["proj-a", "proj-a"]
     assert browser.get_logs() == []

@@ -61,7 +61,7 @@ def harness():
     set_limit(0, "alice")
     try:
         start = utc_now() - timedelta(seconds=5)
-        job = submit("alice", "#!/bin/bash\nsleep 4\n", "-J", "budget-burn", "-o", f"{work}/%j.out", "--partition=cpu",
+        job = submit("alice", "#!/bin/bash\nsleep 2\n", "-J", "budget-burn", "-o", f"{work}/%j.out", "--partition=cpu",
                      "--cpus-per-task=2", "--mem=1G", "--time=00:01:00", workdir=work)
         wait_finished([job], timeout=120)
         account_idle()
