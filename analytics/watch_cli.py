@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import signal
 import sys
 import threading
@@ -185,7 +186,6 @@ def _failed(step: str, exc: Exception) -> None:
 def _ingest(args, spools: list[Path], stopper: Stopper) -> tuple[dict, bool]:
     """The spool's files, then sacct, as `jobsight ingest SPOOL --from-sacct` does; each file is its
     own transaction, so a stop between files keeps what is in."""
-    from jobsight.analytics import ingest
     from jobsight.analytics.database import Database
     from jobsight.analytics.ingest_cli import _from_sacct
     from jobsight.analytics.records import ParseOptions
@@ -207,7 +207,7 @@ def _ingest(args, spools: list[Path], stopper: Stopper) -> tuple[dict, bool]:
                 log(f"spool {spool}: not a folder, not read this cycle")
                 spool_ok = False
                 continue
-            reports += ingest.ingest_paths(writer.con, [spool], opts, on_file=on_file)
+            reports += _ingest_spool(writer.con, spool, opts, on_file)
         if not args.no_sacct:
             stopper.interruptible = True
             try:
@@ -223,10 +223,48 @@ def _ingest(args, spools: list[Path], stopper: Stopper) -> tuple[dict, bool]:
     sacct = [r for r in reports if r.path.startswith("sacct:")]
     files = [r for r in reports if not r.path.startswith("sacct:")]
     read = [r for r in files if r.status == "ingested"]
-    summary = (f"spool {len(files)} file(s), {len(read)} with new lines, {sum(r.stored for r in files)} row(s) stored; "
+    summary = (f"spool: {len(read)} file(s) with new lines, {sum(r.stored for r in files)} row(s) stored; "
                + (f"sacct {sacct[0].stored} stored, {sacct[0].updated} updated" if sacct
                   else "sacct not run" if args.no_sacct else "sacct failed"))
     return {"changed": any(r.stored or r.updated for r in reports), "summary": summary, "ok": spool_ok}, accounting_ok
+
+
+def _ingest_spool(con, spool: Path, opts, on_file) -> list:
+    """`ingest SPOOL`, less the files no write touched since an ingest read them to their end. A
+    spool keeps the files of ended jobs until the site removes them; looking each of them over
+    again every cycle (opening it, hashing its last block) would cost more than the new lines."""
+    from jobsight.analytics import ingest
+    from jobsight.analytics.ingest_load import FileReport
+    known = {row[0]: row[1:] for row in con.execute(
+        'SELECT f.source_file, f.dev, f.ino, f."offset", epoch_us(l.started_at) FROM file_offset f '
+        "JOIN ingest_log l USING (ingest_id) WHERE starts_with(f.source_file, ?)", [str(spool.resolve())]).fetchall()}
+    parsers = ingest.load_parsers()
+    reports = []
+    for entry in ingest.walk([spool]):
+        if entry.skip is not None:
+            rep = FileReport(path=str(entry.path), status="skipped", error=entry.skip)
+        elif _untouched(entry.path, known):
+            continue
+        else:
+            rep = ingest.ingest_file(con, entry.path, opts, parsers, explicit=entry.explicit, within=entry.within)
+        reports.append(rep)
+        on_file(rep)
+    return reports
+
+
+def _untouched(path: Path, known: dict) -> bool:
+    """Read to its end by the ingest that recorded its offset, and not written, moved or changed
+    since that ingest started (same device and inode, size = offset, ctime and mtime before)."""
+    try:
+        row = known.get(str(path.resolve()))
+        if row is None:
+            return False
+        st = os.stat(path)
+    except OSError:
+        return False
+    dev, ino, offset, started_us = row
+    return ((st.st_dev, st.st_ino, st.st_size) == (dev, ino, offset)
+            and max(st.st_mtime_ns, st.st_ctime_ns) // 1000 < started_us)
 
 
 def _notify(args, cfg, settings, at: dt.datetime, stopper: Stopper, first: bool) -> str:

@@ -145,8 +145,14 @@ def test_one_notice_per_idle_job_never_twice(site, capsys):
     assert notices(site) == [("101", "ann", "ann@example.org", "written"), ("102", "ann", "ann@example.org", "written")]
     assert "2 notice(s) sent" in err
 
+    # the next cycle: one file grew (read on from where the last cycle stopped), the others are untouched
+    grown = site["spool"] / "jobsight-c1-101-n1.csv"
+    before = grown.read_text()
+    sidecar(site["tmp"], "101", (0, 80), range(245, 251, 5))
+    grown.write_text(before + (site["tmp"] / "jobsight-c1-101-n1.csv").read_text().split("\n", 1)[1])
     rc, _, err = watch(site, capsys)
     assert rc == 0, err
+    assert "spool: 1 file(s) with new lines, 6 row(s) stored" in err
     assert len(list(site["eml"].glob("*.eml"))) == 2 and len(notices(site)) == 2
     assert "0 notice(s) sent" in err
 
