@@ -23,31 +23,35 @@ negative time, size or count rejects the record, as values beyond analytics/limi
   those or in the job script (#BSUB -gpu); N is per host, so ngpus = N x nnodes
 Other events (JOB_RESIZE, EVENT_ADRSV_FINISH) and '#' lines are dropped and counted in a note.
 Cluster: opts.cluster, else "default" (lsb.acct names none).
+How: the file is read in blocks of lines, two at a time in threads. A record is cut into its
+fields with str.split on the quotes where it has no "" inside a string and nothing odd (tokenize
+reads the others), walked by its counts to the fields a job row needs (walk), and the rows are
+converted column-wise with polars (lsf_frame), the reasons worded for the rejected ones only.
 """
 from __future__ import annotations
 
-import datetime as dt
-import json
-import math
 import pathlib
 import re
-from collections import Counter
+from collections import Counter, deque
+from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
 import polars as pl
 
 from jobsight.analytics import limits
-from jobsight.analytics.records import ParseOptions, ParseResult, Reject, field_value
+from jobsight.analytics.parsers import lsf_frame
+from jobsight.analytics.parsers.line_blocks import iter_blocks
+from jobsight.analytics.records import ParseOptions, ParseResult, Reject
 
 FORMAT = "lsf"
 SOURCE = "lsf"
 MAX_RECORD_LINES = 2000     # a quote left open this long is a broken record, not a script
+PIPELINE = 2                # blocks made into rows at once (threads)
 
 _TOKEN = re.compile(r'"((?:[^"]|"")*)"|([^\s"]+)')
 _ALNUM = re.compile(r"[0-9A-Za-z]")
 _NGPUS = re.compile(r"ngpus(?:_physical)?\s*=\s*(\d+)")
 _GPUOPT = re.compile(r"-gpu\s+\"?[^\"\n]*?\bnum=(\d+)")
-_EPOCH0 = dt.datetime(1970, 1, 1)
 
 SCHEMA = {
     "cluster": pl.String, "job_id": pl.String, "job_id_raw": pl.String, "array_job_id": pl.String,
@@ -72,9 +76,6 @@ _AFTER_HOSTRUSAGE = ("runLimit", "options3", "avgMem", "effectiveResReq", "srcCl
 _HEAD = ("event", "version", "eventTime", "jobId", "userId", "options", "numProcessors", "submitTime", "beginTime",
          "termTime", "startTime", "userName", "queue", "resReq", "dependCond", "preExecCmd", "fromHost", "cwd",
          "inFile", "outFile", "errFile", "jobFile")
-_TERM = {5: "TIMEOUT", 8: "CANCELLED", 9: "CANCELLED", 14: "CANCELLED", 15: "CANCELLED", 16: "OUT_OF_MEMORY",
-         1: "PREEMPTED"}
-
 
 def sniff(head: str, path: pathlib.Path) -> bool:
     lines = [ln for ln in head.splitlines() if ln.strip() and not ln.startswith("#")]
@@ -88,8 +89,10 @@ def tokenize(text: str) -> list[tuple[str, bool]]:
     return [(w, False) if w else ((q.replace('""', '"') if '""' in q else q), True) for q, w in _TOKEN.findall(text)]
 
 
-def records(lines: list[str]):
-    """Yield (line_no, text, error) per record; error says why a record could not be delimited."""
+def records(lines: list[str], final: bool = True):
+    """Yield (line index, text, error) per record; error says why a record could not be delimited.
+    Not final (more lines follow): stop before a record whose quote is still open at the last line,
+    yielding (index, None, "more") so that the caller reads it again with the lines after it."""
     i, n = 0, len(lines)
     while i < n:
         line = lines[i]
@@ -97,7 +100,11 @@ def records(lines: list[str]):
             i += 1
             continue
         if line.startswith("#"):
-            yield i + 1, line, "comment"
+            yield i, line, "comment"
+            i += 1
+            continue
+        if line.count('"') % 2 == 0:   # the common case: a record on one line
+            yield i, line, None
             i += 1
             continue
         buf, j = line, i
@@ -105,113 +112,135 @@ def records(lines: list[str]):
             j += 1
             buf += "\n" + lines[j]
         if buf.count('"') % 2:
-            yield i + 1, line, "a quoted field is never closed"
+            if not final and j + 1 >= n and j - i < MAX_RECORD_LINES:
+                yield i, None, "more"
+                return
+            yield i, line, "a quoted field is never closed"
             i += 1
             continue
-        yield i + 1, buf, None
+        yield i, buf, None
         i = j + 1
 
 
-class _Walk:
-    def __init__(self, toks):
-        self.toks, self.pos = toks, 0
-
-    def take(self, name: str) -> str:
-        if self.pos >= len(self.toks):
-            raise ValueError(f"record ends before {name} (field {self.pos + 1}): truncated")
-        v = self.toks[self.pos][0]
-        self.pos += 1
-        return v
-
-    def count(self, name: str) -> int:
-        v = self.take(name)
-        if not re.fullmatch(r"\d+", v):
-            raise ValueError(f"{name}={v!r} is not a count (field {self.pos})")
-        return int(v)
-
-    def left(self) -> int:
-        return len(self.toks) - self.pos
+_STRAY = re.compile(r"(?:^|\s)[^\s0-9A-Za-z]+(?=\s|$)")   # an unquoted word without a letter or digit
+_PACKED = re.compile(r"0\d+")
 
 
-def _finite(text: str) -> float:
-    v = float(text)
-    if not math.isfinite(v):
-        raise ValueError(text)
-    return v
+def fields_of(text: str, notes: Counter) -> Optional[list[str]]:
+    """A record's field values, or None when it does not start with a quoted event name. Cut on the
+    quotes when that is exact (no "" inside a string, no stray bytes, no packed counts); else by
+    tokenize, which removes stray unquoted bytes and reads '02' as '0 2' (each noted)."""
+    parts = text.split('"')
+    if parts[0] == "" and len(parts) > 2 and "" not in parts[2:-1:2] and not _STRAY.search(" ".join(parts[0::2])):
+        out: list[str] = []
+        add, more = out.append, out.extend
+        for k in range(1, len(parts) - 1, 2):
+            add(parts[k])
+            more(parts[k + 1].split())
+        if len(out) <= 22 or not _PACKED.fullmatch(out[22]):
+            return out
+    toks = tokenize(text)
+    if not toks or not toks[0][1]:
+        return None
+    stray = [v for v, quoted in toks if not quoted and not v[0].isalnum() and not _ALNUM.search(v)]
+    if stray:   # LSF writes no unquoted token without a letter or digit: stray bytes (lsb.acct gl-26)
+        toks = [t for t in toks if t[1] or _ALNUM.search(t[0])]
+        notes[f"stray unquoted bytes {' '.join(stray)!r} removed"] += 1
+    # "02" where "0 2" was meant (a blank lost by hand-editing): numAskedHosts 0, numExHosts 2
+    if len(toks) > 22 and _PACKED.fullmatch(toks[22][0]) and not toks[22][1]:
+        v = toks[22][0]
+        toks[22:23] = [("0", False), (v[1:], False)]
+        notes[f"numAskedHosts/numExHosts written together as {v!r}: read as 0 and {v[1:]}"] += 1
+    return [v for v, _ in toks]
 
 
-def _num(f: dict, key: str) -> Optional[float]:
-    return field_value(f, key, _finite, "a finite number")
-
-
-def _nonneg(f: dict, key: str) -> Optional[float]:
-    """A count, size or time: -1 is LSF's "unavailable" (the callers make it NULL); below that, the reason."""
-    v = _num(f, key)
-    if v is not None and v < 0 and v != -1:
-        raise ValueError(f"{key}={f[key]!r} is negative")
-    return v
-
-
-def _hostrusage_width(toks, start: int, n: int) -> int:
+def _hostrusage_width(toks: list[str], start: int, n: int) -> int:
     """Width of a hostRusage entry: 5 (hostname mem swap utime stime) in the manual, 6 in 9.x/10.x
     files. The right width puts a host name at every entry start and a number right after."""
     for w in (5, 6, 7, 8):
         end = start + n * w
         if end > len(toks):
             break
-        if all(not re.fullmatch(r"-?[\d.]+", toks[start + k * w][0]) for k in range(n)) and \
-                all(re.fullmatch(r"-?[\d.]+", toks[start + k * w + 1][0]) for k in range(n)) and \
-                (end == len(toks) or re.fullmatch(r"-?\d+", toks[end][0])):
+        if all(not _NUMBER.fullmatch(toks[start + k * w]) for k in range(n)) and \
+                all(_NUMBER.fullmatch(toks[start + k * w + 1]) for k in range(n)) and \
+                (end == len(toks) or _INT.fullmatch(toks[end])):
             return w
     raise ValueError(f"numHostRusage={n}: host entries not found")
 
 
-def walk(toks: list[tuple[str, bool]], notes: Counter) -> dict:
-    w = _Walk(toks)
-    f: dict = {k: w.take(k) for k in _HEAD}
-    # "02" where "0 2" was meant (a blank lost by hand-editing): numAskedHosts 0, numExHosts 2
-    if w.pos < len(toks) and re.fullmatch(r"0\d+", toks[w.pos][0]) and not toks[w.pos][1]:
-        v = toks[w.pos][0]
-        toks[w.pos:w.pos + 1] = [("0", False), (v[1:], False)]
-        notes[f"numAskedHosts/numExHosts written together as {v!r}: read as 0 and {v[1:]}"] += 1
-    f["askedHosts"] = [w.take("askedHosts") for _ in range(w.count("numAskedHosts"))]
-    f["execHosts"] = [w.take("execHosts") for _ in range(w.count("numExHosts"))]
-    for k in ("jStatus", "hostFactor", "jobName", "command") + _RUSAGE + _AFTER_RUSAGE:
-        f[k] = w.take(k)
-    for k in _OPTIONAL:
-        if not w.left():
-            return f
-        f[k] = w.take(k)
-    if not w.left():
-        return f
-    n = w.count("submitEXT")
-    f["submitEXT"] = {}
-    for _ in range(n):
-        key = w.take("submitEXT key")
-        f["submitEXT"][key] = w.take("submitEXT value")
-    if not w.left():
-        return f
-    n = w.count("numHostRusage")
-    if n:
-        width = _hostrusage_width(toks, w.pos, n)
-        w.pos += n * width
-    for k in _AFTER_HOSTRUSAGE:
-        if not w.left():
-            return f
-        f[k] = w.take(k)
-    return f
+_NUMBER = re.compile(r"-?[\d.]+")
+_INT = re.compile(r"-?\d+")
+_COUNT = re.compile(r"\d+")
+# the fields a job row reads, in this order (walk's tuple); None where a record ends before one
+WALKED = ("event", "eventTime", "jobId", "numProcessors", "submitTime", "startTime", "userName", "queue", "resReq",
+          "jStatus", "hostFactor", "jobName", "command", "ru_utime", "ru_stime", "projectName", "exitStatus", "idx",
+          "maxRMem", "exitInfo", "runLimit", "effectiveResReq", "runTime")
+_AT_HEAD = {k: _HEAD.index(k) for k in ("event", "eventTime", "jobId", "numProcessors", "submitTime", "startTime",
+                                        "userName", "queue", "resReq")}
+_AFTER_HOSTS = ("jStatus", "hostFactor", "jobName", "command") + _RUSAGE + _AFTER_RUSAGE
+_AT_AFTER_HOSTS = {k: _AFTER_HOSTS.index(k) for k in ("jStatus", "hostFactor", "jobName", "command", "ru_utime",
+                                                      "ru_stime", "projectName", "exitStatus", "idx", "maxRMem")}
+_EXIT_INFO = _OPTIONAL.index("exitInfo")
 
 
-def _epoch(f: dict, key: str, nulls: dict) -> Optional[dt.datetime]:
-    v = _nonneg(f, key)
-    if v is None or v <= 0:
-        if key in f:
-            nulls[_COL.get(key, key)] = f[key]
-        return None
-    return _EPOCH0 + dt.timedelta(seconds=int(v))
+def _ends(name: str, pos: int) -> ValueError:
+    return ValueError(f"record ends before {name} (field {pos + 1}): truncated")
 
 
-_COL = {"startTime": "start_time", "submitTime": "submit_time", "eventTime": "end_time"}
+def _count(t: list[str], pos: int, name: str) -> int:
+    if pos >= len(t):
+        raise _ends(name, pos)
+    if not _COUNT.fullmatch(t[pos]):
+        raise ValueError(f"{name}={t[pos]!r} is not a count (field {pos + 1})")
+    return int(t[pos])
+
+
+def walk(t: list[str]) -> tuple:
+    """A record's fields -> (WALKED values..., exec slots, hosts, 'h1,h2', GPUs per host), walked by
+    the counts of its variable-length parts; ValueError says where the record breaks."""
+    n = len(t)
+    if n < len(_HEAD):
+        raise _ends(_HEAD[n], n)
+    out = {k: t[i] for k, i in _AT_HEAD.items()}
+    p = len(_HEAD)
+    p += 1 + _count(t, p, "numAskedHosts")
+    if p > n:
+        raise _ends("askedHosts", n)
+    ne = _count(t, p, "numExHosts")
+    if p + 1 + ne > n:
+        raise _ends("execHosts", n)
+    hosts = t[p + 1:p + 1 + ne]
+    p += 1 + ne
+    if p + len(_AFTER_HOSTS) > n:
+        raise _ends(_AFTER_HOSTS[n - p], n)
+    for k, i in _AT_AFTER_HOSTS.items():
+        out[k] = t[p + i]
+    p += len(_AFTER_HOSTS)
+    rest = n - p
+    if rest > _EXIT_INFO:
+        out["exitInfo"] = t[p + _EXIT_INFO]
+    if rest > len(_OPTIONAL):
+        p += len(_OPTIONAL)
+        m = _count(t, p, "submitEXT")
+        if p + 1 + 2 * m > n:
+            raise _ends("submitEXT key" if (n - p - 1) % 2 == 0 else "submitEXT value", n)
+        ext = dict(zip(t[p + 1:p + 1 + 2 * m:2], t[p + 2:p + 2 + 2 * m:2]))
+        p += 1 + 2 * m
+        if p < n:
+            h = _count(t, p, "numHostRusage")
+            p += 1 + (h * _hostrusage_width(t, p + 1, h) if h else 0)
+            for i, k in enumerate(_AFTER_HOSTRUSAGE):
+                if p + i >= n:
+                    break
+                if k in ("runLimit", "effectiveResReq", "runTime"):
+                    out[k] = t[p + i]
+    else:
+        ext = {}
+    slots, names = expand_hosts(hosts)
+    gpu = None
+    if any("gpu" in x for x in (out["resReq"], out.get("effectiveResReq") or "", out["command"], *ext.values())):
+        gpu = gpus_per_host({**out, "submitEXT": ext})
+    return (*(out.get(k) for k in WALKED), slots, len(names), ",".join(names), gpu)
 
 
 def expand_hosts(hosts: list[str]) -> tuple[int, list[str]]:
@@ -238,126 +267,127 @@ def gpus_per_host(f: dict) -> Optional[int]:
     return int(m.group(1)) if m else None
 
 
-def row_of(f: dict, cluster: str) -> dict:
-    if f["event"] != "JOB_FINISH":
-        raise ValueError(f"not a JOB_FINISH record: {f['event']!r}")
-    nulls: dict[str, str] = {}
-    job = f["jobId"]
-    if not job.isdigit():
-        raise ValueError(f"jobId={job!r} is not a number")
-    idx = _num(f, "idx")
-    raw = f"{job}[{int(idx)}]" if idx and idx > 0 else job
-    row: dict = {"cluster": cluster, "job_id": raw, "job_id_raw": raw, "source": SOURCE}
-    if raw != job:
-        row.update(array_job_id=job, array_task_id=str(int(idx)))
-    row["user"] = f["userName"] or None
-    row["partition"] = f["queue"] or None
-    row["account"] = f.get("projectName") or None
-    row["job_name"] = f["jobName"] or None
-    row["submit_time"] = _epoch(f, "submitTime", nulls)
-    row["start_time"] = _epoch(f, "startTime", nulls)
-    row["end_time"] = _epoch(f, "eventTime", nulls)
-    if row["start_time"] and row["end_time"] and row["end_time"] < row["start_time"]:
-        raise ValueError(f"eventTime ({f['eventTime']}) before startTime ({f['startTime']})")
-    run = _nonneg(f, "runTime")
-    if run is not None and run >= 0 and row["start_time"]:
-        row["elapsed_s"] = int(run)
-    elif row["start_time"] and row["end_time"]:
-        row["elapsed_s"] = int((row["end_time"] - row["start_time"]).total_seconds())
-    elif row["end_time"]:
-        row["elapsed_s"] = 0          # never started
-    limit = _nonneg(f, "runLimit")
-    if limit is not None and limit > 0:
-        row["timelimit_s"] = int(limit)
-    elif "runLimit" in f:
-        nulls["timelimit_s"] = f["runLimit"]
-    slots, hosts = expand_hosts(f["execHosts"])
-    nproc = _nonneg(f, "numProcessors")
-    row["ncpus"] = slots or (int(nproc) if nproc and nproc > 0 else None)
-    row["nnodes"] = len(hosts) or None
-    row["node_list"] = ",".join(hosts) or None
-    per_host = gpus_per_host(f)
-    row["ngpus"] = per_host * (len(hosts) or 1) if per_host is not None else None
-    mem = _nonneg(f, "maxRMem")
-    if mem is not None and mem > 0:
-        row["mem_peak_bytes"] = int(mem) * 1024
-    else:
-        nulls["mem_peak_bytes"] = f["maxRMem"]
-    ut, st = _nonneg(f, "ru_utime"), _nonneg(f, "ru_stime")
-    parts = [x for x in (ut, st) if x is not None and x >= 0]
-    if parts:
-        row["cpu_time_s"] = round(sum(parts), 6)
-    else:
-        nulls["cpu_time_s"] = f"{f['ru_utime']} {f['ru_stime']}"
-    status = _num(f, "exitStatus")
-    if status is None or status < 0:
-        raise ValueError(f"exitStatus={f['exitStatus']!r} is not a wait status")
-    status = int(status)
-    row["exit_code"] = f"{(status >> 8) & 0xff}:{status & 0x7f}"
-    jstat = _num(f, "jStatus")
-    if jstat is None:
-        raise ValueError("jStatus missing")
-    jstat = int(jstat)
-    if jstat & 64:
-        row["state"] = "COMPLETED"
-    elif jstat & 32:
-        info = _num(f, "exitInfo")
-        state = _TERM.get(int(info), "FAILED") if info is not None else "FAILED"
-        if row["start_time"] is None and state == "FAILED":
-            state = "CANCELLED"
-        row["state"] = state
-    else:
-        raise ValueError(f"jStatus={jstat} is neither DONE (64) nor EXIT (32): fields out of step?")
-    hf = f.get("hostFactor")
-    try:
-        float(hf)
-    except (TypeError, ValueError):
-        raise ValueError(f"hostFactor={hf!r} is not a number: fields out of step") from None
-    row["null_reasons"] = json.dumps(nulls) if nulls else None
-    return row
-
-
 def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
     path = pathlib.Path(path)
     result = ParseResult(format=FORMAT)
     cluster = opts.cluster or "default"
-    lines = path.read_bytes().decode("utf-8", errors="replace").splitlines()
     notes: Counter = Counter()
     other: Counter = Counter()
+    parts: list[pl.DataFrame] = []
     comments = 0
-    rows = []
-    for line_no, text, err in records(lines):
-        result.rows_in += 1
-        if err == "comment":
-            comments += 1
-            continue
-        if err:
-            result.rejects.append(Reject(line_no, f"lsb.acct record: {err}", text[:1000]))
-            continue
-        toks = tokenize(text)
-        if not toks or not toks[0][1]:
-            result.rejects.append(Reject(line_no, "not an lsb.acct record (does not start with a quoted event name)", text[:1000]))
-            continue
-        stray = [v for v, quoted in toks if not quoted and not v[0].isalnum() and not _ALNUM.search(v)]
-        if stray:   # LSF writes no unquoted token without a letter or digit: stray bytes (lsb.acct gl-26)
-            toks = [t for t in toks if t[1] or _ALNUM.search(t[0])]
-            notes[f"stray unquoted bytes {' '.join(stray)!r} removed"] += 1
-        if toks[0][0] != "JOB_FINISH":
-            other[toks[0][0]] += 1
-            continue
+    pending: deque = deque()
+
+    def collect() -> None:
+        nonlocal comments
+        rows, rejects, ncom, rows_in, block_notes, block_other = pending.popleft().result()
+        notes.update(block_notes)
+        other.update(block_other)
+        parts.append(rows)
+        result.rejects.extend(rejects)
+        comments += ncom
+        result.rows_in += rows_in
+
+    # records are cut in file order here (a quoted field may go on in the next block); their
+    # fields and rows are made two blocks at a time in threads, collected in file order
+    with ThreadPoolExecutor(max_workers=PIPELINE, thread_name_prefix="jobsight-lsf") as pool:
         try:
-            row = row_of(walk(toks, notes), cluster)
-            limits.check(row)
-            rows.append(row)
-        except (ValueError, KeyError, OverflowError) as exc:
-            result.rejects.append(Reject(line_no, f"JOB_FINISH: {exc}", text[:1000]))
+            for first, recs in _record_blocks(path):
+                pending.append(pool.submit(_block, first, recs, cluster))
+                while len(pending) > PIPELINE:
+                    collect()
+            while pending:
+                collect()
+        finally:
+            for f in pending:
+                f.cancel()
+    if parts:
+        jobs = pl.concat(parts, how="vertical")
+        if jobs.height:
+            result.jobs = jobs
+    result.rejects.sort(key=lambda r: r.line_no or 0)
     result.dropped = comments + sum(other.values())
     if comments:
         result.notes.append(f"{comments} comment line(s) ('#') skipped")
     for ev, n in sorted(other.items()):
         result.notes.append(f"{n} {ev} record(s) skipped: only JOB_FINISH records describe finished jobs")
     result.notes.extend(f"{n} record(s): {what}" for what, n in notes.items())
-    if rows:
-        result.jobs = pl.DataFrame({c: pl.Series(c, [r.get(c) for r in rows], dtype=t, strict=False)
-                                    for c, t in SCHEMA.items()})
     return result
+
+
+def _record_blocks(path: pathlib.Path):
+    """(first line number, [(line index, text, error)]) per block of the file, records whole."""
+    carry: list[str] = []
+    carry_first = 1
+    blocks = iter_blocks(path)
+    nxt = next(blocks, None)
+    while nxt is not None:
+        first, text = nxt
+        nxt = next(blocks, None)
+        lines = text.split("\n")
+        if "\r" in text:
+            lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+        if carry:
+            first, lines = carry_first, carry + lines
+            carry = []
+        recs = []
+        for i, rec, err in records(lines, final=nxt is None):
+            if err == "more":
+                carry, carry_first = lines[i:], first + i
+                break
+            recs.append((i, rec, err))
+        yield first, recs
+
+
+_WALK_SCHEMA = {"_line": pl.Int64, **{k: pl.String for k in WALKED}, "slots": pl.Int64, "nhosts": pl.Int64,
+                "hosts": pl.String, "gpus": pl.Int64}
+
+
+def _block(first: int, recs: list, cluster: str):
+    """A block's records -> (job rows, rejects, comments, rows read, notes, other events)."""
+    rejects, walked, texts = [], [], {}
+    notes: Counter = Counter()
+    other: Counter = Counter()
+    comments = 0
+    for i, text, err in recs:
+        line = first + i
+        if err == "comment":
+            comments += 1
+            continue
+        if err:
+            rejects.append(Reject(line, f"lsb.acct record: {err}", text[:1000]))
+            continue
+        vals = fields_of(text, notes)
+        if vals is None:
+            rejects.append(Reject(line, "not an lsb.acct record (does not start with a quoted event name)", text[:1000]))
+            continue
+        if vals[0] != "JOB_FINISH":
+            other[vals[0]] += 1
+            continue
+        try:
+            walked.append((line, *walk(vals)))
+        except ValueError as exc:
+            rejects.append(Reject(line, f"JOB_FINISH: {exc}", text[:1000]))
+            continue
+        texts[line] = text
+    if not walked:
+        return pl.DataFrame(schema=SCHEMA), rejects, comments, len(recs), notes, other
+    rows = lsf_frame.convert(pl.DataFrame(walked, schema=_WALK_SCHEMA, orient="row"), cluster)
+    failed = rows.filter(pl.col("_check").is_not_null())
+    for line, code, raw in failed.select("_line", "_check", "_raw").iter_rows():
+        rejects.append(Reject(line, f"JOB_FINISH: {lsf_frame.CHECKS[code][1](raw)}", texts[line][:1000]))
+    rows = lsf_frame.null_reasons(rows.filter(pl.col("_check").is_null()))
+    cols = {c: rows.schema[c] for c in SCHEMA if c in limits.RECORD}
+    over = (limits.out_of_range(cols) | (pl.col("_mem_f") > limits.MAX_BYTES).fill_null(False))
+    rows = rows.with_columns(_over=over)
+    keep = []
+    for r in rows.filter(pl.col("_over")).iter_rows(named=True):
+        row = {c: r[c] for c in SCHEMA}
+        if (r["_mem_f"] or 0) > limits.MAX_BYTES:
+            row["mem_peak_bytes"] = lsf_frame.exact_mem(r["_raw"]["maxRMem"])
+        try:
+            limits.check(row)
+            keep.append(r["_line"])
+        except (ValueError, KeyError) as exc:
+            rejects.append(Reject(r["_line"], f"JOB_FINISH: {exc}", texts[r["_line"]][:1000]))
+    rows = rows.filter(~pl.col("_over") | pl.col("_line").is_in(keep))
+    return rows.select([pl.col(c).cast(t, strict=False) for c, t in SCHEMA.items()]), rejects, comments, len(recs), notes, other
