@@ -103,7 +103,8 @@ def run(args) -> int:
         writer.close()
     failed = [r for r in reports if r.status in ("unreadable", "unrecognised", "failed")]
     skipped = [r for r in reports if r.status == "skipped"]   # in a folder: not read, with the reason; not a failure
-    changed = any(r.stored or r.updated for r in reports)
+    # new budgets alone are worth a refresh and publish too: the dashboard shows them
+    changed = any(r.stored or r.updated for r in reports) or getattr(args, "budgets_changed", False)
     snap = (_refresh_and_publish(args.db, cfg, progress) if changed
             else {"published": None, "error": None, "metrics_refresh": None})
     if args.json:
@@ -172,7 +173,8 @@ def _from_sacct(con, args, opts, progress, show):
     finally:
         run_.output.unlink(missing_ok=True)
     rep.notes.append(_billing_weights(con, args.cluster))
-    rep.notes.append(_budgets(con, args.cluster))
+    note, args.budgets_changed = _budgets(con, args.cluster)
+    rep.notes.append(note)
     show(rep)
     return rep
 
@@ -189,14 +191,19 @@ def _billing_weights(con, cluster) -> str:
     return f"billing weights of {len(weights)} partition(s) of cluster {name} read with scontrol show partition -o"
 
 
-def _budgets(con, cluster) -> str:
-    """The associations' billing limits (GrpTRESMins billing=N), the budgets of analytics/budgets.py;
-    a note of what was read, or why not (it never fails the ingest)."""
+def _budgets(con, cluster) -> tuple[str, bool]:
+    """The associations' billing limits (GrpTRESMins billing=N), the budgets of analytics/budgets.py:
+    a note of what was read, or why not (it never fails the ingest), and whether they changed."""
     from jobsight.analytics import budgets
     try:
         name = cluster or budgets.local_cluster()
         limits = budgets.from_sacctmgr(name)
     except budgets.AssocError as exc:
-        return f"budgets not read: {exc}"
-    budgets.replace(con, budgets.rows(limits, "sacctmgr"), "sacctmgr", name)
-    return f"{len(limits)} budget(s) of cluster {name} read with sacctmgr show assoc (GrpTRESMins billing=N)"
+        return f"budgets not read: {exc}", False
+    new = budgets.rows(limits, "sacctmgr")
+    query = ('SELECT cluster, account, "user", amount, unit, source FROM budget WHERE source = ? AND cluster = ? '
+             'ORDER BY account, "user" NULLS FIRST')
+    old = con.execute(query, ["sacctmgr", name]).fetchall()
+    budgets.replace(con, new, "sacctmgr", name)
+    changed = old != con.execute(query, ["sacctmgr", name]).fetchall()
+    return f"{len(limits)} budget(s) of cluster {name} read with sacctmgr show assoc (GrpTRESMins billing=N)", changed

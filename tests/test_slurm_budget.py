@@ -90,10 +90,20 @@ def harness():
                                      "--until", today, "--account", "proj-astro", "--format", "json", cwd=work))
         table = jobsight("usage", "--db", str(db), "--config", str(work / "jobsight.toml"), "--budget",
                          "--until", today, "--account", "proj-astro", cwd=work)
+        # a changed limit alone is published to the dashboard's snapshot, with no new job
+        set_limit(120, "alice")
+        again = json.loads(jobsight("ingest", "--db", str(db), "--config", str(work / "jobsight.toml"), "--from-sacct",
+                                    "--json", "--quiet", cwd=work))
+        con = duckdb.connect(again["snapshot"]["published"] or str(work / "missing"), read_only=True)
+        try:
+            republished = con.execute("SELECT amount FROM budget WHERE \"user\" = 'alice'").fetchall()
+        finally:
+            con.close()
     finally:
         set_limit(-1, "alice")
         set_limit(-1)
-    return {"job": job, "log": log, "stored": stored, "burn": burn, "budget": budget, "table": table}
+    return {"job": job, "log": log, "stored": stored, "burn": burn, "budget": budget, "table": table,
+            "again": again, "republished": republished}
 
 
 def test_ingest_reads_the_limits_with_sacctmgr(harness):
@@ -122,3 +132,7 @@ def test_usage_budget_lists_the_overrun(harness):
     assert len(alice) == 1 and alice[0][-1] == "OVER"
     account = [cells for cells in lines if cells[:2] == ["proj-astro", "-"]]
     assert account[0][3] == f"{ACCOUNT_MINUTES / 60 * FACTOR:,.1f}" and account[0][-1] == "OK"
+
+
+def test_a_changed_limit_is_published(harness):
+    assert harness["again"]["totals"]["stored"] == 0 and harness["republished"] == [(120.0,)]
