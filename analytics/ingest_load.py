@@ -52,6 +52,7 @@ class EarlyRows(Protocol):
 
     ingest_id: Optional[int]
     inserted: dict[str, int]     # table -> rows inserted
+    alone: bool                  # the job and step tables held nothing before: all their rows are this file's
 
     def finish(self) -> bool: ...
 
@@ -141,7 +142,8 @@ def _load_piece(con, result: ParseResult, rep: FileReport, samples: _SampleLoade
             touched.append(frame.select("cluster", "job_id_raw"))
     if touched:
         jobs = pl.concat(touched, rechunk=False)
-        _refresh_job_usage(con, jobs)   # repeats are fine: IN (...) is a semi-join
+        # repeats are fine: IN (...) is a semi-join; into tables that were empty, every job is this file's
+        _refresh_job_usage(con, None if early is not None and early.alone else jobs)
         rep.notes += trust.promote(con, jobs, ingest_id)   # held samples of these jobs whose owner now matches
     sample_rows, runs, refused = result.samples, result.sidecar_runs, None
     if file_owner is not None:

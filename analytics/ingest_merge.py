@@ -196,14 +196,15 @@ def _merge_sql(table: str, keys: list[str], data_cols: list[str], time_cols: lis
         FROM (SELECT *, CASE WHEN {changed} THEN {rebuilt} ELSE _nw END AS _nr FROM ({merged}))"""
 
 
-def _refresh_job_usage(con, touched: pl.DataFrame) -> None:
-    """Job-level numbers derived from steps, for the jobs this file touched.
+def _refresh_job_usage(con, touched: Optional[pl.DataFrame]) -> None:
+    """Job-level numbers derived from steps, for the jobs this file touched (None: every job, when
+    the tables hold only this file's rows: no semi-join of millions of keys against themselves).
     mem_peak_bytes: the largest step's TRESUsageInTot mem, else max over steps of MaxRSS x NTasks.
     cpu_time_s: kept when the job record has TotalCPU, else the sum over its steps.
     gpu_util_tres / gpu_mem_tres_bytes (Slurm's gres/gpuutil, gres/gpumem): kept when the job record
     has them, else the max over its steps' TRESUsageInTot (as the sacct JSON parser does), so a GPU
     job without sidecar samples still has Slurm's figure."""
-    _run(con, """
+    _run(con, f"""
         UPDATE job SET
             mem_peak_bytes = coalesce(s.peak, job.mem_peak_bytes),
             cpu_time_s = coalesce(job.cpu_time_s, s.cpu),
@@ -212,7 +213,7 @@ def _refresh_job_usage(con, touched: pl.DataFrame) -> None:
         FROM (SELECT cluster, job_id_raw,
                      coalesce(max(mem_usage_tot_bytes), max(max_rss_bytes * coalesce(ntasks, 1))) AS peak,
                      sum(cpu_time_s) AS cpu, max(gpu_util_tres) AS gutil, max(gpu_mem_tres_bytes) AS gmem
-              FROM step WHERE (cluster, job_id_raw) IN (SELECT cluster, job_id_raw FROM _touched)
+              FROM step {"" if touched is None else "WHERE (cluster, job_id_raw) IN (SELECT cluster, job_id_raw FROM _touched)"}
               GROUP BY cluster, job_id_raw) s
         WHERE job.cluster = s.cluster AND job.job_id_raw = s.job_id_raw
           AND ((s.peak IS NOT NULL AND job.mem_peak_bytes IS DISTINCT FROM s.peak)

@@ -218,6 +218,7 @@ class _BulkInsert:
     the caller then reads the file the ordinary way, which finds bad lines and duplicates one by one."""
 
     MAX_DEVICES = 64   # one ordered pass per device; more is not a sidecar file
+    alone = False      # samples only: the job and step tables may hold anything
 
     def __init__(self, con, bulk: BulkRead):
         self.con, self.open, self.ok = con, False, False
@@ -282,6 +283,8 @@ class _EarlyInsert:
     the two overlap on two cores). Only used when the job and step tables are empty, where the merge
     rule has nothing to decide: every row is a plain insert. A key repeated within the file is found
     once the inserts are done; the transaction is then rolled back and the file loaded the ordinary way."""
+
+    alone = True   # applies() only to empty job and step tables
 
     def __init__(self, con):
         self.con = con
