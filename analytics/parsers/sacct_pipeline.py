@@ -195,6 +195,12 @@ def _split_kinds(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
             rows.filter(pl.col("_kind") == "step").rename({"name": "step_name"}).select(["_line"] + STEP_COLS))
 
 
+def _filled(rows: pl.DataFrame) -> pl.DataFrame:
+    """rows without the columns that are null in every row (those the column set does not have):
+    the insert writes NULL for a missing column, rather than read an all-null one row by row."""
+    return rows.select([c for c in rows.columns if rows[c].null_count() < rows.height])
+
+
 class _Frames:
     """Parsed job and step rows, handed to on_piece as they come."""
 
@@ -210,7 +216,7 @@ class _Frames:
         self.jobs.append(jobs)
         self.steps.append(steps)
         if self.on_piece is not None:
-            self.on_piece(jobs.drop("_line"), steps.drop("_line"))
+            self.on_piece(_filled(jobs.drop("_line")), _filled(steps.drop("_line")))
 
     def finish(self) -> tuple[pl.DataFrame, pl.DataFrame]:
         out = []
