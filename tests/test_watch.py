@@ -237,3 +237,23 @@ def test_sigterm_during_a_cycle_stops_sacct_and_exits_promptly(site):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_user_text_never_reaches_a_header():
+    import datetime as dt
+
+    from jobsight.analytics import watch
+    from jobsight.analytics.reports.settings import ReportSettings
+    s = ReportSettings(sender="jobsight@example.org", user_address="{user}@example.org")
+    row = {"cluster": "c1", "job_id": "7", "job_id_raw": "7", "job_name": "a\nBcc: evil@example.com\r\nSubject: hi",
+           "user": "ann", "account": "prj", "partition": "gpu", "start_time": dt.datetime(2026, 11, 17, 10),
+           "ngpus": 1, "gpus_idle": 1, "idle_min": 150.0, "idle_max_min": 150.0, "idle_gpus": "0",
+           "sbu_per_h": 128.0, "idle_sbu_per_h": 128.0, "last_sample": dt.datetime(2026, 11, 17, 12, 30)}
+    raw = bytes(watch.message(row, s, "ann@example.org", 1, 2))
+    head, _, body = raw.partition(b"\n\n")
+    assert b"evil" not in head and b"Subject: [jobsight] Job 7: 1 GPU(s) idle for 2 h 30 min" in head
+    assert b"Name:       a\\nBcc: evil@example.com\\r\\nSubject: hi\n" in body
+    # a user name that would add a recipient or a header gets no address
+    for user in ("ann\nBcc: evil", "ann,evil", "ann evil", "<ann>"):
+        assert watch.address_of(user, s) is None
+    assert watch.address_of("ann", s) == "ann@example.org"
