@@ -213,7 +213,8 @@ def _block(first: int, text: str, zone_name: str, cluster: Optional[str]):
         fix = pl.DataFrame(fixed, schema={"_line": pl.Int64, "_rt": pl.Datetime("us")}, orient="row")
         recs = (recs.filter(~pl.col("_line").is_in(refused)).join(fix, on="_line", how="left", maintain_order="left")
                 .with_columns(rtime=pl.coalesce("rtime", "_rt")).drop("_rt"))
-    return pbs_frame.convert(recs, cluster, _Rules), rejects, comments, skipped, rows_in
+    slim, deletions = _settle(pbs_frame.convert(recs, cluster, _Rules), rejects)
+    return slim, deletions, rejects, comments, skipped, rows_in
 
 
 def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
@@ -221,13 +222,14 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
     result = ParseResult(format=FORMAT)
     zone_name = opts.timezone or local_zone_name()
     zoneinfo.ZoneInfo(zone_name)   # an unknown zone fails here, before any work
-    parts, skipped, comments = [], Counter(), 0
+    parts, dparts, skipped, comments = [], [], Counter(), 0
     pending: deque = deque()
 
     def collect() -> None:
         nonlocal comments
-        rows, rejects, ncom, skip, rows_in = pending.popleft().result()
+        rows, deletions, rejects, ncom, skip, rows_in = pending.popleft().result()
         parts.append(rows)
+        dparts.append(deletions)
         result.rejects.extend(rejects)
         comments += ncom
         skipped.update(skip)
@@ -245,9 +247,12 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
         finally:
             for f in pending:
                 f.cancel()
-    rows = pl.concat(parts, how="vertical") if parts else None
-    if rows is not None and rows.height:
-        result.jobs = _finish(rows, result.rejects)
+    if parts:
+        rows, deletions = pl.concat(parts, how="vertical"), pl.concat(dparts, how="vertical")
+        if deletions.height:
+            rows = _deletions(rows, deletions, result.rejects)
+        if rows.height:
+            result.jobs = rows.select([pl.col(c).cast(t, strict=False) for c, t in SCHEMA.items()])
     result.rejects.sort(key=lambda r: r.line_no or 0)
     result.dropped = comments + sum(skipped.values())
     if comments:
@@ -297,9 +302,9 @@ def _over_limits(rows: pl.DataFrame, rejects: list) -> pl.DataFrame:
 _CARRIED = [c for c in SCHEMA if c not in ("state", "exit_code", "end_time")]
 
 
-def _finish(rows: pl.DataFrame, rejects: list) -> pl.DataFrame:
-    """Checked rows -> the job rows: failed checks and values beyond the limits rejected, a D record
-    carrying what the job's last earlier record in the file said."""
+def _settle(rows: pl.DataFrame, rejects: list) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A block's converted rows -> (its job rows but D records, with _line and rtype; its D records
+    with all columns): failed checks and values beyond the limits rejected."""
     failed = rows.filter(pl.col("_check").is_not_null())
     if failed.height:
         _reject(rejects, failed, lambda r: pbs_frame.CHECKS[r["_check"]][1](r["_raw"]))
@@ -310,17 +315,15 @@ def _finish(rows: pl.DataFrame, rejects: list) -> pl.DataFrame:
     rows = rows.with_columns(null_reasons=pl.col("_line").replace_strict(texts, default=None, return_dtype=pl.String)
                              if texts else pl.lit(None, dtype=pl.String))
     is_d = pl.col("rtype") == "D"
-    rows = pl.concat([_over_limits(rows.filter(~is_d), rejects), rows.filter(is_d)]).sort("_line")
-    if rows.filter(is_d).height:
-        rows = _deletions(rows, rejects)
-    return rows.select([pl.col(c).cast(t, strict=False) for c, t in SCHEMA.items()] + ["_line"]).drop("_line")
+    slim = _over_limits(rows.filter(~is_d), rejects).select("_line", "rtype", *SCHEMA)
+    return slim, rows.filter(is_d)
 
 
-def _deletions(rows: pl.DataFrame, rejects: list) -> pl.DataFrame:
+def _deletions(rows: pl.DataFrame, deletions: pl.DataFrame, rejects: list) -> pl.DataFrame:
     """A D record names only the requestor: it keeps what the job's last earlier record in the file
     said (state CANCELLED, its own time as the end). Without an earlier record it stands as read."""
     key = ["cluster", "job_id"]
-    rows = rows.with_row_index("_i").with_columns(
+    rows = pl.concat([rows, deletions.select(rows.columns)]).sort("_line").with_row_index("_i").with_columns(
         _base=pl.when(pl.col("rtype") != "D").then(pl.col("_i")).forward_fill().over(key).cast(pl.Int64))
     is_d = pl.col("rtype") == "D"
     carried = rows.filter(is_d & pl.col("_base").is_not_null())
@@ -328,9 +331,15 @@ def _deletions(rows: pl.DataFrame, rejects: list) -> pl.DataFrame:
         base = rows.select(pl.col(_CARRIED)).gather(carried["_base"])
         carried = pl.concat([carried.drop(_CARRIED), base], how="horizontal").with_columns(
             state=pl.lit("CANCELLED"), exit_code=pl.lit(None, dtype=pl.String))
-        carried = _over_limits(carried.select(rows.columns), rejects)
-    alone = _standalone_deletions(rows.filter(is_d & pl.col("_base").is_null()), rejects)
-    return pl.concat([rows.filter(~is_d), carried, alone]).sort("_line").drop("_i", "_base")
+        # the earlier record passed the limits: only the D record's own end time is new
+        extra = deletions.select("_line", "jobid", "text", "_raw").with_columns(
+            _mem_req_f=pl.lit(None, dtype=pl.Float64), _mem_peak_f=pl.lit(None, dtype=pl.Float64))
+        carried = _over_limits(carried.join(extra, on="_line", how="left", maintain_order="left"), rejects)
+        carried = carried.select(rows.columns)
+    alone_lines = rows.filter(is_d & pl.col("_base").is_null())["_line"]
+    alone = _standalone_deletions(deletions.filter(pl.col("_line").is_in(alone_lines.implode())), rejects)
+    alone = alone.select("_line", "rtype", *SCHEMA).with_columns(_i=pl.lit(0, dtype=pl.UInt32), _base=pl.lit(None, dtype=pl.Int64))
+    return pl.concat([rows.filter(~is_d), carried, alone.select(rows.columns)]).sort("_line").drop("_i", "_base")
 
 
 def _standalone_deletions(rows: pl.DataFrame, rejects: list) -> pl.DataFrame:
