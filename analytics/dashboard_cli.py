@@ -29,7 +29,8 @@ log = logging.getLogger("jobsight.dashboard")
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", help="jobsight DuckDB file (the dashboard reads <db>.snapshot when ingest has published one)")
-    p.add_argument("--config", help="jobsight.toml (default: $JOBSIGHT_CONFIG, then ./jobsight.toml); [roles] and [dashboard] are read from it")
+    p.add_argument("--config", help="jobsight.toml (default: $JOBSIGHT_CONFIG, then ./jobsight.toml); "
+                                    "[roles] and [dashboard] are read from it")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     p.add_argument("--auth", choices=("none", "header", "basic"), default="none",
