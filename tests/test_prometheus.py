@@ -287,3 +287,15 @@ def test_a_bad_token_file_stops_the_start(site, tmp_path, content, error):
     (tmp_path / "token.txt").unlink()
     with pytest.raises(UserError, match="cannot read the metrics token"):
         dashboard_cli.build(args)
+
+
+def test_dashboard_section_of_the_config(tmp_path):
+    from jobsight.analytics.config import ConfigError, parse_config
+    (tmp_path / "jobsight.toml").write_text('[dashboard]\nmetrics_token_file = "sub/tok"\n')
+    assert load_config(tmp_path / "jobsight.toml").metrics_token_file == tmp_path / "sub" / "tok"   # beside the file
+    assert parse_config({}).metrics_token_file is None
+    (tmp_path / "bad.toml").write_text("[dashboard]\nmetrics_token = 'x'\n")
+    with pytest.raises(ConfigError, match=r"bad.toml, line 2: unknown key dashboard.metrics_token \(known: metrics_token_file\)"):
+        load_config(tmp_path / "bad.toml")
+    with pytest.raises(ConfigError, match="dashboard.metrics_token_file must be a string"):
+        parse_config({"dashboard": {"metrics_token_file": 3}})
