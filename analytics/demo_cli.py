@@ -167,6 +167,39 @@ def _billing_weights(con, path: Path, cluster: str) -> None:
     say(f"ingest: TRESBillingWeights of {len(weights)} partitions from {path} (as --from-sacct reads them with scontrol)")
 
 
+# The demo's allocations: this month's, per project, a multiple of its burn so far this month, so that
+# the budgets show every state (plenty left, past the warn level, OVER), written as a saved
+# `sacctmgr show assoc` (GrpTRESMins billing-minutes) and kept as `ingest --from-sacct` keeps them.
+ASSOC_FILE = "sacctmgr-assoc.txt"
+BUDGET_MULTIPLES = (4.0, 2.0, 1.15, 0.9)
+
+
+def budgets_step(out: Path, db_path: Path, cluster: str, end: int) -> bool:
+    """Write and keep the demo's allocations; whether they changed."""
+    from jobsight.analytics import budgets
+    from jobsight.analytics.database import Database
+    until = datetime.fromtimestamp(end, timezone.utc).replace(tzinfo=None)
+    with Database.open(db_path, say=say) as db:
+        burn = db.rows("SELECT \"key\" AS account, sbu FROM usage_summary('account', ?, ?) "
+                       "WHERE sbu > 0 ORDER BY sbu DESC, account",
+                       [until.replace(day=1, hour=0, minute=0, second=0, microsecond=0), until])
+        lines = ["Cluster|Account|User|GrpTRESMins"]
+        for i, r in enumerate(burn):
+            sbu = r["sbu"] * BUDGET_MULTIPLES[i % len(BUDGET_MULTIPLES)]
+            # billing-minutes: SBU are billing-hours x charging.factor (1 in the demo)
+            lines.append(f"{cluster}|{r['account']}||billing={round(sbu * 60)}")
+        path = out / ASSOC_FILE
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        limits = budgets.read_file(path)
+        query = "SELECT * FROM budget WHERE source = 'sacctmgr' ORDER BY ALL"
+        old = db.rows(query)
+        budgets.replace(db.con, budgets.rows({(cluster, a, u): m for (_c, a, u), m in limits.items()}, "sacctmgr"),
+                        "sacctmgr", cluster)
+        changed = old != db.rows(query)
+    say(f"budgets: {len(limits)} project allocations from {path} (as --from-sacct reads them with sacctmgr)")
+    return changed
+
+
 def summary_step(db_path: Path) -> None:
     from jobsight.analytics.database import Database
     with Database.open(db_path) as db:
@@ -268,6 +301,7 @@ def _run(args) -> int:
     check_db(db_path, manifest)
     ok, changed = ingest_step(out, db_path, manifest)
     summary_step(db_path)
+    changed = budgets_step(out, db_path, manifest["ingest_options"]["cluster"], manifest["arguments"]["end"]) or changed
     reports_step(out, db_path, manifest["arguments"]["end"], changed)
     publish_step(db_path, changed)
     prog = _prog()

@@ -10,12 +10,11 @@ from jobsight.dashboard import common, grids, queries
 from jobsight.dashboard.queries import Scope
 
 PREFIXES = ("ov", "pj")       # the overview and the project page
-COLUMNS = [grids.text("account", "Project", minWidth=120), grids.text("user", "User (share)"),
-           grids.text("period_start", "Period from"),
+USER_COLUMN = grids.text("user", "User's share")
+COLUMNS = [grids.text("account", "Project", minWidth=120), USER_COLUMN,
            grids.num("allocation_sbu", "Allocation", 1, " SBU"), grids.num("burned_sbu", "Burned", 1, " SBU"),
            grids.num("remaining_sbu", "Remaining", 1, " SBU"), grids.num("used_pct", "Used", 1, " %"),
-           grids.num("burn_rate_7d", "Rate, 7 days", 1, " SBU/day"),
-           grids.num("burn_rate_30d", "Rate, 30 days", 1, " SBU/day"),
+           grids.num("burn_rate_7d", "Rate 7 d", 1, " SBU/d"), grids.num("burn_rate_30d", "Rate 30 d", 1, " SBU/d"),
            grids.text("run_out_date", "Runs out"), grids.text("alert_shown", "Alert")]
 ROW_CLASSES = {"budget-over": "params.data.alert === 'over'", "budget-warn": "params.data.alert === 'warn'"}
 
@@ -49,11 +48,17 @@ def panel(h, scope: Scope, prefix: str, account: str | None = None) -> list:
     if not rows:
         return []
     own = [r for r in rows if r["user"] is None]
-    head = [html.H3(f"Budget as of {rows[0]['as_of']}" if account else f"Budgets as of {rows[0]['as_of']}"),
-            html.P("Burn in the allocation period so far; rates over the last 7 and 30 days; the run-out date "
-                   "is the remaining SBU at the 30-day rate. OVER: the allocation is used up.", className="hint")]
+    first = rows[0]
+    head = [html.H3(f"{'Budget' if account else 'Budgets'}: the {first['period']} from {first['period_start']}, "
+                    f"as of {first['as_of']}"),
+            html.P("Burn in the allocation period so far; rates in SBU per day over the last 7 and 30 days; the "
+                   "run-out date is the remaining SBU at the 30-day rate. OVER: the allocation is used up.",
+                   className="hint")]
     cards = [_cards(own[0])] if account and len(own) == 1 else []
-    grid = grids.grid(f"{prefix}-budgets", COLUMNS, "budgets.csv", page_size=25, rows=rows, row_classes=ROW_CLASSES)
+    if cards and len(rows) == 1:        # the cards say it all
+        return [html.Div(head + cards, className="budgets", id=f"{prefix}-budget-block")]
+    columns = COLUMNS if any(r["user"] for r in rows) else [c for c in COLUMNS if c is not USER_COLUMN]
+    grid = grids.grid(f"{prefix}-budgets", columns, "budgets.csv", page_size=25, rows=rows, row_classes=ROW_CLASSES)
     return [html.Div(head + cards + [grid], className="budgets", id=f"{prefix}-budget-block")]
 
 

@@ -152,6 +152,7 @@ def test_demo_command_generates_ingests_and_reuses(tmp_path, capsys):
     assert jobsight(args) == 0
     first = capsys.readouterr().out
     assert "generating 60 jobs" in first and (out / "demo.duckdb").is_file()
+    assert "project allocations from" in first and (out / "sacctmgr-assoc.txt").is_file()     # budgets to show
     assert jobsight(args) == 0
     second = capsys.readouterr().out
     assert "reusing" in second and "every file was already ingested" in second
