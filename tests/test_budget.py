@@ -211,7 +211,8 @@ def test_reports_show_the_budgets_and_highlight_the_overrun(db):
     assert "OVER budget" in b.summary
     html = render_html(b, charts=False)
     assert '<tr class="over"><td>proj-b</td>' in html and "<td>OVER</td>" in html
-    assert "| proj-b | - | 2026-11-01 | 10.0 | 12.0 | -2.0 | 120.0% | 0.6 | 0.4 | - | OVER |" in render_markdown(b)
+    assert "## Budget: the month from 2026-11-01" in render_markdown(b)
+    assert "| proj-b | 10.0 | 12.0 | -2.0 | 120.0% | 0.6 | 0.4 | - | OVER |" in render_markdown(b)
     assert ",budget,1,,,,proj-b," in render_csv(b) and ",over\n" in render_csv(b)
     a = ds.build("account", "proj-a")
     assert [(r["user"], r["alert"]) for r in a.budgets] == [(None, "ok"), ("alice", "over")]

@@ -46,6 +46,7 @@ table.fit th, table.fit td { padding: 4px 5px; }
 table.fit td.wrap { overflow-wrap: anywhere; min-width: 6em; }
 table.fit td.stack { white-space: nowrap; font-size: .82rem; font-variant-numeric: tabular-nums; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.d { white-space: nowrap; }
 td code, .sbatch { font: .82rem ui-monospace, SFMono-Regular, Menlo, monospace; white-space: pre; }
 .note, footer { color: var(--muted); font-size: .82rem; }
 .chart { width: 100%; min-height: 300px; }
@@ -173,7 +174,7 @@ def _cell(value, kind: str) -> str:
     if kind == "code":
         lines = "\n".join(esc(line) for line in str(value).splitlines())   # esc() would show \n literally
         return f'<td><code class="sbatch">{lines}</code></td>' if value else "<td>-</td>"
-    cls = ' class="n"' if kind in ("num", "pct", "int") else ""
+    cls = ' class="n"' if kind in ("num", "pct", "int") else ' class="d"' if kind == "date" else ""
     return f"<td{cls}>{esc(fmt(value, kind))}</td>"
 
 

@@ -1,7 +1,7 @@
 """What a report shows, once for every format: titled tables of (column key, header, kind).
 
 Kinds tell renderers how to print a value: num (SBU, hours), pct, int, text (user-supplied, to be
-escaped), day, code (generated #SBATCH lines, shown as code).
+escaped), day, date (a calendar date), code (generated #SBATCH lines, shown as code).
 """
 from __future__ import annotations
 
@@ -42,10 +42,11 @@ GROUP = [Col("jobs", "Jobs", "int"), Col("sbu", "SBU"), Col("wasted_sbu", "Waste
          Col("wasted_pct", "Wasted", "pct"), Col("savings_sbu", "Advice saves SBU")] + EFFICIENCY
 
 
-BUDGET = [Col("account", "Account", "text"), Col("user", "User", "text"), Col("period_start", "Period from", "text"),
-          Col("allocation_sbu", "Allocation SBU"), Col("burned_sbu", "Burned SBU"), Col("remaining_sbu", "Remaining SBU"),
+BUDGET_USER = Col("user", "User's share", "text")
+BUDGET = [Col("account", "Account", "text"), BUDGET_USER, Col("allocation_sbu", "Allocation SBU"),
+          Col("burned_sbu", "Burned SBU"), Col("remaining_sbu", "Remaining SBU"),
           Col("used_pct", "Used", "pct"), Col("burn_rate_7d", "SBU/day, 7 days"), Col("burn_rate_30d", "SBU/day, 30 days"),
-          Col("run_out_date", "Runs out", "text"), Col("alert_shown", "Alert", "text")]
+          Col("run_out_date", "Runs out", "date"), Col("alert_shown", "Alert", "text")]
 
 
 def headline(rep: Report) -> list[tuple[Col, Any]]:
@@ -67,11 +68,13 @@ def sections(rep: Report) -> list[Section]:
                                            Col("sbu", "Total SBU")], rep.daily,
                    note="A job running across midnight counts on each day with its share of the time.")]
     if rep.budgets:
-        as_of = rep.budgets[0]["as_of"]
-        out.append(Section("budget", "Budget" if len(rep.budgets) == 1 else "Budgets", BUDGET, rep.budgets,
-                           note=f"As of {as_of:%Y-%m-%d}, in the allocation period holding that day. Rates: SBU per "
-                                "day over the last 7 and 30 days; the run-out date is the remaining SBU at the "
-                                "30-day rate. OVER: the allocation is used up (shown, never hidden)."))
+        b = rep.budgets[0]
+        cols = BUDGET if any(r["user"] for r in rep.budgets) else [c for c in BUDGET if c is not BUDGET_USER]
+        out.append(Section("budget", f"{'Budget' if len(rep.budgets) == 1 else 'Budgets'}: the {b['period']} "
+                           f"from {b['period_start']:%Y-%m-%d}", cols, rep.budgets,
+                           note=f"As of {b['as_of']:%Y-%m-%d}. Rates: SBU per day over the last 7 and 30 days; "
+                                "the run-out date is the remaining SBU at the 30-day rate. OVER: the allocation "
+                                "is used up (shown, never hidden)."))
     if rep.kind == "account":
         out.append(Section("members", "Members, most wasted first", [Col("user", "User", "text")] + GROUP,
                            rep.members, empty="no member ran jobs"))
@@ -110,6 +113,8 @@ def fmt(value: Any, kind: str) -> str:
         return f"{int(value):,}"
     if kind == "num":
         return f"{value:,.1f}"
+    if kind == "date" and isinstance(value, dt.date):
+        return value.isoformat()
     if kind == "day" and isinstance(value, dt.datetime):
         return f"{value:%a %Y-%m-%d}"
     return str(value)
