@@ -34,6 +34,7 @@ import pathlib
 import re
 from collections import Counter, deque
 from concurrent.futures import ThreadPoolExecutor
+from operator import itemgetter
 from typing import Optional
 
 import polars as pl
@@ -123,6 +124,7 @@ def records(lines: list[str], final: bool = True):
 
 
 _STRAY = re.compile(r"(?:^|\s)[^\s0-9A-Za-z]+(?=\s|$)")   # an unquoted word without a letter or digit
+_UNUSUAL = re.compile(r"[^\s0-9A-Za-z.+\-]")   # a cheap first look for it
 _PACKED = re.compile(r"0\d+")
 
 
@@ -131,14 +133,17 @@ def fields_of(text: str, notes: Counter) -> Optional[list[str]]:
     quotes when that is exact (no "" inside a string, no stray bytes, no packed counts); else by
     tokenize, which removes stray unquoted bytes and reads '02' as '0 2' (each noted)."""
     parts = text.split('"')
-    if parts[0] == "" and len(parts) > 2 and "" not in parts[2:-1:2] and not _STRAY.search(" ".join(parts[0::2])):
-        out: list[str] = []
-        add, more = out.append, out.extend
-        for k in range(1, len(parts) - 1, 2):
-            add(parts[k])
-            more(parts[k + 1].split())
-        if len(out) <= 22 or not _PACKED.fullmatch(out[22]):
-            return out
+    if parts[0] == "" and len(parts) > 2 and "" not in parts[2:-1:2]:
+        bare = " ".join(parts[0::2])
+        if not (_UNUSUAL.search(bare) and _STRAY.search(bare)):
+            out: list[str] = []
+            add, more = out.append, out.extend
+            for k in range(1, len(parts) - 1, 2):
+                add(parts[k])
+                if parts[k + 1] != " ":
+                    more(parts[k + 1].split())
+            if len(out) <= 22 or not _PACKED.fullmatch(out[22]):
+                return out
     toks = tokenize(text)
     if not toks or not toks[0][1]:
         return None
@@ -181,6 +186,7 @@ _AFTER_HOSTS = ("jStatus", "hostFactor", "jobName", "command") + _RUSAGE + _AFTE
 _AT_AFTER_HOSTS = {k: _AFTER_HOSTS.index(k) for k in ("jStatus", "hostFactor", "jobName", "command", "ru_utime",
                                                       "ru_stime", "projectName", "exitStatus", "idx", "maxRMem")}
 _EXIT_INFO = _OPTIONAL.index("exitInfo")
+_HEAD_GET, _AFTER_GET = itemgetter(*_AT_HEAD.values()), itemgetter(*_AT_AFTER_HOSTS.values())
 
 
 def _ends(name: str, pos: int) -> ValueError:
@@ -201,7 +207,7 @@ def walk(t: list[str]) -> tuple:
     n = len(t)
     if n < len(_HEAD):
         raise _ends(_HEAD[n], n)
-    out = {k: t[i] for k, i in _AT_HEAD.items()}
+    out = dict(zip(_AT_HEAD, _HEAD_GET(t)))
     p = len(_HEAD)
     p += 1 + _count(t, p, "numAskedHosts")
     if p > n:
@@ -213,8 +219,7 @@ def walk(t: list[str]) -> tuple:
     p += 1 + ne
     if p + len(_AFTER_HOSTS) > n:
         raise _ends(_AFTER_HOSTS[n - p], n)
-    for k, i in _AT_AFTER_HOSTS.items():
-        out[k] = t[p + i]
+    out.update(zip(_AT_AFTER_HOSTS, _AFTER_GET(t[p:p + len(_AFTER_HOSTS)])))
     p += len(_AFTER_HOSTS)
     rest = n - p
     if rest > _EXIT_INFO:
