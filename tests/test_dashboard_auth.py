@@ -3,7 +3,8 @@
 For every callback the app registers, requests crafted as user alice with another user's (bob's)
 name, project, partition or job id must answer exactly as they do for a name that does not exist:
 no rows, no totals, no error text that tells them apart. The same requests sent as bob himself
-do differ, which shows the comparison can fail.
+do differ, which shows the comparison can fail. The projects have budgets: alice sees her
+project's, never bob's.
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import pytest
 from conftest import post_callback, require_service
 from test_dashboard_queries import build_db
 
+from jobsight.analytics.config import parse_config
+from jobsight.analytics.database import Database
 from jobsight.analytics.snapshot import SnapshotReader, publish
 from jobsight.dashboard import common
 from jobsight.dashboard.app import create_app
@@ -34,6 +37,7 @@ B_DATA_MARKERS = ["onerror", "GPU-0000", "GPU utilisation 10.0%", "idle GPUs", "
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
     db = build_db(tmp_path_factory.mktemp("auth") / "jobs.duckdb")
+    Database.open(db, parse_config({"budgets": {"proj-a": 100, "proj-b": 200, "proj-b/bob": 50}})).close()
     publish(db)
     reader = SnapshotReader(db)
     a = create_app(reader, Auth("header", Roles.from_config(ROLES)))
