@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import subprocess
+from collections import Counter
 
 import duckdb
 import pytest
@@ -159,3 +160,19 @@ def test_end_to_end_ingest_with_table_charging(tmp_path):
     # 5001: 2 h x 4 x 2.0; 5002[7]: 0.5 h x (8 x 1 + 2 x 4); 5003: never ran; 5004: 0.5 h x (2 x 1 + 2 x 4)
     assert got == {"5001": 16.0, "5002[7]": 8.0, "5003": 0.0, "5004": 5.0}
     assert con.execute("SELECT DISTINCT cluster, sbu_source FROM job_metrics").fetchall() == [("lsfc", "table")]
+
+
+def test_blocks_cut_anywhere_give_the_same_rows(monkeypatch):
+    """Blocks of a few hundred bytes (a block end inside the quoted script of a record) read as one."""
+    whole = lsf.parse(ACCT, ParseOptions())
+    real = lsf.iter_blocks
+    monkeypatch.setattr(lsf, "iter_blocks", lambda path: real(path, 300))
+    cut = lsf.parse(ACCT, ParseOptions())
+    assert cut.jobs.equals(whole.jobs) and cut.rejects == whole.rejects and cut.notes == whole.notes
+    assert cut.rows_in == whole.rows_in == 6
+
+
+def test_fields_cut_on_quotes_equal_tokenize():
+    """The split on quotes gives tokenize's values; a "" inside a string goes to tokenize."""
+    for rec in ('"JOB_FINISH" "10.108" 1 2 "a b" "" 0 "x"', '"A" "say ""hi""" 3', '"A" 1  2\t"b c"'):
+        assert lsf.fields_of(rec, Counter()) == [v for v, _ in lsf.tokenize(rec)]

@@ -198,3 +198,18 @@ def test_end_to_end_ingest_with_table_charging(tmp_path):
     assert got == {"100": 6.0, "103": 3.0, "101[3]": 12.0, "102": None}
     assert con.execute("SELECT count(*) FROM job_metrics WHERE sbu_source = 'table'").fetchone()[0] == 4
     assert con.execute("SELECT line_no FROM rejects").fetchall() == [(10,)]
+
+
+def test_blocks_cut_anywhere_give_the_same_rows(monkeypatch, tmp_path):
+    """Blocks of a few lines (a D record in another block than the job's Q record) read as one block."""
+    text = LOG.read_text() + "03/01/2024 14:00:00;D;103.srv01;requestor=root\n03/01/2024 14:00:01;D;104.srv01;requestor=x\n"
+    p = tmp_path / "acct"
+    p.write_text(text)
+    whole = pbs.parse(p, ParseOptions(timezone="UTC"))
+    real = pbs.iter_blocks
+    monkeypatch.setattr(pbs, "iter_blocks", lambda path: real(path, 150))
+    cut = pbs.parse(p, ParseOptions(timezone="UTC"))
+    assert cut.jobs.equals(whole.jobs) and cut.rejects == whole.rejects and cut.notes == whole.notes
+    d = rows(cut, "103")[-1]   # carries the E record's values, ends at the D record's time
+    assert (d["state"], d["exit_code"], d["ncpus"], d["end_time"]) == ("CANCELLED", None, 4, utc(2024, 3, 1, 14))
+    assert rows(cut, "104")[0]["state"] == "CANCELLED" and rows(cut, "104")[0]["user"] is None
