@@ -71,6 +71,8 @@ def _budget(db, args: argparse.Namespace, v: dict) -> int:
     """The allocations of --account (the account's and its users'), of --user (the user's own and
     those of the accounts the user ran jobs in) and of --cluster (its own and every cluster's)."""
     until = v["until"] or db.value("SELECT budget_data_until()")
+    if until.time() != dt.time():       # a date/time: figures as of its whole day
+        until = dt.datetime.combine(until.date() + dt.timedelta(days=1), dt.time())
     names, rows = db.fetch(f"""
         SELECT {render.select_list(BUDGET_COLUMNS)}, upper(alert) AS alert_shown
         FROM budget_status(?)
