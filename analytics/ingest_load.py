@@ -234,13 +234,23 @@ class _SampleLoader:
         cols, sel = _select_casts(self.con, frame, "sample", self.ingest_id)
         collist = ", ".join(_q(c) for c in cols)
         if check:
+            # a stored duplicate has one of the piece's times: bounding sample's scan to them lets DuckDB
+            # skip the row groups outside (a growing file's few new lines would read all of it)
+            lo, hi = _timestamp_sql(span["_t0"].min()), _timestamp_sql(span["_t1"].max())
             stored = _run(self.con, f"""INSERT INTO sample ({collist}) SELECT * FROM (SELECT {sel} FROM _incoming) i
                                      WHERE NOT EXISTS (SELECT 1 FROM sample s WHERE s.cluster = i.cluster
                                      AND s.job_id_raw = i.job_id_raw AND s.host = i.host AND s.device = i.device
-                                     AND s.time = i.time)""", _incoming=frame)[0][0]
+                                     AND s.time = i.time AND s.time BETWEEN {lo} AND {hi})""", _incoming=frame)[0][0]
         else:
             stored = _run(self.con, f"INSERT INTO sample ({collist}) SELECT {sel} FROM _incoming", _incoming=frame)[0][0]
         return stored, total - stored
+
+
+def _timestamp_sql(value: datetime) -> str:
+    """A TIMESTAMP literal (UTC, as table sample holds it) of a time taken from parsed samples."""
+    if value.tzinfo is not None:
+        value = value.astimezone(timezone.utc).replace(tzinfo=None)
+    return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
 
 
 def _owners_with_samples(con, owners: pl.DataFrame) -> set[tuple]:
