@@ -292,7 +292,7 @@ def main() -> int:
                 for _ in range(args.repeat):
                     rows.append((f"sacct {cset}", n, src.stat().st_size, measure("duckdb", src, work),
                                  measure("jobsight", src, work), 2.5, os.getloadavg()[0]))
-                    print(_row(*rows[-1]), file=sys.stderr)
+                    print("measured: " + _row(*rows[-1]), file=sys.stderr)
                     print(_phase_line(rows[-1][4]), file=sys.stderr)
         if "sidecar" not in args.skip:
             src = work / "jobsight-bench-4242-gpu01-20261101T000000Z-1.csv"

@@ -81,7 +81,7 @@ def _load(la) -> str:
 
 # ingest_bench's table row: input rows MB | duckdb s RSS | jobsight s RSS | ratio target
 # (then, in newer versions, load average | duckdb/jobsight CPU seconds, CPU ratio)
-_INGEST_ROW = re.compile(r"^(sacct|sidecar)\s+([\d,]+)\s+(\d+)\s+\|\s+([\d.]+)\s+(\d+)\s+\|\s+([\d.]+)\s+(\d+)\s+\|"
+_INGEST_ROW = re.compile(r"^(sacct(?: \w+)?|sidecar)\s+([\d,]+)\s+(\d+)\s+\|\s+([\d.]+)\s+(\d+)\s+\|\s+([\d.]+)\s+(\d+)\s+\|"
                          r"\s+[\d.]+x\s+([\d.]+)x(?:\s+[\d.]+)?(?:\s+\|\s+(\d+)/(\d+)\s+([\d.]+)x)?")
 
 
@@ -103,7 +103,8 @@ def parse_ingest(lines: list[str]) -> list[dict]:
 
 def step_ingest(size: dict, work: Path) -> list[dict]:
     script = str(BENCH / "ingest_bench.py")
-    args = [script, "--jobs", str(size["jobs"]), "--samples", str(size["samples"]), "--workdir", str(work)]
+    args = [script, "--jobs", str(size["jobs"]), "--samples", str(size["samples"]), "--workdir", str(work),
+            "--columns", "wide"]
     return parse_ingest(run_script(args, prefix="  [ingest] "))
 
 
@@ -129,7 +130,7 @@ def rows_for(figs: dict) -> list[tuple[str, ...]]:
     for r in figs.get("ingest", []):
         d, j = r["duckdb"], r["jobsight"]
         ratio = j["seconds"] / d["seconds"]
-        what = (f"sacct ingest, {r['rows'] // 3:,} jobs ({r['rows']:,} lines, {r['mb']:,} MB)" if r["input"] == "sacct"
+        what = (f"sacct ingest, {r['rows'] // 3:,} jobs ({r['rows']:,} lines, {r['mb']:,} MB)" if r["input"].startswith("sacct")
                 else f"sidecar CSV ingest, {r['rows']:,} rows ({r['mb']:,} MB)")
         miss = [m for m, bad in (("ratio", ratio > r["target_ratio"]), ("RSS", j["maxrss_mb"] > RSS_TARGET_MB)) if bad]
         cpu = f" (CPU {r['cpu_ratio']:.2f}x)" if r.get("cpu_ratio") else ""
