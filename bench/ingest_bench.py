@@ -1,18 +1,27 @@
 """Ingest speed against DuckDB's own CSV reader, side by side, with peak RSS.
 
-    .venv/bin/python bench/ingest_bench.py                 # small: 20k jobs (60k lines), 1M samples
+    .venv/bin/python bench/ingest_bench.py                 # small: 20k jobs (60k lines) per column set, 1M samples
     .venv/bin/python bench/ingest_bench.py --jobs 1000000 --samples 50000000   # the issue's full size
     .venv/bin/python bench/ingest_bench.py --full          # same as the line above
-    .venv/bin/python bench/ingest_bench.py --jobs 1000000 --skip sidecar --repeat 3   # sacct only, 3 pairs
+    .venv/bin/python bench/ingest_bench.py --jobs 1000000 --skip sidecar --columns narrow --repeat 2
 
-For each input it times, each in a fresh process (so peak RSS is that run's own):
-  duckdb   CREATE TABLE t AS SELECT * FROM read_csv('<file>')   (types auto-detected)
-  jobsight ingest of the same file into a new database (parse or DuckDB read + checks + bookkeeping)
+sacct dumps come in three column sets (--columns, default all three): narrow (the 21 fields seff and
+reportseff users pull), wide (jobsight's own sacct_runner set, 36) and format60 (a 71-field
+`--format` list of Slurm 22.05 names), each 1 job line and 2 step lines per job. With --workdir
+the generated dumps are kept there and reused by the next run.
+
+For each input it times, each in a fresh process at nice 5 (so peak RSS is that run's own):
+  duckdb   CREATE TABLE t AS SELECT * FROM read_csv('<file>')   (sacct: all_varchar; sidecar: types detected)
+  jobsight `jobsight ingest --db <new> <file>`: the ingest, then the stored metrics' refresh and the
+           dashboard snapshot's publish, as the command does
+and prints where jobsight's time went: parse, the early insert (a thread beside the parse), its tail
+and key check, the load/merge, the store refresh, the snapshot publish, the sha256 (a thread beside
+the parse), each with its share of the total; "ingest alone" is the ratio without refresh and publish.
 Targets from the issue: sacct <= 2.5x DuckDB, sidecar <= 1.5x DuckDB, peak RSS <= 3 GB.
 On a shared machine compare the ratio, not the seconds: --repeat N times each pair (DuckDB then
-jobsight, back to back on the same generated file) and prints the 1-minute load average beside it,
-and each run's CPU seconds (user + system, all threads) with their ratio, which load skews less.
-This prints figures; it asserts nothing.
+jobsight, back to back on the same generated file), prints the 1-minute load average beside it,
+each run's CPU seconds (user + system, all threads) with their ratio, which load skews less, and
+with N > 1 the median of each figure. This prints figures; it asserts nothing.
 """
 from __future__ import annotations
 
