@@ -197,9 +197,9 @@ def start_every(site, *extra: str) -> tuple[subprocess.Popen, Path]:
 def stop_promptly(proc: subprocess.Popen, log: Path) -> None:
     t = time.monotonic()
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=10) == 0
-    assert time.monotonic() - t < 3
-    assert log.read_text().rstrip().endswith("jobsight watch: stopped")
+    assert proc.wait(timeout=10) == 0, log.read_text()
+    assert time.monotonic() - t < 5, log.read_text()       # on a loaded 2-core machine; sacct would take 60 s
+    assert log.read_text().rstrip().endswith("jobsight watch: stopped"), log.read_text()
 
 
 def wait_for(what, proc: subprocess.Popen, timeout: float = 90) -> None:
@@ -230,13 +230,20 @@ def test_sigterm_during_a_cycle_stops_sacct_and_exits_promptly(site):
         stop_promptly(proc, log)
         pid = int(started.read_text())
         deadline = time.monotonic() + 5
-        while Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]:
+        while _alive(pid):
             assert time.monotonic() < deadline, f"sacct ({pid}) still runs"
             time.sleep(0.1)
         assert "cycle done" not in log.read_text()      # the cycle was left, not finished
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def test_user_text_never_reaches_a_header():
