@@ -173,6 +173,20 @@ def test_rate_limit_and_dry_run(site, capsys):
     assert set(emls(site)) == {"c1/101", "c1/102"}
 
 
+def test_a_notice_interrupted_by_a_crash_is_not_sent_again(site, capsys):
+    """A watch killed between committing 'sending' and sending: the next one leaves that job alone."""
+    assert watch(site, capsys, "--dry-run")[0] == 0         # creates the database, records nothing
+    con = duckdb.connect(str(site["db"]))
+    con.execute("INSERT INTO watch_notice (notice_id, cluster, job_id_raw, job_id, \"user\", address, sent_at, outcome) "
+                "VALUES (nextval('watch_notice_id_seq'), 'c1', '101', '101', 'ann', 'ann@example.org', "
+                "now()::TIMESTAMP, 'sending')")
+    con.close()
+    rc, _, err = watch(site, capsys)
+    assert rc == 0, err
+    assert set(emls(site)) == {"c1/102"}
+    assert "notice of job 101 to ann@example.org was being sent at" in err and "is not sent again" in err
+
+
 def test_ended_job_gets_no_notice(site, capsys):
     site["dump"].write_text(sacct_dump().replace("|RUNNING|2026-11-17T10:00:00|Unknown|",
                                                  "|COMPLETED|2026-11-17T10:00:00|2026-11-17T14:00:00|"))
