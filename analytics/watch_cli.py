@@ -177,8 +177,11 @@ def cycle(args, cfg, settings, spools: list[Path], stopper: Stopper, first: bool
 
 
 def _failed(step: str, exc: Exception) -> None:
+    import duckdb
     if isinstance(exc, UserError):
         log(f"{step} failed, tried again next cycle: {exc}")
+    elif isinstance(exc, duckdb.IOException):      # e.g. the database held by another writer: no traceback
+        log(f"{step} failed, tried again next cycle: {type(exc).__name__}: {exc}")
     else:
         log(f"{step} failed, tried again next cycle: {type(exc).__name__}: {exc}\n" + traceback.format_exc().rstrip())
 
