@@ -179,7 +179,7 @@ def test_documented_example_loads(tmp_path):
     p, err = config_error(tmp_path, documented_example())
     assert err is None
     cfg = load_config(p)
-    assert (cfg.policy, cfg.flags["gpu_low_util_pct"], cfg.budgets) == ("table", 25.0, {"proj-astro": 50000.0})
+    assert (cfg.policy, cfg.flags["gpu_low_util_pct"], cfg.budgets) == ("table", 25.0, {"proj-astro": 50000.0, "proj-astro/alice": 8000.0})
 
 
 def test_nul_and_invalid_utf8_name_the_line(tmp_path):
