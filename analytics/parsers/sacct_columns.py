@@ -342,21 +342,23 @@ def _conform(df: pl.DataFrame, keep_bad: bool = False) -> pl.DataFrame:
 
 def split_fields(g: pl.DataFrame, cols: list[str], delim: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Lines -> (those of exactly len(cols) fields as _line, text and one string column per field we
-    read; the others as _line, text). One split gives the fields and their count; only the fields of
-    columns we read are taken out of it (a 70-column --format list reads about 40). Without a header
-    that says so, a --parsable trailing delimiter (n+1 fields, the last empty) is cut off. (polars'
-    CSV reader is no faster here on one block, and would drop a leading BOM.)"""
+    read; the others as _line, text). One split gives both the fields and the count: a line has n
+    fields when field n-1 is there and field n is not. Without a header that says so, a --parsable
+    trailing delimiter (n+1 fields, the last empty) is cut off. (polars' CSV reader is no faster here
+    on one block, and would drop a leading BOM.)"""
     n = len(cols)
     trailing = cols[-1] != TRAILING   # may a line carry an extra empty field?
-    s = g.select("_line", "text", pl.col("text").str.split(delim).alias("_f"))
-    count = pl.col("_f").list.len()
-    fits = count == n
+    names = [f"__{i}" for i in range(n + 1 + trailing)]
+    s = g.select("_line", "text", pl.col("text").str.split_exact(delim, len(names) - 1)
+                 .struct.rename_fields(names).alias("_s")).unnest("_s")
+    fits = pl.col(f"__{n - 1}").is_not_null() & pl.col(f"__{n}").is_null()
     if trailing:
-        cut = (count == n + 1) & (pl.col("_f").list.last() == "")
+        cut = (pl.col(f"__{n}") == "").fill_null(False) & pl.col(f"__{n + 1}").is_null()
         if s.select(cut.any()).item():
             s = s.with_columns(text=pl.when(cut).then(pl.col("text").str.strip_suffix(delim)).otherwise(pl.col("text")))
         fits = fits | cut
     s = s.with_columns(_fit=fits)
     want = [i for i, c in enumerate(cols) if c in COLUMNS or c in ("jobid", "jobidraw")]
-    fit = s.filter(pl.col("_fit")).select(["_line", "text"] + [pl.col("_f").list.get(i).alias(cols[i]) for i in want])
+    fit = s.filter(pl.col("_fit")).select(["_line", "text"] + [pl.col(f"__{i}").alias(cols[i]) for i in want])
     return fit, s.filter(~pl.col("_fit")).select("_line", "text")
+
