@@ -1,4 +1,4 @@
-"""What the bulk accounting-log parsers (PBS, LSF) share: a file read in blocks of whole lines, a
+"""What the bulk accounting-log parsers (sacct text, PBS, LSF) share: a file read in blocks of whole lines, a
 block's lines as a polars frame with the file's own line numbers, and a scalar rule applied once
 per distinct value of a column."""
 from __future__ import annotations
@@ -13,11 +13,14 @@ BLOCK_BYTES = 16 << 20
 _INT_MAX = 2 ** 62
 
 
-def iter_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[int, str]]:
-    """(first line number, text) for blocks of about block_bytes, cut after a newline."""
+def iter_blocks(path: Path, block_bytes: int = BLOCK_BYTES, skip_bom: bool = False) -> Iterator[tuple[int, str]]:
+    """(first line number, text) for blocks of about block_bytes, cut after a newline. ``skip_bom``:
+    a UTF-8 byte order mark (Windows editors) at the start is not part of the first line."""
     line_no = 1
-    rest = b""
     with open(path, "rb") as fh:
+        rest = fh.read(3)
+        if skip_bom and rest == b"\xef\xbb\xbf":
+            rest = b""
         while True:
             chunk = fh.read(block_bytes)
             if not chunk:

@@ -11,6 +11,7 @@ from typing import Callable, Optional
 
 import polars as pl
 
+from jobsight.analytics.parsers.line_blocks import iter_blocks
 from jobsight.analytics.parsers.sacct_columns import fast_frame, split_fields
 from jobsight.analytics.parsers.sacct_format import (
     AWS_COLUMNS,
@@ -29,29 +30,6 @@ from jobsight.analytics.parsers.sacct_format import (
 )
 from jobsight.analytics.parsers.sacct_lines import parse_line
 from jobsight.analytics.records import ParseOptions, ParseResult, Reject
-
-
-def _iter_blocks(path: Path, block_bytes: int):
-    """(first line number, text) for blocks of about block_bytes cut at newlines."""
-    line_no = 1
-    with open(path, "rb") as fh:
-        rest = fh.read(3)
-        if rest == b"\xef\xbb\xbf":   # a UTF-8 byte order mark (Windows editors) is not part of the header line
-            rest = b""
-        while True:
-            chunk = fh.read(block_bytes)
-            if not chunk:
-                break
-            data = rest + chunk
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                rest = data
-                continue
-            block, rest = data[:cut], data[cut + 1:]
-            yield line_no, block.decode("utf-8", errors="replace")
-            line_no += block.count(b"\n") + 1
-    if rest:
-        yield line_no, rest.decode("utf-8", errors="replace")
 
 
 @dataclass
@@ -144,7 +122,7 @@ def parse_file(path: Path, opts: ParseOptions, on_piece: Optional[Callable[[pl.D
 
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="jobsight-sacct") as pool:
         try:
-            for first, text in _iter_blocks(path, block_bytes):
+            for first, text in iter_blocks(path, block_bytes, skip_bom=True):
                 sections, ncom, layout = _sections(first, text, layout, ctx)
                 comments += ncom
                 result.rows_in += sum(sec.height for sec, _ in sections)
