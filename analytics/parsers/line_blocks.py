@@ -1,14 +1,17 @@
 """What the bulk accounting-log parsers (sacct text, PBS, LSF) share: a file read in blocks of whole lines, a
-block's lines as a polars frame with the file's own line numbers, and a scalar rule applied once
-per distinct value of a column."""
+block's lines as a polars frame with the file's own line numbers, blocks converted in threads and
+collected in file order, and a scalar rule applied once per distinct value of a column."""
 from __future__ import annotations
 
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator, TypeVar
 
 import polars as pl
 
 BLOCK_BYTES = 16 << 20
+T = TypeVar("T")
 # ints a column can hold; a rule giving more (a fuzzed '0*99999999999999999999') is refused as too large
 _INT_MAX = 2 ** 62
 
@@ -35,6 +38,24 @@ def iter_blocks(path: Path, block_bytes: int = BLOCK_BYTES, skip_bom: bool = Fal
             line_no += block.count(b"\n") + 1
     if rest:
         yield line_no, rest.decode("utf-8", errors="replace")
+
+
+def in_file_order(calls: Iterable[Callable[[], T]], threads: int, name: str) -> Iterator[T]:
+    """The results of ``calls`` (one per block), run in ``threads`` threads (polars releases the
+    GIL) and given back in the order of the calls, so that blocks are collected in file order.
+    The next calls are taken (and what makes them runs, in this thread) while earlier ones run."""
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name) as pool:
+        pending: deque = deque()
+        try:
+            for call in calls:
+                pending.append(pool.submit(call))
+                while len(pending) > threads:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for f in pending:
+                f.cancel()
 
 
 def lines_frame(first: int, text: str) -> pl.DataFrame:

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import pathlib
 import re
-from collections import Counter, deque
-from concurrent.futures import ThreadPoolExecutor
+from collections import Counter
+from functools import partial
 from operator import itemgetter
 from typing import Optional
 
@@ -41,7 +41,7 @@ import polars as pl
 
 from jobsight.analytics import limits
 from jobsight.analytics.parsers import lsf_frame
-from jobsight.analytics.parsers.line_blocks import iter_blocks
+from jobsight.analytics.parsers.line_blocks import in_file_order, iter_blocks
 from jobsight.analytics.records import ParseOptions, ParseResult, Reject
 
 FORMAT = "lsf"
@@ -280,31 +280,16 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
     other: Counter = Counter()
     parts: list[pl.DataFrame] = []
     comments = 0
-    pending: deque = deque()
-
-    def collect() -> None:
-        nonlocal comments
-        rows, rejects, ncom, rows_in, block_notes, block_other = pending.popleft().result()
+    # records are cut in file order here (a quoted field may go on in the next block); their
+    # fields and rows are made two blocks at a time in threads, collected in file order
+    calls = (partial(_block, first, recs, cluster) for first, recs in _record_blocks(path))
+    for rows, rejects, ncom, rows_in, block_notes, block_other in in_file_order(calls, PIPELINE, "jobsight-lsf"):
         notes.update(block_notes)
         other.update(block_other)
         parts.append(rows)
         result.rejects.extend(rejects)
         comments += ncom
         result.rows_in += rows_in
-
-    # records are cut in file order here (a quoted field may go on in the next block); their
-    # fields and rows are made two blocks at a time in threads, collected in file order
-    with ThreadPoolExecutor(max_workers=PIPELINE, thread_name_prefix="jobsight-lsf") as pool:
-        try:
-            for first, recs in _record_blocks(path):
-                pending.append(pool.submit(_block, first, recs, cluster))
-                while len(pending) > PIPELINE:
-                    collect()
-            while pending:
-                collect()
-        finally:
-            for f in pending:
-                f.cancel()
     if parts:
         jobs = pl.concat(parts, how="vertical")
         if jobs.height:

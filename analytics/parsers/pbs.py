@@ -36,15 +36,15 @@ import json
 import pathlib
 import re
 import zoneinfo
-from collections import Counter, deque
-from concurrent.futures import ThreadPoolExecutor
+from collections import Counter
+from functools import partial
 from typing import Optional
 
 import polars as pl
 
 from jobsight.analytics import limits
 from jobsight.analytics.parsers import pbs_frame
-from jobsight.analytics.parsers.line_blocks import iter_blocks
+from jobsight.analytics.parsers.line_blocks import in_file_order, iter_blocks
 from jobsight.analytics.parsers.pbs_frame import exit_state
 from jobsight.analytics.records import ParseOptions, ParseResult, Reject
 from jobsight.analytics.timezones import local_zone_name
@@ -223,30 +223,15 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
     zone_name = opts.timezone or local_zone_name()
     zoneinfo.ZoneInfo(zone_name)   # an unknown zone fails here, before any work
     parts, dparts, skipped, comments = [], [], Counter(), 0
-    pending: deque = deque()
-
-    def collect() -> None:
-        nonlocal comments
-        rows, deletions, rejects, ncom, skip, rows_in = pending.popleft().result()
+    # blocks converted two at a time (polars releases the GIL), collected in file order
+    calls = (partial(_block, first, text, zone_name, opts.cluster) for first, text in iter_blocks(path))
+    for rows, deletions, rejects, ncom, skip, rows_in in in_file_order(calls, PIPELINE, "jobsight-pbs"):
         parts.append(rows)
         dparts.append(deletions)
         result.rejects.extend(rejects)
         comments += ncom
         skipped.update(skip)
         result.rows_in += rows_in
-
-    # blocks converted two at a time (polars releases the GIL), collected in file order
-    with ThreadPoolExecutor(max_workers=PIPELINE, thread_name_prefix="jobsight-pbs") as pool:
-        try:
-            for first, text in iter_blocks(path):
-                pending.append(pool.submit(_block, first, text, zone_name, opts.cluster))
-                while len(pending) > PIPELINE:
-                    collect()
-            while pending:
-                collect()
-        finally:
-            for f in pending:
-                f.cancel()
     if parts:
         rows, deletions = pl.concat(parts, how="vertical"), pl.concat(dparts, how="vertical")
         if deletions.height:

@@ -3,15 +3,14 @@ and converted in worker threads, the rows collected in block order; then the lin
 reader could not take, one by one."""
 from __future__ import annotations
 
-from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable, Optional
 
 import polars as pl
 
-from jobsight.analytics.parsers.line_blocks import iter_blocks
+from jobsight.analytics.parsers.line_blocks import in_file_order, iter_blocks
 from jobsight.analytics.parsers.sacct_columns import fast_frame, split_fields
 from jobsight.analytics.parsers.sacct_format import (
     AWS_COLUMNS,
@@ -109,31 +108,21 @@ def parse_file(path: Path, opts: ParseOptions, on_piece: Optional[Callable[[pl.D
     # change the layout for the blocks after it; the sections' conversion, the costly part, runs in
     # `threads` threads (polars releases the GIL) and is collected in block order, so the results and
     # the on_piece calls (one at a time, from this thread) are as if the blocks were done in turn.
-    pending: deque = deque()
+    def calls():
+        nonlocal layout, comments
+        for first, text in iter_blocks(path, block_bytes, skip_bom=True):
+            sections, ncom, layout = _sections(first, text, layout, ctx)
+            comments += ncom
+            result.rows_in += sum(sec.height for sec, _ in sections)
+            yield partial(_convert_block, sections, ctx, fast_path)
 
-    def collect() -> None:
-        out = pending.popleft().result()
+    for out in in_file_order(calls(), threads, "jobsight-sacct"):
         for job_rows, step_rows in out.pieces:
             frames.add(job_rows, step_rows)
         slow.extend(out.slow)
         for name, (n, cols) in out.guessed.items():
             guessed[name] = guessed.get(name, 0) + n
             guessed_cols[name] = cols
-
-    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="jobsight-sacct") as pool:
-        try:
-            for first, text in iter_blocks(path, block_bytes, skip_bom=True):
-                sections, ncom, layout = _sections(first, text, layout, ctx)
-                comments += ncom
-                result.rows_in += sum(sec.height for sec, _ in sections)
-                pending.append(pool.submit(_convert_block, sections, ctx, fast_path))
-                while len(pending) > threads:
-                    collect()
-            while pending:
-                collect()
-        finally:
-            for f in pending:
-                f.cancel()
     # the odd lines, one by one
     recs = []
     for line_no, text, cols in slow:
