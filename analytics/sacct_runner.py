@@ -84,6 +84,9 @@ def run_sacct(since: Optional[str], cluster: Optional[str], con=None, timeout: f
     except (OSError, subprocess.TimeoutExpired) as exc:
         os.unlink(name)
         raise UserError(f"--from-sacct: running sacct failed: {exc}") from exc
+    except BaseException:
+        os.unlink(name)     # interrupted (SIGINT, watch stopping): no temporary file left behind
+        raise
     if proc.returncode != 0:
         os.unlink(name)
         err = proc.stderr.decode("utf-8", errors="replace").strip()

@@ -2,6 +2,7 @@
 import json
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,18 @@ def test_from_sacct_asks_only_for_fields_this_sacct_knows(tmp_path):
     assert sacct_runner.supported_columns(str(script)) == known
     argv = sacct_runner.build_argv("2026-11-01", None, str(script), sacct_runner.supported_columns(str(script)))
     assert "Restarts" not in argv[argv.index("--format") + 1] and argv[argv.index("--format") + 1].endswith("JobName")
+
+
+def test_an_interrupted_sacct_leaves_no_temporary_file(tmp_path, monkeypatch):
+    """SIGINT (KeyboardInterrupt) or `jobsight watch` stopping while sacct runs: its output file goes."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(sacct_runner.shutil, "which", lambda name: "/usr/bin/sacct")
+    monkeypatch.setattr(sacct_runner, "supported_columns", lambda sacct: list(sacct_runner.SACCT_COLUMNS))
+
+    def interrupted(*args, **kwargs):
+        assert [p.name.startswith("jobsight-sacct-") for p in tmp_path.iterdir()] == [True]
+        raise KeyboardInterrupt
+    monkeypatch.setattr(sacct_runner.subprocess, "run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sacct_runner.run_sacct("2026-11-01T00:00:00", None)
+    assert list(tmp_path.iterdir()) == []
