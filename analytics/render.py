@@ -109,7 +109,8 @@ def table_of(names: Sequence[str], data: Sequence[tuple], columns: Sequence[str]
         i = list(names).index(c)
         values = [r[i] for r in data]
         cols.append(_cells(values))
-        right.append(bool(data) and all(_is_number(v) for v in values))
+        # numbers right-aligned; a column of nothing but blanks is not a number column
+        right.append(any(v is not None for v in values) and all(_is_number(v) for v in values))
     widths = [max([len(h)] + [len(v) for v in col]) for h, col in zip(headers, cols)]
     if width is not None:
         fitted = _fit(widths, right, headers, width, [list(columns).index(c) for c in cut_first if c in columns])

@@ -176,10 +176,12 @@ def test_column_writers_equal_the_per_cell_rules(kinds, data, terminal):
     rows = data.draw(st.lists(st.tuples(*(strategy[k] for k in kinds)), max_size=6))
     assert render.csv_of(names, rows, names, terminal) == (
         render.csv_line(names, terminal) + "".join(render.csv_line(list(r), terminal) for r in rows))
-    # the table cell by cell: numbers (and None) right-aligned, the rest left-aligned
+    # the table cell by cell: numbers (and None among them) right-aligned, the rest (and a column
+    # of nothing but None) left-aligned
     body = [[render.cell(v) for v in r] for r in rows]
     widths = [max([len(n)] + [len(b[i]) for b in body]) for i, n in enumerate(names)]
-    right = [bool(rows) and all(v is None or type(v) in (int, float) for v in col) for col in zip(*rows)] or [False] * len(names)
+    right = [any(v is not None for v in col) and all(v is None or type(v) in (int, float) for v in col)
+             for col in zip(*rows)] or [False] * len(names)
 
     def line(cells):
         return "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)).rstrip()
