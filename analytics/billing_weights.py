@@ -20,6 +20,8 @@ import subprocess
 from pathlib import Path
 from typing import Optional
 
+from jobsight.analytics import db as dbmod
+
 # A weight's unit suffix (memory and other sizes): the weight is per this many MiB.
 _UNIT_MIB = {"K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0 ** 2, "P": 1024.0 ** 3}
 _WEIGHT = re.compile(r"^([A-Za-z][A-Za-z0-9_/:.\-]*)=([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)([KMGTP]?)$")
@@ -76,13 +78,8 @@ def rows(weights: dict[str, dict[str, float]], source: str,
 
 def replace(con, new_rows: list[tuple], source: str, cluster: Optional[str] = None) -> None:
     """Replace the rows of one source (and, for `scontrol`, of one cluster) by ``new_rows``."""
-    if source == "scontrol":
-        con.execute("DELETE FROM billing_weight WHERE source = ? AND cluster IS NOT DISTINCT FROM ?", [source, cluster])
-    else:
-        con.execute("DELETE FROM billing_weight WHERE source = ?", [source])
-    if new_rows:
-        con.executemany('INSERT INTO billing_weight (cluster, "partition", tres, weight, source) VALUES (?, ?, ?, ?, ?)',
-                        new_rows)
+    dbmod.replace_source(con, "billing_weight", ("cluster", "partition", "tres", "weight", "source"),
+                         new_rows, source, cluster, per_cluster=source == "scontrol")
 
 
 def read_file(path: Path) -> dict[str, dict[str, float]]:

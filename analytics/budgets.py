@@ -19,6 +19,8 @@ import subprocess
 from pathlib import Path
 from typing import Optional
 
+from jobsight.analytics import db as dbmod
+
 COLUMNS = ("Cluster", "Account", "User", "GrpTRESMins")
 SOURCES = ("config", "file", "sacctmgr")     # precedence, first wins
 
@@ -77,13 +79,8 @@ def rows(limits: dict[Key, float], source: str) -> list[tuple]:
 
 def replace(con, new_rows: list[tuple], source: str, cluster: Optional[str] = None) -> None:
     """Replace the rows of one source (and, for `sacctmgr`, of one cluster) by ``new_rows``."""
-    if source == "sacctmgr":
-        con.execute("DELETE FROM budget WHERE source = ? AND cluster IS NOT DISTINCT FROM ?", [source, cluster])
-    else:
-        con.execute("DELETE FROM budget WHERE source = ?", [source])
-    if new_rows:
-        con.executemany('INSERT INTO budget (cluster, account, "user", amount, unit, source) VALUES (?, ?, ?, ?, ?, ?)',
-                        new_rows)
+    dbmod.replace_source(con, "budget", ("cluster", "account", "user", "amount", "unit", "source"),
+                         new_rows, source, cluster, per_cluster=source == "sacctmgr")
 
 
 def read_file(path: Path) -> dict[Key, float]:

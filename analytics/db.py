@@ -12,6 +12,7 @@ import re
 import resource
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import duckdb
 
@@ -144,3 +145,17 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
         con.close()
         raise
     return con
+
+
+def replace_source(con: duckdb.DuckDBPyConnection, table: str, columns: tuple[str, ...], new_rows: list[tuple],
+                   source: str, cluster: Optional[str] = None, per_cluster: bool = False) -> None:
+    """Replace the rows of ``table`` that came from ``source`` (and, when ``per_cluster``, only those
+    of ``cluster``: a scheduler command reads one cluster at a time) by ``new_rows``, whose values
+    follow ``columns`` (the last of which is source)."""
+    if per_cluster:
+        con.execute(f"DELETE FROM {table} WHERE source = ? AND cluster IS NOT DISTINCT FROM ?", [source, cluster])
+    else:
+        con.execute(f"DELETE FROM {table} WHERE source = ?", [source])
+    if new_rows:
+        names = ", ".join(f'"{c}"' for c in columns)
+        con.executemany(f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(columns))})", new_rows)
