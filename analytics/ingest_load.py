@@ -150,7 +150,7 @@ def _load_piece(con, result: ParseResult, rep: FileReport, samples: _SampleLoade
         if sample_rows is not None and sample_rows.height:
             split = trust.split_samples(con, sample_rows, file_owner)
             sample_rows, refused = split.counted, split.rejects
-            held, held_dup = trust.hold(con, split.held, file_owner, ingest_id)
+            held, held_dup = trust.hold(con, split.held, ingest_id)
             rep.stored += held
             rep.unchanged += held_dup
             rep.rejected += refused.height
@@ -175,7 +175,12 @@ def _store_rejects(con, result: ParseResult, refused: Optional[pl.DataFrame], in
         parts.append(refused.with_columns(raw=pl.lit(None, dtype=pl.String)).select(list(schema)))
     rj = pl.concat(parts)
     if rj.height:
-        rj = rj.with_columns(ingest_id=pl.lit(ingest_id, dtype=pl.Int64), source_file=pl.lit(source_file))
+        insert_rejects(con, rj.with_columns(ingest_id=pl.lit(ingest_id, dtype=pl.Int64), source_file=pl.lit(source_file)))
+
+
+def insert_rejects(con, rj: pl.DataFrame) -> None:
+    """Rows of table reject: ingest_id, source_file, line_no, reason, raw."""
+    if rj.height:
         _run(con, "INSERT INTO reject (ingest_id, source_file, line_no, reason, raw) "
                   "SELECT ingest_id, source_file, line_no, reason, raw FROM _rj", _rj=rj)
 
@@ -234,16 +239,20 @@ class _SampleLoader:
         cols, sel = _select_casts(self.con, frame, "sample", self.ingest_id)
         collist = ", ".join(_q(c) for c in cols)
         if check:
-            # a stored duplicate has one of the piece's times: bounding sample's scan to them lets DuckDB
-            # skip the row groups outside (a growing file's few new lines would read all of it)
-            lo, hi = _timestamp_sql(span["_t0"].min()), _timestamp_sql(span["_t1"].max())
-            stored = _run(self.con, f"""INSERT INTO sample ({collist}) SELECT * FROM (SELECT {sel} FROM _incoming) i
-                                     WHERE NOT EXISTS (SELECT 1 FROM sample s WHERE s.cluster = i.cluster
-                                     AND s.job_id_raw = i.job_id_raw AND s.host = i.host AND s.device = i.device
-                                     AND s.time = i.time AND s.time BETWEEN {lo} AND {hi})""", _incoming=frame)[0][0]
+            stored = _run(self.con, f"INSERT INTO sample ({collist}) SELECT * FROM (SELECT {sel} FROM _incoming) i "
+                                    f"WHERE NOT {stored_key(span['_t0'].min(), span['_t1'].max())}", _incoming=frame)[0][0]
         else:
             stored = _run(self.con, f"INSERT INTO sample ({collist}) SELECT {sel} FROM _incoming", _incoming=frame)[0][0]
         return stored, total - stored
+
+
+def stored_key(lo: datetime, hi: datetime) -> str:
+    """SQL: the key of sample row i, whose time lies in [lo, hi], is stored already. Bounding
+    sample's scan to those times lets DuckDB skip the row groups outside (a growing file's few new
+    lines would read all of it)."""
+    return (f"EXISTS (SELECT 1 FROM sample s WHERE s.cluster = i.cluster AND s.job_id_raw = i.job_id_raw "
+            f"AND s.host = i.host AND s.device = i.device AND s.time = i.time "
+            f"AND s.time BETWEEN {_timestamp_sql(lo)} AND {_timestamp_sql(hi)})")
 
 
 def _timestamp_sql(value: datetime) -> str:

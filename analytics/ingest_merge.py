@@ -223,12 +223,13 @@ def _refresh_job_usage(con, touched: Optional[pl.DataFrame]) -> None:
 
 
 def _select_casts(con, frame: pl.DataFrame, table: str, ingest_id: int) -> tuple[list[str], str]:
-    """(table columns, SELECT list) turning `frame` columns into the table's types, missing ones NULL."""
+    """(table columns, SELECT list) turning `frame` columns into the table's types, missing ones NULL;
+    ingest_id is `ingest_id`, or each row's where the frame has that column (rows of many files)."""
     have = set(frame.columns)
     cols = _table_columns(con, table)
     sel = []
     for name, typ in cols:
-        if name == "ingest_id":
+        if name == "ingest_id" and name not in have:
             sel.append(f"{int(ingest_id)}::BIGINT AS ingest_id")
         elif name in have:
             sel.append(f"CAST({_q(name)} AS {typ}) AS {_q(name)}")

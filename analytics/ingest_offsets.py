@@ -23,8 +23,10 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 import duckdb
+import polars as pl
 
 from jobsight.analytics.ingest_load import FileReport, load_pieces
+from jobsight.analytics.ingest_merge import _run
 from jobsight.analytics.ingest_routes import SourceFile, _pieces
 from jobsight.analytics.ingest_walk import open_regular
 
@@ -63,11 +65,23 @@ def _options(options: dict) -> str:
     return json.dumps(options, sort_keys=True)
 
 
-def plan(file: SourceFile, mark: Mark, within: Optional[str] = None) -> tuple[Optional[Resume], Optional[str]]:
+_STORED = ('SELECT source_file, dev, ino, head_len, head_sha256, tail_sha256, "offset", lines, options, ingest_id '
+           "FROM file_offset")
+
+
+def stored(con: duckdb.DuckDBPyConnection, folder: str) -> dict[str, tuple]:
+    """The file_offset rows of the paths under folder (a resolved path), by path: plan()'s `row`."""
+    return {r[0]: r[1:] for r in con.execute(_STORED + " WHERE starts_with(source_file, ?)", [folder]).fetchall()}
+
+
+def plan(file: SourceFile, mark: Mark, within: Optional[str] = None,
+         row: Optional[tuple] = ()) -> tuple[Optional[Resume], Optional[str]]:
     """Where to go on reading the file: (Resume, None); or (None, why it is read from the start),
-    the reason None when no ingest read this path (or read nothing of it) before."""
-    row = file.con.execute("SELECT dev, ino, head_len, head_sha256, tail_sha256, \"offset\", lines, options, ingest_id "
-                           "FROM file_offset WHERE source_file = ?", [file.source_file]).fetchone()
+    the reason None when no ingest read this path (or read nothing of it) before. `row`: its
+    file_offset row as stored() gives it, None when it has none (looked up when not given)."""
+    if row == ():
+        row = file.con.execute(_STORED + " WHERE source_file = ?", [file.source_file]).fetchone()
+        row = row and row[1:]
     if row is None or not row[5]:
         return None, None
     dev, ino, head_len, head_sha, tail_sha, offset, lines, options, ingest_id = row
@@ -116,16 +130,32 @@ def _scan(file: SourceFile, start: int, end: int) -> tuple[str, int]:
     return h.hexdigest(), newlines
 
 
+_OFFSET_SCHEMA = {"source_file": pl.String, "dev": pl.Int64, "ino": pl.Int64, "head_len": pl.Int64, "head_sha256": pl.String,
+                  "tail_sha256": pl.String, '"offset"': pl.Int64, "lines": pl.Int64, "options": pl.String,
+                  "ingest_id": pl.Int64}
+
+
+def offset_row(file: SourceFile, mark: Mark, offset: int, lines: int, ingest_id: int, tail: bytes) -> tuple:
+    """The file_offset row of a file read up to `offset` (`tail`: the block that ends there)."""
+    return (file.source_file, mark.dev, mark.ino, len(mark.head), _sha(mark.head), _sha(tail[-BLOCK:]),
+            offset, lines, _options(file.options), ingest_id)
+
+
+def write_offsets(con: duckdb.DuckDBPyConnection, rows: list[tuple]) -> None:
+    """Replace the file_offset rows of these paths, in the caller's transaction."""
+    if rows:
+        con.execute("DELETE FROM file_offset WHERE list_contains(?, source_file)", [[r[0] for r in rows]])
+        frame = pl.DataFrame(rows, schema=_OFFSET_SCHEMA, orient="row")
+        _run(con, f"INSERT INTO file_offset ({', '.join(_OFFSET_SCHEMA)}) SELECT * FROM _incoming", _incoming=frame)
+
+
 def recorder(file: SourceFile, mark: Mark, offset: int, lines: int) -> Callable[[duckdb.DuckDBPyConnection, int], None]:
     """What writes the file's offset with the ingest that read up to it (load_pieces' before_commit)."""
     def record(con: duckdb.DuckDBPyConnection, ingest_id: int) -> None:
         with open(file.path, "rb") as fh:
             fh.seek(offset - min(BLOCK, offset))
             tail = fh.read(min(BLOCK, offset))
-        con.execute("DELETE FROM file_offset WHERE source_file = ?", [file.source_file])
-        con.execute("INSERT INTO file_offset VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [file.source_file, mark.dev, mark.ino, len(mark.head), _sha(mark.head), _sha(tail),
-                     offset, lines, _options(file.options), ingest_id])
+        write_offsets(con, [offset_row(file, mark, offset, lines, ingest_id, tail)])
     return record
 
 
@@ -141,21 +171,32 @@ def record_known(file: SourceFile, mark: Mark, offset: int, lines: int, ingest_i
         raise
 
 
+WAITS = "; the last line, still being written, waits"
+
+
+def nothing_added(file: SourceFile, mark: Mark, resume: Resume) -> FileReport:
+    """The report of a file with no complete line added since the last ingest."""
+    rep = FileReport(path=str(file.path), format=file.mod.FORMAT, status="already ingested", ingest_id=resume.ingest_id)
+    rep.notes.append(f"no complete line added since ingest {resume.ingest_id}: nothing changed"
+                     + (WAITS if mark.size > resume.end else ""))
+    return rep
+
+
+def read_on_note(resume: Resume, mark: Mark) -> str:
+    """The note of a part read on from the last ingest."""
+    return (f"read from line {resume.lines + 1} (byte {resume.start}): the lines added since ingest {resume.ingest_id}"
+            + (WAITS if mark.size > resume.end else ""))
+
+
 def load_tail(file: SourceFile, mark: Mark, resume: Resume) -> FileReport:
     """Load the complete lines appended since the last ingest (nothing when there are none)."""
-    waiting = mark.size > resume.end
     if resume.end == resume.start:
-        rep = FileReport(path=str(file.path), format=file.mod.FORMAT, status="already ingested",
-                         ingest_id=resume.ingest_id)
-        rep.notes.append(f"no complete line added since ingest {resume.ingest_id}: nothing changed"
-                         + ("; the last line, still being written, waits" if waiting else ""))
-        return rep
+        return nothing_added(file, mark, resume)
     digest, newlines = _scan(file, resume.start, resume.end)
     pieces = _pieces(file.mod, file.path, file.opts, PIECE_BYTES, start=resume.start, end=resume.end,
                      first_line=resume.lines + 1)
     rep = load_pieces(file.con, pieces, file.mod.FORMAT, file.source_file, digest, file.options,
                       ownership=file.ownership,
                       before_commit=recorder(file, mark, resume.end, resume.lines + newlines))
-    rep.notes.insert(0, f"read from line {resume.lines + 1} (byte {resume.start}): the lines added since "
-                        f"ingest {resume.ingest_id}" + ("; the last line, still being written, waits" if waiting else ""))
+    rep.notes.insert(0, read_on_note(resume, mark))
     return rep

@@ -112,15 +112,35 @@ def _job_user(j: str) -> str:
     return f"coalesce({j}.\"user\", 'uid ' || {j}.uid::VARCHAR)"
 
 
+OWNER_COLUMNS = ("owner_uid", "owner_user", "_owner")   # per row: the file owner's uid, passwd name, str(Owner)
+
+
+def owner_columns(owner: Owner) -> dict[str, pl.Expr]:
+    """OWNER_COLUMNS of one owner, for frame.with_columns."""
+    return {"owner_uid": pl.lit(owner.uid, dtype=pl.Int64), "owner_user": pl.lit(owner.user, dtype=pl.String),
+            "_owner": pl.lit(str(owner), dtype=pl.String)}
+
+
+_OWNED = (*KEY, "owner_uid", "owner_user")
+
+
+def _owner_verdicts(con, keys: pl.DataFrame) -> pl.DataFrame:
+    """Per distinct (cluster, job_id_raw, owner_uid, owner_user) of keys: _verdict of the job against
+    that owner, and the job's _job_user."""
+    _keys = _ArrowStream(keys.select(_OWNED))   # noqa: F841 - read by DuckDB's replacement scan
+    rows = con.execute(f"SELECT k.cluster, k.job_id_raw, k.owner_uid, k.owner_user, "
+                       f"{_verdict_sql('j', 'k.owner_uid', 'k.owner_user')}, {_job_user('j')} "
+                       "FROM (SELECT DISTINCT cluster, job_id_raw, owner_uid, owner_user FROM _keys) k "
+                       "LEFT JOIN job j ON j.cluster = k.cluster AND j.job_id_raw = k.job_id_raw").fetchall()
+    return pl.DataFrame(rows, schema={"cluster": pl.String, "job_id_raw": pl.String, "owner_uid": pl.Int64,
+                                      "owner_user": pl.String, "_verdict": pl.String, "_job_user": pl.String},
+                        orient="row")
+
+
 def verdicts(con, keys: pl.DataFrame, owner: Owner) -> pl.DataFrame:
     """Per distinct (cluster, job_id_raw) of keys: _verdict against owner, and the job's _job_user."""
-    _keys = _ArrowStream(keys.select(KEY))   # noqa: F841 - read by DuckDB's replacement scan
-    rows = con.execute(f"SELECT k.cluster, k.job_id_raw, {_verdict_sql('j', '$uid', '$user')}, {_job_user('j')} "
-                       "FROM (SELECT DISTINCT cluster, job_id_raw FROM _keys) k "
-                       "LEFT JOIN job j ON j.cluster = k.cluster AND j.job_id_raw = k.job_id_raw",
-                       {"uid": owner.uid, "user": owner.user}).fetchall()
-    return pl.DataFrame(rows, schema={"cluster": pl.String, "job_id_raw": pl.String, "_verdict": pl.String,
-                                      "_job_user": pl.String}, orient="row")
+    owned = keys.select(KEY).with_columns(**owner_columns(owner))
+    return _owner_verdicts(con, owned).drop("owner_uid", "owner_user")
 
 
 def owns_job(con, owner: Owner, cluster: str, job_id_raw: str) -> bool:
@@ -131,42 +151,56 @@ def owns_job(con, owner: Owner, cluster: str, job_id_raw: str) -> bool:
 
 @dataclass
 class Split:
-    """A user's samples sorted by the trust rule."""
+    """Users' samples sorted by the trust rule."""
     counted: pl.DataFrame        # rows of the owner's jobs: into sample
-    held: pl.DataFrame           # rows of jobs with no accounting naming a user yet: into sample_pending
-    rejects: pl.DataFrame        # line_no, reason: rows of another user's jobs
+    held: pl.DataFrame           # rows of jobs with no accounting naming a user yet (with the owner): into sample_pending
+    rejects: pl.DataFrame        # line_no, reason (and _file when the rows have it): rows of another user's jobs
     notes: list[str]
 
 
 def split_samples(con, frame: pl.DataFrame, owner: Owner) -> Split:
     """Sort the samples of a file owned by `owner` (the parsers' _line column gives each row's line)."""
-    v = verdicts(con, frame, owner)
+    split = split_owned(con, frame.with_columns(**owner_columns(owner)))
+    split.counted = split.counted.drop(OWNER_COLUMNS)
+    split.notes = [held_note(split.held)] if split.held.height else []
+    return split
+
+
+def split_owned(con, frame: pl.DataFrame) -> Split:
+    """Sort samples whose rows carry their file's owner (OWNER_COLUMNS), of one file or of many (a
+    `_file` column then goes with each reject). Notes: none (held_note says what a file's held rows are)."""
+    v = _owner_verdicts(con, frame)
+    extra = [c for c in ("_file",) if c in frame.columns]
+    no_rejects = pl.DataFrame(schema={"line_no": pl.Int64, "reason": pl.String, **{c: frame.schema[c] for c in extra}})
     if v["_verdict"].eq("match").all():
-        return Split(frame, frame.clear(), pl.DataFrame(schema={"line_no": pl.Int64, "reason": pl.String}), [])
-    tagged = frame.join(v, on=list(KEY), how="left", maintain_order="left")
+        return Split(frame, frame.clear(), no_rejects, [])
+    tagged = frame.join(v, on=list(_OWNED), how="left", maintain_order="left", nulls_equal=True)
     other = tagged.filter(pl.col("_verdict") == "other")
     line = pl.col("_line").cast(pl.Int64) if "_line" in frame.columns else pl.lit(None, dtype=pl.Int64)
     rejects = other.select(line.alias("line_no"), pl.format(
         "job {} of cluster {} is {}'s, and this file is owned by {}: a user's samples count only for their own jobs",
-        "job_id_raw", "cluster", "_job_user", pl.lit(str(owner))).alias("reason"))
+        "job_id_raw", "cluster", "_job_user", "_owner").alias("reason"), *extra)
     held = tagged.filter(pl.col("_verdict") == "pending").drop("_verdict", "_job_user")
-    notes = []
-    if held.height:
-        jobs = held.select(KEY).unique().height
-        notes.append(f"{held.height} samples of {jobs} job(s) that no accounting names a user for yet are held "
-                     f"(table sample_pending): they count once it shows the job is {owner.user or owner.uid}'s")
     counted = tagged.filter(pl.col("_verdict") == "match").drop("_verdict", "_job_user")
-    return Split(counted, held, rejects, notes)
+    return Split(counted, held, rejects, [])
 
 
-def hold(con, frame: pl.DataFrame, owner: Owner, ingest_id: int) -> tuple[int, int]:
-    """Store held samples in sample_pending with their owner; returns (stored, duplicates): a row
-    whose key the same owner has held before, or repeated in the frame, is a duplicate."""
+def held_note(held: pl.DataFrame) -> str:
+    """What one file's held rows (split_owned's `held`) are."""
+    jobs = held.select(KEY).unique().height
+    owner = held["owner_user"][0] or held["owner_uid"][0]
+    return (f"{held.height} samples of {jobs} job(s) that no accounting names a user for yet are held "
+            f"(table sample_pending): they count once it shows the job is {owner}'s")
+
+
+def hold(con, frame: pl.DataFrame, ingest_id: int) -> tuple[int, int]:
+    """Store held samples (split_owned's `held`: with their owner) in sample_pending; returns
+    (stored, duplicates): a row whose key the same owner has held before, or repeated in the frame,
+    is a duplicate. An ingest_id column, where the frame has one, is each row's ingest."""
     if frame.height == 0:
         return 0, 0
     total = frame.height
-    frame = frame.unique(subset=list(SAMPLE_KEY), keep="first", maintain_order=True).with_columns(
-        owner_uid=pl.lit(owner.uid, dtype=pl.Int64), owner_user=pl.lit(owner.user, dtype=pl.String))
+    frame = frame.unique(subset=list(SAMPLE_KEY) + ["owner_uid"], keep="first", maintain_order=True)
     cols, sel = _select_casts(con, frame, "sample_pending", ingest_id)
     same = " AND ".join(f"p.{_q(c)} = i.{_q(c)}" for c in SAMPLE_KEY + ("owner_uid",))
     _incoming = _ArrowStream(frame)   # noqa: F841 - read by DuckDB's replacement scan

@@ -9,8 +9,8 @@ idle for [watch] idle_hours (analytics/watch.py).
 The database is opened for each cycle and closed between cycles, so other commands can write it
 then. A cycle that fails (sacct or the SMTP relay down, the database held by another writer) is
 logged and the next one tries again; only a bad option or configuration stops the service at start.
-SIGTERM or SIGINT stops it: at once between cycles; during one, after the file or notice at hand
-(sacct is killed), so that what was ingested or sent is recorded. A stop exits 0.
+SIGTERM or SIGINT stops it: at once between cycles; during one, after the file, batch of spool files or
+notice at hand (sacct is killed), so that what was ingested or sent is recorded. A stop exits 0.
 """
 from __future__ import annotations
 
@@ -187,8 +187,9 @@ def _failed(step: str, exc: Exception) -> None:
 
 
 def _ingest(args, spools: list[Path], stopper: Stopper) -> tuple[dict, bool]:
-    """The spool's files, then sacct, as `jobsight ingest SPOOL --from-sacct` does; each file is its
-    own transaction, so a stop between files keeps what is in."""
+    """The spool's files, then sacct, as `jobsight ingest SPOOL --from-sacct` does; the spool's
+    sidecar files in one transaction (a batch), the other files each in its own, so a stop keeps
+    what is in."""
     from jobsight.analytics.database import Database
     from jobsight.analytics.ingest_cli import _from_sacct
     from jobsight.analytics.records import ParseOptions
@@ -233,26 +234,26 @@ def _ingest(args, spools: list[Path], stopper: Stopper) -> tuple[dict, bool]:
 
 
 def _ingest_spool(con, spool: Path, opts, on_file) -> list:
-    """`ingest SPOOL`, less the files no write touched since an ingest read them to their end. A
-    spool keeps the files of ended jobs until the site removes them; looking each of them over
-    again every cycle (opening it, hashing its last block) would cost more than the new lines."""
-    from jobsight.analytics import ingest
+    """`ingest SPOOL`, less the files no write touched since an ingest read them to their end, and
+    with the sidecar files read together (ingest_batch: the lines appended to each since the last
+    cycle, in one transaction). A spool keeps the files of ended jobs until the site removes them;
+    looking each of them over again every cycle (opening it, hashing its last block) would cost
+    more than the new lines."""
+    from jobsight.analytics import ingest, ingest_batch
     from jobsight.analytics.ingest_load import FileReport
+    folder = str(spool.resolve())
     known = {row[0]: row[1:] for row in con.execute(
         'SELECT f.source_file, f.dev, f.ino, f."offset", epoch_us(l.started_at) FROM file_offset f '
-        "JOIN ingest_log l USING (ingest_id) WHERE starts_with(f.source_file, ?)", [str(spool.resolve())]).fetchall()}
-    parsers = ingest.load_parsers()
-    reports = []
+        "JOIN ingest_log l USING (ingest_id) WHERE starts_with(f.source_file, ?)", [folder]).fetchall()}
+    reports, entries = [], []
     for entry in ingest.walk([spool]):
         if entry.skip is not None:
             rep = FileReport(path=str(entry.path), status="skipped", error=entry.skip)
-        elif _untouched(entry.path, known):
-            continue
-        else:
-            rep = ingest.ingest_file(con, entry.path, opts, parsers, explicit=entry.explicit, within=entry.within)
-        reports.append(rep)
-        on_file(rep)
-    return reports
+            reports.append(rep)
+            on_file(rep)
+        elif not _untouched(entry.path, known):
+            entries.append(entry)
+    return reports + ingest_batch.ingest_files(con, entries, folder, opts, ingest.load_parsers(), on_file)
 
 
 def _untouched(path: Path, known: dict) -> bool:

@@ -23,6 +23,7 @@ import json
 import math
 import os
 import pathlib
+from dataclasses import dataclass
 from typing import Iterator, Optional
 
 import duckdb
@@ -308,14 +309,20 @@ def _meta_frame(meta: dict, path: pathlib.Path, cluster: str, job_id: Optional[s
     )
 
 
+def _read_clean(source: bytes, layout: Layout) -> pl.DataFrame:
+    """The fast path's samples, one per data line; raises when any line needs the line-level read."""
+    samples = _read_typed(source, layout)
+    if samples["time"].null_count() or samples["device"].null_count():
+        raise ValueError("null key")
+    if samples.select(pl.any_horizontal([cond for cond, _ in _limit_checks()]).any()).item():
+        raise ValueError("a value beyond its limits")
+    return samples
+
+
 def _read_block(source: bytes, first_line: int, layout: Layout) -> tuple[pl.DataFrame, list[Reject], int]:
     """(samples with a _line column, rejects, data rows read) for header + data lines."""
     try:
-        samples = _read_typed(source, layout)
-        if samples["time"].null_count() or samples["device"].null_count():
-            raise ValueError("null key")
-        if samples.select(pl.any_horizontal([cond for cond, _ in _limit_checks()]).any()).item():
-            raise ValueError("a value beyond its limits")
+        samples = _read_clean(source, layout)
         line = pl.int_range(first_line, len(samples) + first_line, dtype=pl.Int64)
         return samples.with_columns(line.alias("_line")), [], len(samples)
     except Exception:  # noqa: BLE001 - any failure of the fast path: find the bad lines one by one
@@ -333,20 +340,27 @@ class _Defaults:
         self.host = m.get("host") or "unknown"
 
 
-def _finish(result: ParseResult, samples: pl.DataFrame, rejects: list[Reject], d: _Defaults) -> None:
+NO_JOB = "empty job_id and no metadata job_id"
+
+
+def _identify(samples: pl.DataFrame, cluster: pl.Expr, job: pl.Expr, host: pl.Expr) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(samples with the defaults in empty key cells, in table sample's columns; the rows left
+    without a job, which are rejected)."""
     samples = samples.with_columns(
-        pl.col("cluster").fill_null(pl.lit(d.cluster)),
-        pl.col("job_id").fill_null(pl.lit(d.job, dtype=pl.String)).alias("job_id_raw"),
-        pl.col("host").fill_null(pl.lit(d.host)),
-        pl.lit(SOURCE).alias("source"),
+        pl.col("cluster").fill_null(cluster), pl.col("job_id").fill_null(job).alias("job_id_raw"),
+        pl.col("host").fill_null(host), pl.lit(SOURCE).alias("source"),
     ).drop("job_id")
     no_job = samples["job_id_raw"].is_null()
-    if no_job.any():
-        for line_no in samples["_line"].filter(no_job).to_list():
-            rejects.append(Reject(line_no, "empty job_id and no metadata job_id", None))
-        rejects.sort(key=lambda r: r.line_no or 0)
-        samples = samples.filter(~no_job)
-    result.samples = samples.select(_SAMPLE_COLUMNS + ["source", "_line"])   # _line: the loader's trust rejects
+    extra = [c for c in ("_file",) if c in samples.columns]
+    keep = samples.select(_SAMPLE_COLUMNS + ["source", "_line"] + extra)   # _line: the loader's trust rejects
+    return (keep.filter(~no_job), keep.filter(no_job)) if no_job.any() else (keep, keep.clear())
+
+
+def _finish(result: ParseResult, samples: pl.DataFrame, rejects: list[Reject], d: _Defaults) -> None:
+    samples, no_job = _identify(samples, pl.lit(d.cluster), pl.lit(d.job, dtype=pl.String), pl.lit(d.host))
+    if no_job.height:
+        rejects = sorted(rejects + [Reject(n, NO_JOB, None) for n in no_job["_line"]], key=lambda r: r.line_no or 0)
+    result.samples = samples
     result.rejects = rejects
 
 
@@ -458,10 +472,8 @@ def iter_parse(path: pathlib.Path, opts: ParseOptions, chunk_bytes: int = 256 <<
                 _cut_short(result, data[cut:])
                 data = data[:cut]
             if refusal:
-                lines = data.split(b"\n")[:-1]
-                result.rejects = [Reject(no, refusal, raw.decode("utf-8", "replace").removesuffix("\r")[:1000])
-                                  for no, raw in enumerate(lines, first_line)]
-                result.rows_in = len(lines) + result.dropped
+                result.rejects = _refused(data, first_line, refusal)
+                result.rows_in = len(result.rejects) + result.dropped
             else:
                 samples, rejects, rows = _read_block(header + data, first_line, layout)
                 result.rows_in = rows + result.dropped
@@ -475,3 +487,92 @@ def iter_parse(path: pathlib.Path, opts: ParseOptions, chunk_bytes: int = 256 <<
             first_line += data.count(b"\n")
             start, first = end, False
             yield result
+
+
+def _refused(data: bytes, first_line: int, refusal: str) -> list[Reject]:
+    """Every line of data rejected: the header refuses the file."""
+    return [Reject(no, refusal, raw.decode("utf-8", "replace").removesuffix("\r")[:1000])
+            for no, raw in enumerate(data.split(b"\n")[:-1], first_line)]
+
+
+@dataclass(frozen=True)
+class Part:
+    """Complete lines of one file: those appended since an ingest, or all of them."""
+    path: pathlib.Path
+    header: bytes       # the file's first line, newline included
+    data: bytes         # whole lines, each ending with a newline
+    first_line: int     # the file's line number of data's first line
+    rest: bytes = b""   # a part read to the file's end: its last line, not ended yet (dropped and counted)
+
+
+def parse_parts(parts: list[Part], opts: ParseOptions) -> tuple[pl.DataFrame, list[ParseResult]]:
+    """Many files' parts at once (what a watch cycle finds appended to a spool's files): one polars
+    read of the parts under the same header, halved down to the parts with a line the fast path
+    refuses, which are read line by line as iter_parse reads them. Returns the samples of all parts,
+    with `_file` (the part's index) and `_line` (the file's own line number), and per part a
+    ParseResult holding its rows_in, rejects, notes and sidecar_run row (its samples are the first's)."""
+    results = [ParseResult(format=FORMAT) for _ in parts]
+    defaults, groups, refused = [], {}, set()
+    for i, part in enumerate(parts):
+        notes: list[str] = []
+        defaults.append(_Defaults(part.path, opts, notes))
+        layout = Layout(part.header.decode("utf-8", "replace"))
+        refusal = layout.problem()
+        results[i].notes = notes + ([f"{part.path}: not read: {refusal}"] if refusal else layout.note(part.path))
+        if refusal:
+            results[i].rejects = _refused(part.data, part.first_line, refusal)
+            results[i].rows_in += len(results[i].rejects)
+            refused.add(i)
+        else:
+            groups.setdefault(part.header, []).append(i)
+        _cut_short(results[i], part.rest)
+        results[i].rows_in += results[i].dropped
+    frames = [f for header, idx in groups.items()
+              for f in _read_parts(parts, idx, header, Layout(header.decode("utf-8", "replace")), results)]
+    if not frames:   # an empty frame of the columns read
+        frames = [_read_typed(",".join(COLUMNS).encode() + b"\n", Layout(",".join(COLUMNS))).with_columns(
+            _line=pl.lit(None, pl.Int64), _file=pl.lit(None, pl.Int32))]
+    read = pl.concat(frames)
+    d = pl.DataFrame({"_file": range(len(parts)), "_dc": [x.cluster for x in defaults],
+                      "_dj": [x.job for x in defaults], "_dh": [x.host for x in defaults]},
+                     schema={"_file": pl.Int32, "_dc": pl.String, "_dj": pl.String, "_dh": pl.String})
+    samples, no_job = _identify(read.join(d, on="_file", how="left", maintain_order="left"),
+                                pl.col("_dc"), pl.col("_dj"), pl.col("_dh"))
+    for i, line_no in no_job.select("_file", "_line").iter_rows():
+        results[i].rejects.append(Reject(line_no, NO_JOB, None))
+        results[i].rejects.sort(key=lambda r: r.line_no or 0)
+    first = {r["_file"]: r for r in samples.group_by("_file", maintain_order=True).first().iter_rows(named=True)} \
+        if any(x.meta is not None for x in defaults) else {}
+    for i, (part, x) in enumerate(zip(parts, defaults)):
+        if x.meta is not None and i not in refused:
+            row0 = first.get(i, {})
+            results[i].sidecar_runs = _meta_frame(x.meta, part.path, row0.get("cluster") or x.cluster,
+                                                  row0.get("job_id_raw"), row0.get("host"))
+    return samples, results
+
+
+def _read_parts(parts: list[Part], idx: list[int], header: bytes, layout: Layout,
+                results: list[ParseResult]) -> list[pl.DataFrame]:
+    """The samples of parts idx (one header), each with _file and _line; a part with a line the fast
+    path refuses is read by _read_block, which rejects that line."""
+    counts = [parts[i].data.count(b"\n") for i in idx]
+    try:
+        samples = _read_clean(header + b"".join(parts[i].data for i in idx), layout)
+        if len(samples) != sum(counts):
+            raise ValueError("rows and lines differ")
+    except Exception:  # noqa: BLE001 - some part has a line to reject: find it by halves
+        if len(idx) > 1:
+            half = len(idx) // 2
+            return (_read_parts(parts, idx[:half], header, layout, results)
+                    + _read_parts(parts, idx[half:], header, layout, results))
+        (i,) = idx
+        samples, results[i].rejects, rows = _read_block(header + parts[i].data, parts[i].first_line, layout)
+        results[i].rows_in += rows
+        return [samples.with_columns(_file=pl.lit(i, dtype=pl.Int32)).select(*COLUMNS, "_line", "_file")]
+    for i, n in zip(idx, counts):
+        results[i].rows_in += n
+    spans = pl.DataFrame({"_file": idx, "first": [parts[i].first_line for i in idx], "n": counts},
+                         schema={"_file": pl.Int32, "first": pl.Int64, "n": pl.Int64}).filter(pl.col("n") > 0)
+    lines = spans.select(pl.col("_file").repeat_by("n").explode(),
+                         pl.int_ranges("first", pl.col("first") + pl.col("n"), dtype=pl.Int64).explode().alias("_line"))
+    return [pl.concat([samples.select(COLUMNS), lines.select("_line", "_file")], how="horizontal")]
