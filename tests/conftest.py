@@ -27,6 +27,18 @@ def require_service(available: bool, reason: str) -> None:
     pytest.skip(reason)
 
 
+def pytest_collection_finish(session) -> None:
+    """Submit the jobs of the selected real-Slurm test modules now, so that they run in the harness
+    while the rest of the session runs (tests/slurm_batch.py)."""
+    if session.config.option.collectonly:
+        return
+    modules = {getattr(item, "module", None) for item in session.items if item.get_closest_marker("slurm")}
+    submitters = [m.submit_slurm_jobs for m in modules if hasattr(m, "submit_slurm_jobs")]
+    if submitters:
+        import slurm_batch
+        slurm_batch.submit(submitters)
+
+
 @pytest.fixture(scope="session")
 def realdata() -> Path:
     if not REALDATA.is_dir():

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+import slurm_batch
 from conftest import ROOT, require_service
 from slurm_harness import CLUSTER, run, sacct_rows, slurm_status, submit, tres, utc_now, wait_finished
 from slurm_harness import workdir as harness_workdir
@@ -55,6 +56,7 @@ def account_idle(timeout: float = 90) -> None:
 def harness():
     up, reason = slurm_status()
     require_service(up, reason)
+    slurm_batch.wait_all()     # the session's batch of jobs (tests/slurm_batch.py) has left the node
     work = harness_workdir("jobsight-budget-")
     (work / "jobsight.toml").write_text(f"[charging]\nfactor = {FACTOR}\n")
     set_limit(ACCOUNT_MINUTES)

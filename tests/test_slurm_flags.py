@@ -2,7 +2,8 @@
 get exactly the expected flags, an efficient busy job gets none, and SBU = billing x elapsed / 3600
 from sacct's own numbers.
 
-All four jobs are submitted at once; the node has 2 CPUs, so they run in two waves of ~20 s.
+All four jobs are submitted at once, with the other Slurm modules' jobs, as the session starts
+(tests/slurm_batch.py); the node has 2 CPUs, so they run in waves of ~20 s.
 The harness node has only 4 GiB (RealMemory=4096), so "≥ 4 GiB unused" (the default of
 flags.mem_oversized_min_unused_gib) cannot happen there: the test's jobsight.toml lowers it to 2 GiB,
 and min_runtime_s to 10 s so that 15-20 s jobs are judged. The node's two cores are shared with
@@ -18,12 +19,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import slurm_batch
 from conftest import ROOT, require_service
-from slurm_harness import sacct, sacct_rows, slurm_status, submit, tres, utc_now, wait_finished
+from slurm_harness import sacct, sacct_rows, slurm_status, submit, tres
 from slurm_harness import workdir as harness_workdir
 
 from jobsight.analytics.sacct_runner import SACCT_COLUMNS
@@ -86,21 +87,26 @@ def jobsight(*args: str, cwd: Path) -> str:
     return proc.stdout
 
 
-@pytest.fixture(scope="module")
-def harness_run():
-    up, reason = slurm_status()
-    require_service(up, reason)
+def submit_slurm_jobs(start) -> tuple[dict, list[str]]:
+    """Submit this module's jobs (tests/slurm_batch.py does, as the session starts)."""
     # keep the last few work directories for a look after a failure, not all of them
     workdir = harness_workdir("jobsight-flags-")
     sidecar_out = workdir / "sidecar-out"
     sidecar_out.mkdir()
     sidecar_out.chmod(0o1777)
-    start = utc_now() - timedelta(seconds=5)
     ids = {}
     for name, (user, script, args, _) in JOBS.items():
         ids[name] = submit(user, script.replace("@OUT@", str(sidecar_out)), "-J", f"flags-{name}",
                            "-o", f"{workdir}/%j.out", *args, workdir=workdir)
-    wait_finished(list(ids.values()), timeout=300)
+    return {"workdir": workdir, "sidecar_out": sidecar_out, "start": start, "ids": ids}, list(ids.values())
+
+
+@pytest.fixture(scope="module")
+def harness_run():
+    up, reason = slurm_status()
+    require_service(up, reason)
+    submitted = slurm_batch.jobs_of(submit_slurm_jobs)     # every job of the batch final in accounting
+    workdir, sidecar_out, start, ids = (submitted[k] for k in ("workdir", "sidecar_out", "start", "ids"))
     truth = {r["JobIDRaw"]: r for r in sacct_rows(list(ids.values()), "JobID,JobIDRaw,State,AllocTRES,ElapsedRaw,TotalCPU")
              if "." not in r["JobID"]}
     (workdir / "jobsight.toml").write_text(CONFIG)

@@ -2,7 +2,8 @@
 sacct says about them (text dump, --from-sacct, --json dump) and compare the database, job by job,
 with sacct's own answer.
 
-All jobs are submitted at once (module scope) and finish in parallel on the node's 2 CPUs; the
+All jobs are submitted at once, with the other Slurm modules' jobs, as the session starts
+(tests/slurm_batch.py), and finish in parallel on the node's 2 CPUs while other tests run; the
 TIMEOUT job dominates: a 1-minute limit that slurmctld enforces on its 30-second check, so about
 60-90 s. Locally without root or without the harness the tests skip with the reason; under CI
 (JOBSIGHT_REQUIRE_SERVICES=1) they fail.
@@ -19,16 +20,15 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 
 import duckdb
 import pytest
+import slurm_batch
 from conftest import FIXTURES, ROOT, require_service
 from slurm_harness import (
     CLUSTER,
     SACCT_FORMAT,
-    USERS,
     SlurmError,
     as_user,
     parse_sacct_time,
@@ -38,8 +38,6 @@ from slurm_harness import (
     slurm_status,
     submit,
     tres,
-    utc_now,
-    wait_finished,
     wait_running,
 )
 from slurm_harness import (
@@ -86,16 +84,10 @@ def sidecar_command(user: str) -> str | None:
         return None
 
 
-@pytest.fixture(scope="module")
-def run() -> Run:
-    up, reason = slurm_status()
-    require_service(up, reason)
-    # The harness users' queue belongs to these tests: jobs left by an interrupted run would hold
-    # the node's two CPUs for minutes.
-    for user in USERS:
-        as_user(user, "scancel", "--user", user)
+def submit_slurm_jobs(start) -> tuple[Run, list[str]]:
+    """Submit this module's jobs (tests/slurm_batch.py does, as the session starts)."""
     workdir = harness_workdir("jobsight-slurm-")   # job output of alice, bob and the sidecar
-    r = Run(workdir=workdir, start=utc_now() - timedelta(seconds=5))
+    r = Run(workdir=workdir, start=start)
     script = lambda name: (JOBS_DIR / name).read_text()  # noqa: E731
     out = ["-o", f"{workdir}/%j.out"]
 
@@ -127,16 +119,22 @@ def run() -> Run:
     shutil.chown(r.sidecar_out, user=r.sidecar_user)
     text = script("sidecar.sh").replace("@SIDECAR@", cmd).replace("@OUT@", str(r.sidecar_out))
     r.ids["sidecar"] = submit(r.sidecar_user, text, "-J", "sidecar", *out, workdir=workdir)
+    return r, list(r.ids.values())
 
-    wait_finished(list(r.ids.values()), timeout=300)
+
+@pytest.fixture(scope="module")
+def run() -> Run:
+    up, reason = slurm_status()
+    require_service(up, reason)
+    r = slurm_batch.jobs_of(submit_slurm_jobs)     # every job of the batch final in accounting
     r.truth = sacct_rows(list(r.ids.values()))
 
     # The dumps users would make: TZ=UTC, wide columns, job and step rows, all users, since the start.
     since = r.start.strftime("%Y-%m-%dT%H:%M:%S")
-    r.text_dump = workdir / "sacct-dump.txt"
+    r.text_dump = r.workdir / "sacct-dump.txt"
     r.text_dump.write_text(sacct("--allusers", "--duplicates", "--parsable2", "--format", SACCT_FORMAT,
                                  "-S", since, "-j", ",".join(r.ids.values())))
-    r.json_dump = workdir / "sacct-dump.json"
+    r.json_dump = r.workdir / "sacct-dump.json"
     r.json_dump.write_text(sacct("--allusers", "--duplicates", "--json", "-S", since, "-j", ",".join(r.ids.values())))
     if os.environ.get("JOBSIGHT_SAVE_SLURM_FIXTURES"):
         shutil.copy(r.text_dump, FIXTURES / "slurm" / "harness-sacct.txt")

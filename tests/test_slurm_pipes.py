@@ -10,8 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
+import slurm_batch
 from conftest import require_service
-from slurm_harness import SlurmError, sacct, sacct_rows, slurm_status, submit, wait_finished
+from slurm_harness import SlurmError, sacct, sacct_rows, slurm_status, submit
 
 from jobsight.analytics import db, ingest
 from jobsight.analytics.parsers import sacct_text
@@ -29,10 +30,8 @@ FORMATS = {
 }
 
 
-@pytest.fixture(scope="module")
-def jobs():
-    up, reason = slurm_status()
-    require_service(up, reason)
+def submit_slurm_jobs(start) -> tuple[tuple[dict[str, str], Path], list[str]]:
+    """Submit this module's jobs (tests/slurm_batch.py does, as the session starts)."""
     top = Path(tempfile.mkdtemp(prefix="jobsight-slurm-pipes-", dir="/tmp"))
     piped = top / "runs|2026" / "in|here"
     piped.mkdir(parents=True)
@@ -45,7 +44,14 @@ def jobs():
         "plain": submit("bob", SCRIPT, "-J", "plain", *out, workdir=piped),
         "weird|name <b>x</b>": submit("bob", SCRIPT, "-J", "weird|name <b>x</b>", *out, workdir=top),
     }
-    wait_finished(list(ids.values()))
+    return (ids, top), list(ids.values())
+
+
+@pytest.fixture(scope="module")
+def jobs():
+    up, reason = slurm_status()
+    require_service(up, reason)
+    ids, top = slurm_batch.jobs_of(submit_slurm_jobs)     # every job of the batch final in accounting
     _wait_named(ids)
     yield ids, top
     shutil.rmtree(top, ignore_errors=True)

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+import slurm_batch
 from conftest import require_service
 from slurm_harness import queue_state, sacct_rows, slurm_status, submit, utc_now, wait_finished, wait_running
 from test_slurm_integration import ingest, query, sidecar_command
@@ -38,6 +39,7 @@ def lines_of(folder: Path) -> int:
 def test_running_job_then_completed(tmp_path_factory):
     up, reason = slurm_status()
     require_service(up, reason)
+    slurm_batch.wait_all()     # the session's batch of jobs (tests/slurm_batch.py) has left the node
     workdir = Path(tempfile.mkdtemp(prefix="jobsight-slurm-running-", dir="/tmp"))
     workdir.chmod(0o1777)
     try:

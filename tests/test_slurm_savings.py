@@ -24,13 +24,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from datetime import timedelta
 from pathlib import Path
 
 import duckdb
 import pytest
+import slurm_batch
 from conftest import ROOT, require_service
-from slurm_harness import CLUSTER, sacct_rows, slurm_status, submit, tres, utc_now, wait_finished
+from slurm_harness import CLUSTER, sacct_rows, slurm_status, submit, tres, wait_finished
 from slurm_harness import workdir as harness_workdir
 
 pytestmark = pytest.mark.slurm
@@ -86,20 +86,26 @@ def options(opts: dict[str, str]) -> list[str]:
     return [f"{k}={v}" for k, v in opts.items()]
 
 
-@pytest.fixture(scope="module")
-def harness():
-    up, reason = slurm_status()
-    require_service(up, reason)
+def submit_slurm_jobs(start) -> tuple[dict, list[str]]:
+    """Submit the first jobs (tests/slurm_batch.py does, as the session starts); the 2-CPU job last,
+    so that no 1-CPU job waits behind it."""
     work = harness_workdir("jobsight-savings-")
     out = work / "sidecar-out"
     out.mkdir()
     out.chmod(0o1777)
     (work / "jobsight.toml").write_text(CONFIG)
-    start = utc_now() - timedelta(seconds=5)
     ids = {name: submit(user, script.replace("@OUT@", str(out)), "-J", f"savings-{name}", "-o", f"{work}/%j.out",
                         "--time=00:01:00", *options(opts), workdir=work)
-           for name, (user, script, opts, *_rest) in JOBS.items()}
-    wait_finished(list(ids.values()), timeout=300)
+           for name, (user, script, opts, *_rest) in sorted(JOBS.items(), key=lambda kv: kv[1][2].get("--cpus-per-task", "1"))}
+    return {"work": work, "out": out, "start": start, "ids": ids}, list(ids.values())
+
+
+@pytest.fixture(scope="module")
+def harness():
+    up, reason = slurm_status()
+    require_service(up, reason)
+    submitted = slurm_batch.jobs_of(submit_slurm_jobs)     # every job of the batch final in accounting
+    work, out, start, ids = (submitted[k] for k in ("work", "out", "start", "ids"))
     db = work / "savings.duckdb"
     csvs = sorted(str(p) for p in out.glob("*.csv"))
     assert len(csvs) == 2, f"the GPU jobs wrote {len(csvs)} sidecar CSVs (see {work}/*.out)"

@@ -2,7 +2,8 @@
 Epilog run `jobsight sidecar prolog|epilog` for partition `site` (spool /var/spool/jobsight), and
 --idle-cancel ending a job whose GPU (the fake nvidia-smi) stays idle.
 
-The jobs run in parallel on the node's 2 CPUs; the whole module takes about 20 s.
+The jobs are submitted with the other Slurm modules' jobs as the session starts
+(tests/slurm_batch.py) and run in parallel on the node's 2 CPUs.
 """
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import slurm_batch
 from conftest import ROOT, require_service
-from slurm_harness import CLUSTER, SACCT_FORMAT, as_user, sacct, sacct_rows, slurm_status, submit, wait_finished
+from slurm_harness import CLUSTER, SACCT_FORMAT, as_user, sacct, sacct_rows, slurm_status, submit
 from test_slurm_integration import ingest, query, sidecar_command
 
 from jobsight.collector import procs
@@ -68,12 +70,16 @@ def epilog_done(job_id: str, timeout: float = 30) -> None:
         time.sleep(0.2)
 
 
-@pytest.fixture(scope="module")
-def site() -> Site:
-    up, reason = slurm_status()
-    require_service(up, reason)
-    ok = "Prolog=/etc/slurm/jobsight-prolog.sh" in Path("/etc/slurm/slurm.conf").read_text()
-    require_service(ok, "the harness has no site-mode Prolog: run scripts/slurm-harness.sh start")
+def site_mode_missing() -> str | None:
+    if "Prolog=/etc/slurm/jobsight-prolog.sh" not in Path("/etc/slurm/slurm.conf").read_text():
+        return "the harness has no site-mode Prolog: run scripts/slurm-harness.sh start"
+    return None
+
+
+def submit_slurm_jobs(start) -> tuple[Site | None, list[str]]:
+    """Submit this module's jobs (tests/slurm_batch.py does, as the session starts)."""
+    if site_mode_missing():
+        return None, []          # the fixture reports it
     workdir = Path(tempfile.mkdtemp(prefix="jobsight-slurm-site-", dir="/tmp"))
     workdir.chmod(0o1777)
     s = Site(workdir)
@@ -93,10 +99,19 @@ def site() -> Site:
     s.idle_out = user_dir(workdir, "idle-out", "alice")
     text = IDLE.replace("@SIDECAR@", alice_cmd).replace("@OUT@", str(s.idle_out)).replace("@FAKE@", str(FAKE_SMI))
     s.ids["idle"] = submit("alice", text.replace("@CFG@", str(cfg)), "-J", "idle-cancel", *out, workdir=workdir)
-    wait_finished(list(s.ids.values()), timeout=180)
+    return s, list(s.ids.values())
+
+
+@pytest.fixture(scope="module")
+def site() -> Site:
+    up, reason = slurm_status()
+    require_service(up, reason)
+    missing = site_mode_missing()
+    require_service(missing is None, missing or "")
+    s = slurm_batch.jobs_of(submit_slurm_jobs)     # every job of the batch final in accounting
     for key in ("plain", "own"):
         epilog_done(s.ids[key])
-    s.dump = workdir / "sacct.txt"
+    s.dump = s.workdir / "sacct.txt"
     s.dump.write_text(sacct("--allusers", "--duplicates", "--parsable2", "--format", SACCT_FORMAT,
                             "-j", ",".join(s.ids.values())))
     return s

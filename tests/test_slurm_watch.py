@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import slurm_batch
 from conftest import ROOT, require_service
 from slurm_harness import CLUSTER, as_user, queue_state, slurm_status, submit, wait_finished, wait_running
 from slurm_harness import workdir as harness_workdir
@@ -44,6 +45,7 @@ idle_hours = 0.001     # 3.6 s
 def test_watch_once_notifies_the_owner_of_a_running_idle_job(tmp_path, capsys):
     up, reason = slurm_status()
     require_service(up, reason)
+    slurm_batch.wait_all()     # the session's batch of jobs (tests/slurm_batch.py) has left the node
     user = "alice"
     cmd = sidecar_command(user)
     assert cmd, f"{user} cannot run the sidecar"
