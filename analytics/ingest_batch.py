@@ -115,7 +115,7 @@ def _prepare(con, entry: Entry, opts: ParseOptions, parsers: dict, stored: dict)
             if resume.end == resume.start:
                 return offsets.nothing_added(file, mark, resume)
             start, end = resume.start, resume.end
-            lo = max(0, end - offsets.BLOCK)
+            lo = min(start, max(0, end - offsets.BLOCK))   # the part, and the block that ends where it does
             if end - start > FILE_BYTES:
                 return None
             buf = os.pread(fd, end - lo, lo)

@@ -86,18 +86,22 @@ def test_growing_files_with_one_bad_line_as_ingested_alone(dbs, tmp_path):
     assert [(r.rows_in, r.stored, r.dropped) for r in first.values()] == [(4, 3, 1)] * 3
     for job, f in files.items():
         bad = line(5, job).replace(",50.0,", ",150.0,") if job == "502" else line(5, job)   # line 7: a GPU above 100 %
-        append(f, line(3, job)[15:] + line(4, job) + bad + line(6, job))
+        more = lines(7, 107, job) if job == "503" else ""                 # more than a 4 KiB block
+        append(f, line(3, job)[15:] + line(4, job) + bad + line(6, job) + more)
     second = cycle(batch, spool)
     alone(ref, spool)
     assert one_batch(batch, second.values())
     got = {name: (r.status, r.rows_in, r.stored, r.unchanged, r.rejected) for name, r in second.items()}
-    assert got == {f.name: ("ingested", 4, 3 if job == "502" else 4, 0, 1 if job == "502" else 0)
-                   for job, f in files.items()}
+    assert got == {f.name: ("ingested", 4 + 100 * (job == "503"), 3 + (job != "502") + 100 * (job == "503"), 0,
+                            int(job == "502")) for job, f in files.items()}
     assert any(n.startswith("read from line 5 (byte") for n in second[files["501"].name].notes)
     (reject,) = batch.execute("SELECT source_file, line_no, reason FROM reject").fetchall()
     assert reject[:2] == (str(files["502"].resolve()), 7) and "util_pct" in reject[2]
-    assert batch.execute("SELECT count(*), count(DISTINCT (job_id_raw, time)) FROM sample").fetchone() == (20, 20)
+    assert batch.execute("SELECT count(*), count(DISTINCT (job_id_raw, time)) FROM sample").fetchone() == (120, 120)
     assert state(batch, spool) == state(ref, spool)
+    for job, f in files.items():                          # read on from the end of what was read
+        append(f, line(200, job))
+    assert [(r.rows_in, r.stored) for r in cycle(batch, spool).values()] == [(1, 1)] * 3
     assert cycle(batch, spool) == {}                      # nothing written since: no file looked at again
 
 
