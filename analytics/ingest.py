@@ -9,6 +9,7 @@ load it and report. This is the public entry; the work is in
 - ingest_trust: the trust model: accounting only from trusted files, a user's samples only for
   that user's jobs;
 - ingest_offsets: a growing sidecar file read from where the last ingest of it stopped.
+- ingest_batch: many sidecar files read and loaded together (a watch cycle's spool).
 
 Each file is loaded in one transaction, so a crash leaves either all of a file or none of it, and
 every input row of a file is accounted for exactly once (stored, updated, unchanged, rejected or
