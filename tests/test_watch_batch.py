@@ -54,7 +54,8 @@ def state(con, spool: Path) -> dict:
          "log": "SELECT source_file, checksum, format, rows_in, stored, updated, unchanged, rejected, dropped, options "
                 "FROM ingest_log ORDER BY ALL",
          "offset": "SELECT * EXCLUDE (ingest_id) FROM file_offset ORDER BY ALL",
-         "pending": "SELECT * EXCLUDE (ingest_id) FROM sample_pending ORDER BY ALL"}
+         "pending": "SELECT * EXCLUDE (ingest_id) FROM sample_pending ORDER BY ALL",
+         "runs": "SELECT * EXCLUDE (ingest_id) FROM sidecar_run ORDER BY ALL"}
     return {k: con.execute(sql).fetchall() for k, sql in q.items()}
 
 
@@ -80,10 +81,13 @@ def test_growing_files_with_one_bad_line_as_ingested_alone(dbs, tmp_path):
     files = {job: spool / f"jobsight-c1-{job}-n1.csv" for job in ("501", "502", "503")}
     for job, f in files.items():
         f.write_text(HEADER + "\n" + lines(0, 3, job) + line(3, job)[:15])     # a last line still being written
+    (spool / "jobsight-c1-501-n1.meta.json").write_text('{"job_id": "501", "cluster": "c1", "host": "n1", "interval_s": 1}')
     first = cycle(batch, spool)
     alone(ref, spool)
     assert one_batch(batch, first.values())
     assert [(r.rows_in, r.stored, r.dropped) for r in first.values()] == [(4, 3, 1)] * 3
+    assert batch.execute("SELECT job_id_raw, interval_s FROM sidecar_run").fetchall() == [("501", 1.0)]
+    as_first = files["503"].read_bytes()
     for job, f in files.items():
         bad = line(5, job).replace(",50.0,", ",150.0,") if job == "502" else line(5, job)   # line 7: a GPU above 100 %
         more = lines(7, 107, job) if job == "503" else ""                 # more than a 4 KiB block
@@ -101,8 +105,19 @@ def test_growing_files_with_one_bad_line_as_ingested_alone(dbs, tmp_path):
     assert state(batch, spool) == state(ref, spool)
     for job, f in files.items():                          # read on from the end of what was read
         append(f, line(200, job))
-    assert [(r.rows_in, r.stored) for r in cycle(batch, spool).values()] == [(1, 1)] * 3
-    assert cycle(batch, spool) == {}                      # nothing written since: no file looked at again
+    third = cycle(batch, spool)
+    assert [(r.rows_in, r.stored) for r in third.values()] == [(1, 1)] * 3
+    copy = spool / "copy" / "jobsight-c1-503-n1-copy.csv"                     # its bytes are in already
+    copy.parent.mkdir()
+    copy.write_bytes(as_first)
+    known = cycle(batch, spool)[copy.name]
+    assert known.status == "already ingested" and known.ingest_id == first[files["503"].name].ingest_id
+    assert batch.execute('SELECT "offset", ingest_id FROM file_offset WHERE source_file = ?',
+                         [str(copy.resolve())]).fetchone() == (as_first.rindex(b"\n") + 1, known.ingest_id)
+    n = batch.execute("SELECT count(*) FROM ingest_log").fetchone()[0]
+    again = cycle(batch, spool)            # nothing written since: only the copy, its last line unfinished, is looked at
+    assert [(name, r.status) for name, r in again.items()] == [(copy.name, "already ingested")]
+    assert batch.execute("SELECT count(*) FROM ingest_log").fetchone()[0] == n
 
 
 def test_truncated_file_is_read_again_in_the_batch(dbs, tmp_path):
