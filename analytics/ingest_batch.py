@@ -164,10 +164,24 @@ def _batches(parts: list[_Part]) -> list[list[_Part]]:
     return [b for b in batches if b]
 
 
+class _Changed(Exception):
+    """Files of the batch replaced, or given to another owner, while it was read."""
+
+    def __init__(self, parts: list[_Part], whys: list[str]):
+        super().__init__()
+        self.parts, self.whys = parts, whys
+
+
 def _load_or_alone(con, batch: list[_Part], opts: ParseOptions, parsers: dict, started: datetime) -> list[FileReport]:
-    """The batch in one transaction; if that fails, each of its files alone (ingest_file says why one fails)."""
+    """The batch in one transaction, less the files changed while it was read (not loaded, as
+    ingest_file reports them); if that fails, each of its files alone (ingest_file says why one fails)."""
     try:
         return _load(con, batch, opts, started)
+    except _Changed as exc:
+        gone = {id(p) for p in exc.parts}
+        reports = [ingest._failed(FileReport(path=str(p.file.path), format=p.file.mod.FORMAT),
+                                  AccountingError(f"{p.file.source_file}: {why}")) for p, why in zip(exc.parts, exc.whys)]
+        return reports + _load_or_alone(con, [p for p in batch if id(p) not in gone], opts, parsers, started)
     except (OSError, _ParserFailed, AccountingError, duckdb.Error):
         return [ingest.ingest_file(con, p.entry.path, opts, parsers, explicit=p.entry.explicit, within=p.entry.within)
                 for p in batch]
@@ -180,6 +194,8 @@ def _known_report(p: _Part) -> FileReport:
 
 
 def _load(con, batch: list[_Part], opts: ParseOptions, started: datetime) -> list[FileReport]:
+    if not batch:
+        return []
     todo = [p for p in batch if p.known is None]
     mod = batch[0].file.mod
     try:
@@ -197,9 +213,9 @@ def _load(con, batch: list[_Part], opts: ParseOptions, started: datetime) -> lis
         offsets.write_offsets(con, [offsets.offset_row(p.file, p.mark, p.end, p.lines, loaded.get(id(p), p.known), p.tail)
                                     for p in batch])
         _log_rows(con, todo, reports, started)
-        for p in todo:
-            if p.file.ownership is not None and (why := p.file.ownership.changed()):
-                raise AccountingError(f"{p.file.source_file}: {why}")
+        changed = [(p, why) for p in todo if p.file.ownership is not None and (why := p.file.ownership.changed())]
+        if changed:
+            raise _Changed(*map(list, zip(*changed)))
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")

@@ -16,6 +16,7 @@ import pytest
 from conftest import require_service
 
 from jobsight.analytics import db, ingest, watch_cli
+from jobsight.analytics import ingest_trust as trust
 from jobsight.analytics.records import ParseOptions
 from jobsight.collector.csv_schema import HEADER
 
@@ -221,3 +222,26 @@ def test_a_cycle_killed_mid_batch_leaves_nothing_and_the_next_reads_the_same_lin
         assert con.execute("SELECT count(*), count(DISTINCT (job_id_raw, time)) FROM sample").fetchone() == (12, 12)
     finally:
         con.close()
+
+
+def test_a_file_given_to_another_owner_while_read_is_not_loaded(dbs, tmp_path, monkeypatch):
+    batch, ref = dbs
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    files = [spool / f"jobsight-c1-{job}-n1.csv" for job in ("501", "502", "503")]
+    for f in files:
+        f.write_text(HEADER + "\n" + lines(0, 3, f.name.split("-")[2]))
+    swapped = str(files[1])
+    changed = trust.Ownership.changed
+    monkeypatch.setattr(trust.Ownership, "changed", lambda self: "replaced, or given to another owner, while it was "
+                        "read: not loaded" if self.path == swapped else changed(self))
+    got = cycle(batch, spool)
+    (want,) = ingest.ingest_paths(ref, [files[1]], OPTS)
+    assert (got[files[1].name].status, got[files[1].name].error) == (want.status, want.error) == (
+        "failed", f"not loaded (AccountingError): {files[1].resolve()}: replaced, or given to another owner, while it "
+        "was read: not loaded")
+    assert one_batch(batch, [got[files[0].name], got[files[2].name]])
+    assert batch.execute("SELECT job_id_raw, count(*) FROM sample GROUP BY 1 ORDER BY 1").fetchall() == [("501", 3), ("503", 3)]
+    assert batch.execute("SELECT count(*) FROM file_offset WHERE source_file = ?", [str(files[1].resolve())]).fetchone() == (0,)
+    monkeypatch.setattr(trust.Ownership, "changed", changed)
+    assert cycle(batch, spool)[files[1].name].stored == 3          # the next cycle reads it
