@@ -40,8 +40,8 @@ from typing import Optional
 import polars as pl
 
 from jobsight.analytics import limits
-from jobsight.analytics.parsers import lsf_frame
-from jobsight.analytics.parsers.line_blocks import in_file_order, iter_blocks
+from jobsight.analytics.parsers import lsf_frame, lsf_walk
+from jobsight.analytics.parsers.line_blocks import _INT_MAX, in_file_order, iter_blocks
 from jobsight.analytics.records import ParseOptions, ParseResult, Reject
 
 FORMAT = "lsf"
@@ -245,6 +245,9 @@ def walk(t: list[str]) -> tuple:
     gpu = None
     if any("gpu" in x for x in (out["resReq"], out.get("effectiveResReq") or "", out["command"], *ext.values())):
         gpu = gpus_per_host({**out, "submitEXT": ext})
+    for what, v in (("execHosts slots", slots), ("GPUs per host", gpu)):
+        if v is not None and v > _INT_MAX:
+            raise ValueError(f"{what} {str(v)[:40]}: a number too large")
     return (*(out.get(k) for k in WALKED), slots, len(names), ",".join(names), gpu)
 
 
@@ -332,20 +335,31 @@ _WALK_SCHEMA = {"_line": pl.Int64, **{k: pl.String for k in WALKED}, "slots": pl
                 "hosts": pl.String, "gpus": pl.Int64}
 
 
-def _block(first: int, recs: list, cluster: str):
-    """A block's records -> (job rows, rejects, comments, rows read, notes, other events)."""
+def _block(first: int, recs: list, cluster: str, bulk: bool = True):
+    """A block's records -> (job rows, rejects, comments, rows read, notes, other events). ``bulk``:
+    plain records walked column-wise (lsf_walk), the rest one by one; else all one by one."""
     rejects, walked, texts = [], [], {}
     notes: Counter = Counter()
     other: Counter = Counter()
     comments = 0
+    good = []
     for i, text, err in recs:
         line = first + i
         if err == "comment":
             comments += 1
-            continue
-        if err:
+        elif err:
             rejects.append(Reject(line, f"lsb.acct record: {err}", text[:1000]))
-            continue
+        else:
+            good.append((line, text))
+            texts[line] = text
+    parts = []
+    if bulk and good:
+        frame = pl.DataFrame(good, schema={"_line": pl.Int64, "text": pl.String}, orient="row")
+        rows, events, left = lsf_walk.walk_block(frame)
+        parts.append(rows)
+        other.update(dict(events["event"].value_counts().iter_rows()))
+        good = sorted(left.iter_rows())
+    for line, text in good:
         vals = fields_of(text, notes)
         if vals is None:
             rejects.append(Reject(line, "not an lsb.acct record (does not start with a quoted event name)", text[:1000]))
@@ -357,11 +371,12 @@ def _block(first: int, recs: list, cluster: str):
             walked.append((line, *walk(vals)))
         except ValueError as exc:
             rejects.append(Reject(line, f"JOB_FINISH: {exc}", text[:1000]))
-            continue
-        texts[line] = text
-    if not walked:
+    if walked:
+        parts.append(pl.DataFrame(walked, schema=_WALK_SCHEMA, orient="row"))
+    walked = pl.concat(parts).sort("_line") if parts else None
+    if walked is None or not walked.height:
         return pl.DataFrame(schema=SCHEMA), rejects, comments, len(recs), notes, other
-    rows = lsf_frame.convert(pl.DataFrame(walked, schema=_WALK_SCHEMA, orient="row"), cluster)
+    rows = lsf_frame.convert(walked, cluster)
     failed = rows.filter(pl.col("_check").is_not_null())
     for line, code, raw in failed.select("_line", "_check", "_raw").iter_rows():
         rejects.append(Reject(line, f"JOB_FINISH: {lsf_frame.CHECKS[code][1](raw)}", texts[line][:1000]))

@@ -112,12 +112,58 @@ def exit_state(status: pl.Expr, elapsed: pl.Expr, limit: pl.Expr) -> tuple[pl.Ex
     return state, code
 
 
-def _mapped(df: pl.DataFrame, key: str, rule: Callable, dtypes: dict, prefix: str) -> pl.DataFrame:
-    """df with rule's columns for the non-empty values of column key, named prefix + name."""
-    values = df.select(pl.when(_given(key)).then(pl.col(key))).to_series()
-    out = map_distinct(values, rule, dtypes)
-    return pl.concat([df, out.rename({c: prefix + c for c in out.columns})], how="horizontal")
+def _mapped(df: pl.DataFrame, key: str, rule: Callable, dtypes: dict, prefix: str,
+            form: Optional[Callable[[pl.Expr], tuple[pl.Expr, dict]]] = None) -> pl.DataFrame:
+    """df with rule's columns for the non-empty values of column key, named prefix + name. ``form``:
+    (value -> (in a regular form, {name: the rule's result as an expression})), for the values the
+    rule reads alike in a few column operations; the rule reads the others."""
+    given = pl.when(_given(key)).then(pl.col(key))
+    if form is None:
+        out = map_distinct(df.select(given).to_series(), rule, dtypes)
+        return pl.concat([df, out.rename({c: prefix + c for c in out.columns})], how="horizontal")
+    regular, exprs = form(pl.col(key))
+    fast = df.select(_fast=(_given(key) & regular).fill_null(False), **{c: exprs[c] for c in dtypes})
+    out = map_distinct(df.select(pl.when(~fast["_fast"]).then(given)).to_series(), rule, dtypes)
+    cols = {prefix + c: pl.when(fast["_fast"]).then(fast[c]).otherwise(out[c]) for c in dtypes}
+    cols[prefix + "_error"] = pl.when(fast["_fast"]).then(None).otherwise(out["_error"])
+    return df.with_columns(**cols)
 
+
+def duration_form(v: pl.Expr) -> tuple[pl.Expr, dict]:
+    """HH:MM:SS: parse_duration's seconds (a float)."""
+    g = v.str.extract_groups(r"^([0-9]{1,9}):([0-5][0-9]):([0-5][0-9])$")
+    h, m, s = (g.struct.field(str(i)).cast(pl.Float64) for i in (1, 2, 3))
+    return v.str.contains(r"^[0-9]{1,9}:[0-5][0-9]:[0-5][0-9]$"), {"v": h * 3600 + m * 60 + s}
+
+
+_SIZE_POW = {"": 1.0, "b": 1 / 1024, "w": 8 / 1024, "kb": 1.0, "mb": 2.0 ** 10, "gb": 2.0 ** 20, "tb": 2.0 ** 30, "pb": 2.0 ** 40}
+
+
+def size_form(v: pl.Expr) -> tuple[pl.Expr, dict]:
+    """An integer of kB (no unit) or of b/w/kb/mb/gb/tb/pb: _mem_rule(pbs_mem)'s (bytes within
+    MAX_BYTES, bytes as a float, no limit text). A number times a power of two is exact in a float."""
+    g = v.str.extract_groups(r"^([0-9]{1,15})(b|w|kb|mb|gb|tb|pb)?$")
+    kib = g.struct.field("2").fill_null("").replace_strict(_SIZE_POW, return_dtype=pl.Float64, default=None)
+    f = g.struct.field("1").cast(pl.Float64) * kib * 1024
+    return v.str.contains(r"^[0-9]{1,15}(?:b|w|kb|mb|gb|tb|pb)?$"), {
+        "_b": pl.when(f <= limits.MAX_BYTES).then(f.cast(pl.Int64)), "_f": f, "_lim": pl.lit(None, dtype=pl.String)}
+
+
+_EXEC_PART = r"[A-Za-z0-9_.\-]+/[0-9]{1,6}(?:-[0-9]{1,6}|\*[0-9]{1,6})?"
+
+
+def exec_host_form(v: pl.Expr) -> tuple[pl.Expr, dict]:
+    """host/0+host/1, host/0-3, host/0*13 (plain host names): exec_host_slots_text's (slots, hosts, 'h1,h2')."""
+    el = pl.element()
+    # slots: one a part, a 'first-last' range adds last - first, a '*N' adds N - 1
+    stars = v.str.extract_all(r"\*[0-9]+")
+    ranges = v.str.extract_all(r"/[0-9]+-[0-9]+").list.eval(
+        el.str.extract(r"-([0-9]+)", 1).cast(pl.Int64) - el.str.extract(r"^/([0-9]+)", 1).cast(pl.Int64))
+    slots = (v.str.count_matches("+", literal=True) + 1 + stars.list.eval(el.str.slice(1).cast(pl.Int64)).list.sum()
+             - stars.list.len() + ranges.list.sum())
+    names = v.str.replace_all(r"/[^+]*", "").str.split("+").list.unique(maintain_order=True)
+    return v.str.contains(f"^{_EXEC_PART}(?:\\+{_EXEC_PART})*$"), {
+        "slots": slots.cast(pl.Int64), "n": names.list.len().cast(pl.Int64), "hosts": names.list.join(",")}
 
 
 def _mem_rule(pbs_mem: Callable) -> Callable:
@@ -166,14 +212,15 @@ def convert(recs: pl.DataFrame, cluster: Optional[str], rules) -> pl.DataFrame:
     c = pl.col
     df = recs
     for k in DURATIONS:
-        df = _mapped(df, k, rules.parse_duration, {"v": pl.Float64}, f"_d_{k}")
-    df = _mapped(df, "exec_host", rules.exec_host_slots_text, {"slots": pl.Int64, "n": pl.Int64, "hosts": pl.String}, "_x")
+        df = _mapped(df, k, rules.parse_duration, {"v": pl.Float64}, f"_d_{k}", duration_form)
+    df = _mapped(df, "exec_host", rules.exec_host_slots_text, {"slots": pl.Int64, "n": pl.Int64, "hosts": pl.String}, "_x",
+                 exec_host_form)
     df = _mapped(df, "Resource_List.nodes", rules.nodes_spec, {"n": pl.Int64, "cores": pl.Int64, "gpus": pl.Int64}, "_n")
     df = _mapped(df, "Resource_List.nodect", rules.nodes_spec, {"n": pl.Int64, "cores": pl.Int64, "gpus": pl.Int64}, "_c")
     df = _mapped(df, "exec_vnode", rules.vnode_gpus, {"gpus": pl.Int64}, "_v")
     mem = _mem_rule(rules.pbs_mem)
     for k, p in (("resources_used.mem", "_mp"), ("Resource_List.mem", "_mr"), ("Resource_List.pmem", "_mm")):
-        df = _mapped(df, k, mem, _MEM_T, p)
+        df = _mapped(df, k, mem, _MEM_T, p, size_form)
     jid = c("jobid").str.strip_chars()
     g = jid.str.extract_groups(JOBID)
     idx = pl.when(g.struct.field("2").is_not_null() & (g.struct.field("2") != "")).then(g.struct.field("2")) \
