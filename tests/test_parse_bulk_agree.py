@@ -3,6 +3,7 @@ logs with hostile values (quotes, blanks in names, markup, formulas, NaN, 1e999,
 host lists, truncated records) every row, reject, reason and note is the same either way."""
 from __future__ import annotations
 
+import json
 import random
 from functools import partial
 
@@ -10,7 +11,7 @@ import polars as pl
 import pytest
 from conftest import accounted
 
-from jobsight.analytics.parsers import lsf, lsf_walk, pbs, pbs_frame
+from jobsight.analytics.parsers import lsf, lsf_frame, lsf_walk, pbs, pbs_frame
 from jobsight.analytics.records import ParseOptions
 
 HOSTILE = ["<b>x</b>", "=1+1", "@SUM(A1)", "a b", 'say "hi"', "NaN", "1e999", "", "ø-ünï", "tab\there", "-", "a,b",
@@ -152,3 +153,22 @@ def test_each_regular_form_gives_the_rule_value(form, rule, values):
         if row.pop("_ok"):
             want = rule(v)
             assert tuple(row.values()) == (want if isinstance(want, tuple) else (want,)), v
+
+
+def test_lsf_records_delimited_by_their_quotes():
+    lines = ['"A" 1', "", "# c", '"B" "x', 'y" 2', '#"odd', '"C" "never', '"D" 3']
+    assert lsf.records(lines) == [(0, '"A" 1', None), (2, "# c", "comment"), (3, '"B" "x\ny" 2', None),
+                                  (5, '#"odd', "comment"), (6, '"C" "never', "a quoted field is never closed"),
+                                  (7, '"D" 3', None)]
+    assert lsf.records(lines, final=False)[-1] == (6, None, "more")
+
+
+def test_lsf_null_reasons_written_as_json_dumps_writes_them():
+    values = [None, "-1", "0", "", 'a"b', "back\\slash", "ø", "tab\t", "<b>", "=1+1", "1e999 nan"]
+    rnd = random.Random(5)
+    dicts = [{k: rnd.choice(values) for k in lsf_frame._NULLABLE} for _ in range(300)]
+    rows = pl.DataFrame({"_line": range(300), "_nulls": dicts})
+    got = lsf_frame.null_reasons(rows)["null_reasons"].to_list()
+    want = [json.dumps({k: v for k, v in d.items() if v is not None}) if any(v is not None for v in d.values()) else None
+            for d in dicts]
+    assert got == want and sum(g is not None and "\\" in g for g in got) > 10

@@ -90,37 +90,38 @@ def tokenize(text: str) -> list[tuple[str, bool]]:
     return [(w, False) if w else ((q.replace('""', '"') if '""' in q else q), True) for q, w in _TOKEN.findall(text)]
 
 
-def records(lines: list[str], final: bool = True):
-    """Yield (line index, text, error) per record; error says why a record could not be delimited.
+def records(lines: list[str], final: bool = True) -> list[tuple[int, Optional[str], Optional[str]]]:
+    """(line index, text, error) per record; error says why a record could not be delimited.
     Not final (more lines follow): stop before a record whose quote is still open at the last line,
-    yielding (index, None, "more") so that the caller reads it again with the lines after it."""
-    i, n = 0, len(lines)
-    while i < n:
-        line = lines[i]
-        if not line.strip():
-            i += 1
+    giving (index, None, "more") so that the caller reads it again with the lines after it.
+    A line with an even number of quotes is a record of its own; one with an odd number opens a
+    record that the next such line closes (quotes inside a record come in pairs otherwise)."""
+    n = len(lines)
+    odd = [k for k, ln in enumerate(lines) if ln.count('"') & 1]
+    out: list = []
+    i = o = 0
+    while True:
+        k = odd[o] if o < len(odd) else n
+        out.extend((j, ln, "comment" if ln[0] == "#" else None)
+                   for j, ln in enumerate(lines[i:k], i) if ln and not ln.isspace())
+        if k >= n:
+            return out
+        o += 1
+        if lines[k].startswith("#"):
+            out.append((k, lines[k], "comment"))
+            i = k + 1
             continue
-        if line.startswith("#"):
-            yield i, line, "comment"
-            i += 1
+        close = odd[o] if o < len(odd) else n
+        if close - k <= MAX_RECORD_LINES and close < n:
+            out.append((k, "\n".join(lines[k:close + 1]), None))
+            o, i = o + 1, close + 1
             continue
-        if line.count('"') % 2 == 0:   # the common case: a record on one line
-            yield i, line, None
-            i += 1
-            continue
-        buf, j = line, i
-        while buf.count('"') % 2 and j + 1 < n and j - i < MAX_RECORD_LINES:
-            j += 1
-            buf += "\n" + lines[j]
-        if buf.count('"') % 2:
-            if not final and j + 1 >= n and j - i < MAX_RECORD_LINES:
-                yield i, None, "more"
-                return
-            yield i, line, "a quoted field is never closed"
-            i += 1
-            continue
-        yield i, buf, None
-        i = j + 1
+        last = min(n - 1, k + MAX_RECORD_LINES)
+        if not final and last + 1 >= n and last - k < MAX_RECORD_LINES:
+            out.append((k, None, "more"))
+            return out
+        out.append((k, lines[k], "a quoted field is never closed"))
+        i = k + 1
 
 
 _STRAY = re.compile(r"(?:^|\s)[^\s0-9A-Za-z]+(?=\s|$)")   # an unquoted word without a letter or digit

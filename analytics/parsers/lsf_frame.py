@@ -169,18 +169,27 @@ def convert(df: pl.DataFrame, cluster: str) -> pl.DataFrame:
     )
 
 
+_NULLABLE = ("submit_time", "start_time", "end_time", "timelimit_s", "mem_peak_bytes", "cpu_time_s")
+_JSON_PLAIN = r"^[ !#-\[\]-~]*$"   # printable ASCII but a quote or backslash: json.dumps keeps it as it is
+
+
 def null_reasons(rows: pl.DataFrame) -> pl.DataFrame:
-    """null_reasons as json.dumps writes them ({"col": "raw text", ...}), built for the rows that have any."""
-    have = pl.any_horizontal([pl.col("_nulls").struct.field(k).is_not_null() for k in
-                              ("submit_time", "start_time", "end_time", "timelimit_s", "mem_peak_bytes", "cpu_time_s")])
-    rows = rows.with_columns(_has=have)
-    texts = [json.dumps({k: v for k, v in d.items() if v is not None})
-             for d in rows.filter(pl.col("_has"))["_nulls"].to_list()]
-    rows = rows.with_columns(null_reasons=pl.lit(None, dtype=pl.String))
-    if texts:
-        rows = rows.with_columns(null_reasons=pl.when(pl.col("_has")).then(
-            pl.lit(pl.Series(texts, dtype=pl.String)).gather(pl.col("_has").cast(pl.Int64).cum_sum() - 1)))
-    return rows.drop("_has", "_nulls")
+    """null_reasons as json.dumps writes them ({"col": "raw text", ...}): formatted column-wise where
+    every raw text is printable ASCII without a quote or backslash, by json.dumps for the others."""
+    field = pl.col("_nulls").struct.field
+    parts = [pl.format('"{}": "{}"', pl.lit(k), field(k)) for k in _NULLABLE]
+    plain = pl.all_horizontal([field(k).is_null() | field(k).str.contains(_JSON_PLAIN) for k in _NULLABLE])
+    rows = rows.with_columns(
+        _plain=plain,
+        null_reasons=pl.when(pl.any_horizontal([field(k).is_not_null() for k in _NULLABLE]))
+        .then(pl.concat_str([pl.lit("{"), pl.concat_str(parts, separator=", ", ignore_nulls=True), pl.lit("}")])))
+    odd = rows.filter(~pl.col("_plain") & pl.col("null_reasons").is_not_null())
+    if odd.height:
+        texts = {line: json.dumps({k: v for k, v in d.items() if v is not None})
+                 for line, d in odd.select("_line", "_nulls").iter_rows()}
+        rows = rows.with_columns(null_reasons=pl.when(pl.col("_plain")).then(pl.col("null_reasons"))
+                                 .otherwise(pl.col("_line").replace_strict(texts, default=None, return_dtype=pl.String)))
+    return rows.drop("_plain", "_nulls")
 
 
 def exact_mem(maxrmem: str) -> int:
