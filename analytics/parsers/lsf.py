@@ -23,10 +23,11 @@ negative time, size or count rejects the record, as values beyond analytics/limi
   those or in the job script (#BSUB -gpu); N is per host, so ngpus = N x nnodes
 Other events (JOB_RESIZE, EVENT_ADRSV_FINISH) and '#' lines are dropped and counted in a note.
 Cluster: opts.cluster, else "default" (lsb.acct names none).
-How: the file is read in blocks of lines, two at a time in threads. A record is cut into its
-fields with str.split on the quotes where it has no "" inside a string and nothing odd (tokenize
-reads the others), walked by its counts to the fields a job row needs (walk), and the rows are
-converted column-wise with polars (lsf_frame), the reasons worded for the rejected ones only.
+How: the file is read in blocks of lines, two at a time in threads. A block's plain records are
+cut into their fields and walked by their counts column-wise with polars (lsf_walk); the others
+one by one: cut with str.split on the quotes where that is exact (tokenize reads the rest), walked
+by walk (the rule, whose reason a rejected record gets). The rows are converted column-wise
+(lsf_frame), the reasons worded for the rejected ones only.
 """
 from __future__ import annotations
 

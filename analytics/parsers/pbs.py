@@ -26,8 +26,10 @@ Cluster: opts.cluster, else the server's first name label ('6.edge.ccr.buffalo.e
 else "default". A `YYYYMMDD:` prefix (grep over several accounting files) is removed.
 How: the file is read in blocks of lines, two converted at once, column-wise with polars
 (pbs_frame): a record's key=value words are split on blanks unless it holds quotes, option flags
-or other odd words, which split_pairs reads; the scalar rules below (sizes, exec_host, nodes=,
-durations) run once per distinct value. The D records and the limits are settled over the file.
+or other odd words, which split_pairs reads. Durations (HH:MM:SS), sizes (an integer and a unit)
+and exec_host (host/N, host/N-M, host/N*K) in their regular forms are computed with polars
+expressions; the scalar rules below (sizes, exec_host, nodes=, durations) read the other values,
+once per distinct value. The D records and the limits are settled over the file.
 """
 from __future__ import annotations
 
