@@ -2,9 +2,8 @@
 SQL itself (sql/metrics/NN_lake_*.sql): the formulas are the ones the stored job_gpu_devices and
 job_metrics are computed with, run here over this job's samples alone.
 
-- ``per_node``: one CPU and memory line per host (lake_job_cpu_samples over the job's samples with
-  each host standing in for the job, so its "job" rows are the per-host figures it sums), for a
-  multi-node job's report.
+- ``per_node``: one CPU and memory line per host (lake_job_cpu_hosts, the rows the job's figures
+  sum), for a multi-node job's report.
 - ``summary``: the per-node lines, the GPUs (lake_job_gpu_devices) and the utilisation series of a
   job that has samples but no accounting yet: those in ``sample``, which count once the accounting
   arrives, or those held in ``sample_pending`` under the trust model (docs/ingest.md#trust-model),
@@ -19,7 +18,7 @@ from jobsight.analytics import lake
 
 TABLES = {"sample": "samples", "pending": "sample_pending"}     # counted samples / held ones
 # the portable views a summary needs, in file order (each reads only the ones before it)
-VIEWS = ("lake_config", "lake_sample_weighted", "lake_job_gpu_devices", "lake_job_cpu_samples")
+VIEWS = ("lake_config", "lake_sample_weighted", "lake_job_gpu_devices", "lake_job_cpu_hosts")
 _SAMPLES = "_jobsight_job_samples"
 
 
@@ -42,13 +41,12 @@ def find(db, job: str, cluster: str | None) -> list[tuple[str, str, str]]:
     return out
 
 
-def _create(db, cluster: str, job_id_raw: str, which: str, by_host: bool) -> None:
+def _create(db, cluster: str, job_id_raw: str, which: str) -> None:
     cols = ", ".join(f'"{c}"' for c in sample_columns(db))
     db.execute(f"CREATE OR REPLACE TEMP TABLE {_SAMPLES} AS SELECT {cols} FROM {TABLES[which]} "
                "WHERE cluster = ? AND job_id_raw = ?", [cluster, job_id_raw])
-    star = "* REPLACE (host AS job_id_raw)" if by_host else "*"
     db.execute(f"CREATE OR REPLACE TEMP VIEW {lake.INPUT_VIEWS['samples']} AS "
-               f"SELECT {star}, {lake.TIME_MS} AS time_ms FROM {_SAMPLES}")
+               f"SELECT *, {lake.TIME_MS} AS time_ms FROM {_SAMPLES}")
     db.execute(f"CREATE OR REPLACE TEMP VIEW {lake.INPUT_VIEWS['setting']} AS SELECT c.cluster, s.name, s.value, "
                f"s.text FROM (SELECT DISTINCT cluster FROM {_SAMPLES}) c CROSS JOIN setting s")
     views = dict(lake.lake_views())
@@ -64,16 +62,16 @@ def _drop(db) -> None:
     db.execute(f"DROP TABLE IF EXISTS temp.{_SAMPLES}")
 
 
-def _query(db, cluster: str, job_id_raw: str, which: str, by_host: bool, queries: dict[str, str]) -> dict:
-    _create(db, cluster, job_id_raw, which, by_host)
+def _query(db, cluster: str, job_id_raw: str, which: str, queries: dict[str, str]) -> dict:
+    _create(db, cluster, job_id_raw, which)
     try:
         return {name: db.rows(sql) for name, sql in queries.items()}
     finally:
         _drop(db)
 
 
-NODE_QUERY = ("SELECT job_id_raw AS host, cpu_util_pct, mem_peak_bytes, mem_limit_bytes, n_samples, first_time, "
-              "last_time FROM lake_job_cpu_samples ORDER BY host")
+NODE_QUERY = ("SELECT host, util_pct AS cpu_util_pct, mem_peak_bytes, mem_limit_bytes, n_samples, first_time, "
+              "last_time FROM lake_job_cpu_hosts ORDER BY host")
 GPU_QUERY = ("SELECT host, device, gpu_index, util_mean_pct, util_max_pct, mem_peak_bytes, mem_total_bytes, "
              "energy_j, n_samples, source FROM lake_job_gpu_devices ORDER BY host, gpu_index, device")
 
@@ -90,14 +88,14 @@ def series(db, cluster: str, job_id_raw: str, table: str = "samples") -> dict[st
 
 def per_node(db, cluster: str, job_id_raw: str, which: str = "sample") -> list[dict]:
     """One row per host with CPU samples: host, cpu_util_pct, mem_peak_bytes, mem_limit_bytes, ..."""
-    return _query(db, cluster, job_id_raw, which, True, {"nodes": NODE_QUERY})["nodes"]
+    return _query(db, cluster, job_id_raw, which, {"nodes": NODE_QUERY})["nodes"]
 
 
 def summary(db, cluster: str, job_id_raw: str, which: str) -> dict:
     """The samples of a job as `jobsight job` shows them: nodes, gpus, series, span and count;
     for held samples (``which="pending"``) also the owners of the files they came from."""
     out = {"nodes": per_node(db, cluster, job_id_raw, which)}
-    out["gpus"] = _query(db, cluster, job_id_raw, which, False, {"gpus": GPU_QUERY})["gpus"]
+    out["gpus"] = _query(db, cluster, job_id_raw, which, {"gpus": GPU_QUERY})["gpus"]
     table, key = TABLES[which], [cluster, job_id_raw]
     out["n_samples"], out["first_time"], out["last_time"] = db.execute(
         f"SELECT count(*), min(time), max(time) FROM {table} WHERE cluster = ? AND job_id_raw = ?", key).fetchone()

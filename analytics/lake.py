@@ -98,6 +98,14 @@ def settings_read() -> dict[str, str]:
     return {name: column.lower() for name, column in _SETTING_READ.findall(select)}
 
 
+_SETTING_COLUMN = re.compile(r"\bname\s*=\s*'([a-z_.]+)'\s+THEN\s+(?:value|text)\s+END\)\s+AS\s+(\w+)", re.IGNORECASE)
+
+
+def settings_columns() -> dict[str, str]:
+    """{setting: the lake_config column that holds it}."""
+    return dict(_SETTING_COLUMN.findall(dict(lake_views())[SETTINGS_VIEW]))
+
+
 def missing_settings(rows) -> dict[str, list[str]]:
     """{cluster: [setting, ...]} for each cluster of (cluster, name, value, text) rows that lacks a
     setting the portable SQL reads (or has it empty): such a cluster's jobs get no results."""

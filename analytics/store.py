@@ -1,5 +1,5 @@
 """Stored per-job results and the dashboard's per-day summaries, kept current: job_gpu_devices,
-job_metrics, job_day, job_flags, job_advice, job_savings, and dash_day, dash_eff_day, dash_flag_day,
+job_cpu_hosts, job_metrics, job_day, job_flags, job_advice, job_savings, and dash_day, dash_eff_day, dash_flag_day,
 dash_flag_top.
 
 The definitions are the files of sql/metrics/, in order:
@@ -8,7 +8,9 @@ The definitions are the files of sql/metrics/, in order:
   analytics/lake.py), over the inputs lake_samples, lake_jobs, lake_setting and lake_charge_rate.
   The Parquet lake runs them over its files; here each refresh maps the inputs to the jobs listed
   in the table metric_scope (INPUTS), creates the files' views as TEMP views, and stores
-  lake_job_gpu_devices as job_gpu_devices and lake_job_metrics as job_metrics.
+  lake_job_gpu_devices, lake_job_cpu_hosts and lake_job_metrics as job_gpu_devices, job_cpu_hosts
+  and job_metrics. The first two are the only ones that read the samples: a rebuild that starts
+  after them reads their stored rows instead (``_create_views``).
 - **DuckDB-only** (NN_<table>.sql, after them): each ends with the view calc_<table>, which reads
   the stored tables before it for the jobs (or, for the dash_* summaries, the days) in its scope
   table. job_savings prices the requests of job_advice with the portable charging SQL (PRICING),
@@ -23,11 +25,12 @@ The definitions are the files of sql/metrics/, in order:
   partition's jobs when the partition gains or loses GPUs (the cpu_job_on_gpu_partition flag spans
   jobs), and the summaries of every day those jobs ran, before or after. Nothing else is read or
   written, so a published snapshot is a copy of the file (analytics/snapshot.py).
-- **rebuild**: after a change of what a stored table is computed with (its file in sql/metrics/,
-  the settings it reads, the charging table when it reads it), that table and every one after it
-  are rebuilt from all jobs, once, and ``say`` is told which and why. A change of `[flags]`
-  rebuilds job_flags and the summaries; the per-sample work of job_metrics is done again only
-  when its own definitions or settings change.
+- **rebuild**: after a change of what a stored table is computed with (its file in sql/metrics/
+  and the files it reads, the settings they read, the charging table when they read it), that table
+  and every one after it are rebuilt from all jobs, once, and ``say`` is told which and why. A
+  change of `[flags]` rebuilds job_flags and what follows; of `flags.gpu_idle_pct` or the charging,
+  job_metrics and what follows, from the stored per-device and per-host rows; the samples are
+  weighed again only when their own definitions or `samples.max_gap_s` change.
 
 A refresh killed at any point leaves the previous stored results and watermark (DuckDB rolls the
 transaction back), so readers never see a half-refreshed state and the next refresh completes it.
@@ -60,11 +63,12 @@ class Stored:
     prices: str = ""  # a stored table of requests that `view` reads priced as lake_job_charge
 
 
-# In dependency order. The first two are portable views (sql/metrics/NN_lake_*.sql); each later one
+# In dependency order. The first three are portable views (sql/metrics/NN_lake_*.sql); each later one
 # is the last view of the DuckDB-only file sql/metrics/NN_<table>.sql, which reads the stored tables
 # of the earlier ones.
 STORED = (
     Stored("job_gpu_devices", "lake_job_gpu_devices", "metric_scope", KEY),
+    Stored("job_cpu_hosts", "lake_job_cpu_hosts", "metric_scope", KEY),
     Stored("job_metrics", "lake_job_metrics", "metric_scope", f"start_time, {KEY}"),
     Stored("job_day", "calc_job_day", "metric_scope", f"day, {KEY}"),
     Stored("job_flags", "calc_job_flags", "metric_flag_scope", f"start_time, {KEY}, code"),
@@ -98,9 +102,9 @@ TABLES_READ = ("charge_rate", "billing_weight")
 # the scope (a third of the rebuild), and drops the rows of samples without a job record (whose
 # jobs get no results, as in an incremental refresh) when it stores the portable views.
 EVERY_SAMPLE = f"SELECT s.*, {lake.TIME_MS} AS time_ms FROM samples s"
-# Portable views made TEMP tables rather than views: lake_job_gpu_devices is both stored and read by
-# lake_job_gpu_stats, and a view would weigh the GPU samples twice per refresh.
-MATERIALIZED = ("lake_job_gpu_devices",)
+# Portable views made TEMP tables rather than views: each is both stored and read by a later view,
+# and a view would weigh the samples twice per refresh.
+MATERIALIZED = ("lake_job_gpu_devices", "lake_job_cpu_hosts")
 
 
 @dataclass(frozen=True)
@@ -133,12 +137,33 @@ def metric_files() -> list[Path]:
 
 
 _SETTING_CALL = re.compile(r"setting_(?:value|text)\('([^']+)'\)")
+_LAKE_NAME = re.compile(r"\blake_[a-z_]+\b")
+
+
+def _reads(view: str) -> list[str]:
+    """The portable view and every portable view it reads, directly or not, in file order."""
+    views = dict(lake.lake_views())
+    seen, todo = set(), [view]
+    while todo:
+        name = todo.pop()
+        if name in views and name not in seen:
+            seen.add(name)
+            todo += _LAKE_NAME.findall(re.sub(r"--[^\n]*", "", views[name]))
+    return [name for name in views if name in seen]
 
 
 def _definition_files(s: Stored) -> list[Path]:
     if _portable(s):
-        return lake.portable_files()
+        read = set(_reads(s.view))
+        return [p for p in lake.portable_files() if p.stem.split("_", 1)[1] in read]
     return [p for p in metric_files() if p.stem.split("_", 1)[-1] == s.table]
+
+
+def _portable_settings(s: Stored) -> list[str]:
+    """The settings a portable stored table's files use: lake_config's columns they name."""
+    columns = lake.settings_columns()
+    code = "".join(re.sub(r"--[^\n]*", "", dict(lake.lake_views())[v]) for v in _reads(s.view) if v != lake.SETTINGS_VIEW)
+    return sorted(name for name, column in columns.items() if re.search(rf"\b{column}\b", code))
 
 
 def definitions_checksums(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
@@ -152,10 +177,10 @@ def definitions_checksums(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     for s in STORED:
         h = hashlib.sha256(chain)
         text = "".join(p.name + "\0" + p.read_text(encoding="utf-8") for p in _definition_files(s))
-        read = sorted(lake.settings_read()) if _portable(s) else sorted(set(_SETTING_CALL.findall(text)))
+        read = _portable_settings(s) if _portable(s) else sorted(set(_SETTING_CALL.findall(text)))
         h.update(text.encode())
         h.update(repr([(name, settings.get(name)) for name in read]).encode())
-        if _portable(s) or "charge_rate" in text:
+        if "charge_rate" in text:
             h.update(repr(rates).encode())
         for table in TABLES_READ[1:]:
             if table in text:
@@ -177,16 +202,22 @@ def _check_settings(con) -> None:
                                                "open the database read-write with this jobsight")
 
 
-def _create_views(con, every_sample: bool = False) -> None:
+def _create_views(con, every_sample: bool = False, stored: tuple[Stored, ...] = ()) -> None:
     """The portable SQL over the jobs of metric_scope: its inputs and its views, as TEMP objects.
-    ``every_sample``: lake_samples is every sample (a full rebuild: see EVERY_SAMPLE)."""
+    ``every_sample``: lake_samples is every sample (a full rebuild: see EVERY_SAMPLE). ``stored``:
+    portable tables that are current, whose views read their stored rows rather than compute them."""
     _check_settings(con)
     for table, select in INPUTS.items():
         select = EVERY_SAMPLE if every_sample and table == "samples" else select
         con.execute(f"CREATE OR REPLACE TEMP VIEW {lake.INPUT_VIEWS[table]} AS {select}")
+    kept = {s.view: s.table for s in stored}
     for name, select in lake.lake_views():
-        kind = "TABLE" if name in MATERIALIZED else "VIEW"
-        con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {select}")
+        if name in kept:
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS "
+                        f"SELECT t.* FROM {kept[name]} t SEMI JOIN metric_scope USING ({KEY})")
+        else:
+            kind = "TABLE" if name in MATERIALIZED else "VIEW"
+            con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {select}")
 
 
 def _pricing_views(con, s: Stored) -> None:
@@ -202,8 +233,11 @@ def _pricing_views(con, s: Stored) -> None:
 
 
 def _drop_views(con) -> None:
+    kinds = dict(con.execute("SELECT table_name, table_type FROM information_schema.tables "
+                             "WHERE table_catalog = 'temp'").fetchall())
     for name, _ in reversed(lake.lake_views()):
-        con.execute(f"DROP {'TABLE' if name in MATERIALIZED else 'VIEW'} IF EXISTS temp.{name}")
+        if name in kinds:
+            con.execute(f"DROP {'TABLE' if kinds[name] == 'LOCAL TEMPORARY' else 'VIEW'} temp.{name}")
     for table in INPUTS:
         con.execute(f"DROP VIEW IF EXISTS temp.{lake.INPUT_VIEWS[table]}")
 
@@ -286,7 +320,7 @@ def _rebuild(con, start: int, sums: dict[str, str], reason: str, say, announce: 
     else:
         con.execute(f"INSERT INTO metric_flag_scope SELECT DISTINCT {KEY} FROM job")
     if any(_portable(s) for s in todo):
-        _create_views(con, every_sample=True)
+        _create_views(con, every_sample=True, stored=tuple(s for s in STORED[:start] if _portable(s)))
     # the DuckDB-only file that defines each remaining stored table's view (NN_<table>.sql)
     duckdb_files = {p.stem.split("_", 1)[-1]: p for p in metric_files()}
     for s in todo:
@@ -325,10 +359,10 @@ def _incremental(con, watermark: int, upto: int = len(STORED)) -> Refresh:
                 UNION ALL SELECT {KEY} FROM sample WHERE ingest_id > $w OR ingest_id IS NULL)
         ) changed SEMI JOIN job USING ({KEY})""", {"w": watermark})
     n = con.execute("SELECT count(*) FROM metric_scope").fetchone()[0]
-    devices, metrics, job_day, flags, advice, savings, *summaries = STORED
+    devices, cpu_hosts, metrics, job_day, flags, advice, savings, *summaries = STORED
     active = STORED[:upto]
     _create_views(con)
-    for s in (devices, metrics):
+    for s in (devices, cpu_hosts, metrics):
         if s in active:
             _replace(con, s)
     _drop_views(con)

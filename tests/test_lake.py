@@ -206,7 +206,8 @@ def test_portable_sql_keeps_to_the_subset_spark_runs():
     views = lake.lake_views()
     names = [name for name, _ in views]
     assert names[-1] == "lake_job_metrics" and {"lake_job_gpu_devices", "lake_config"} <= set(names)
-    assert {s.view for s in store.STORED if s.view.startswith("lake_")} == {"lake_job_gpu_devices", "lake_job_metrics"}
+    assert {s.view for s in store.STORED if s.view.startswith("lake_")} == {"lake_job_gpu_devices", "lake_job_cpu_hosts",
+                                                                          "lake_job_metrics"}
     for i, (name, select) in enumerate(views):
         code = re.sub(r"--[^\n]*", "", select)
         assert code.lstrip().upper().startswith("SELECT"), name

@@ -209,9 +209,10 @@ def test_a_flags_setting_rebuilds_the_flags_and_summaries_once_and_says_so(base,
     assert stored_of(base) == recomputed(base, tmp_path)
 
 
-def test_a_setting_of_the_per_job_sql_rebuilds_every_table(base, tmp_path, capsys):
-    """gpu_idle_pct is read by job_metrics (idle_gpus): everything is rebuilt; an ingest waiting at
-    the same time is included."""
+def test_a_setting_of_the_per_job_sql_rebuilds_from_the_stored_devices(base, tmp_path, capsys):
+    """gpu_idle_pct is read by job_metrics (idle_gpus), not by the per-device and per-host rows: those
+    stay, and job_metrics and every table after it are rebuilt from them; an ingest waiting at the
+    same time is included."""
     idle = "SELECT count(*) FROM job_flags WHERE code = 'gpu_idle'"
     assert con_rows(base, idle) == [(1,)]         # 200 sampled at 0 %; 201 at ~87 %; 202, 203 unmeasured
     dump = tmp_path / "d.txt"
@@ -221,10 +222,25 @@ def test_a_setting_of_the_per_job_sql_rebuilds_every_table(base, tmp_path, capsy
     con.close()
     con = Database.open(base, parse_config({"flags": {"gpu_idle_pct": 95}}))
     con.close()
-    assert "computing the stored metrics of all 15 jobs (once)" in capsys.readouterr().err
-    assert con_rows(base, "SELECT value FROM metric_state WHERE name = 'last_refresh'") == [("full 15",)]
+    rebuilt = ("job_metrics, job_day, job_flags, job_advice, job_savings, dash_day, dash_eff_day, dash_flag_day, "
+               "dash_flag_top")
+    assert f"computing the stored {rebuilt} of all 15 jobs (once)" in capsys.readouterr().err
+    assert con_rows(base, "SELECT value FROM metric_state WHERE name = 'last_refresh'") == [(f"full 15 {rebuilt}",)]
     assert con_rows(base, idle) == [(2,)]         # 201 is under 95 %
     assert ("700",) in con_rows(base, "SELECT job_id_raw FROM job_metrics")
+    assert stored_of(base) == recomputed(base, tmp_path)
+
+
+def test_a_setting_of_the_sample_weights_rebuilds_every_table(base, tmp_path, capsys):
+    """samples.max_gap_s weighs each sample: every table is rebuilt from the samples."""
+    before = con_rows(base, "SELECT util_weight_s FROM job_gpu_devices WHERE job_id_raw = '201'")
+    con = Database.open(base, parse_config({"samples": {"max_gap_s": 1}}))
+    con.close()
+    assert "computing the stored metrics of all 14 jobs (once)" in capsys.readouterr().err
+    assert con_rows(base, "SELECT value FROM metric_state WHERE name = 'last_refresh'") == [("full 14",)]
+    after = con_rows(base, "SELECT util_weight_s FROM job_gpu_devices WHERE job_id_raw = '201'")
+    assert after != before and all(w <= n for (w,), (n,) in zip(after, con_rows(
+        base, "SELECT n_samples FROM job_gpu_devices WHERE job_id_raw = '201'")))
     assert stored_of(base) == recomputed(base, tmp_path)
 
 
