@@ -96,12 +96,14 @@ INPUTS = {
 # requests (Stored.prices) too, over the settings and charging table of the scope's clusters.
 PRICING = ("lake_config", "lake_job_charge")
 REQUEST_VIEW = "lake_job_request"
+REQUEST_METRICS = "lake_job_metrics"     # one row per row of lake_jobs
 # Tables besides `setting` a definition may read; their rows are part of its checksum.
 TABLES_READ = ("charge_rate", "billing_weight")
 # A full rebuild's scope is every job: it reads every sample rather than probe 10^7 samples against
 # the scope (a third of the rebuild), and drops the rows of samples without a job record (whose
 # jobs get no results, as in an incremental refresh) when it stores the portable views.
 EVERY_SAMPLE = f"SELECT s.*, {lake.TIME_MS} AS time_ms FROM samples s"
+EVERY_JOB = "SELECT * FROM jobs"       # and every job: no semi join of 10^6 jobs against themselves
 # Portable views made TEMP tables rather than views: each is both stored and read by a later view,
 # and a view would weigh the samples twice per refresh.
 MATERIALIZED = ("lake_job_gpu_devices", "lake_job_cpu_hosts")
@@ -186,7 +188,7 @@ def definitions_checksums(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
             if table in text:
                 h.update(repr(con.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall()).encode())
         if _portable(s):
-            h.update(repr((sorted(INPUTS.items()), EVERY_SAMPLE)).encode())
+            h.update(repr((sorted(INPUTS.items()), EVERY_SAMPLE, EVERY_JOB)).encode())
         out[s.table] = h.hexdigest()[:16]
         chain = h.digest()
     return out
@@ -202,13 +204,14 @@ def _check_settings(con) -> None:
                                                "open the database read-write with this jobsight")
 
 
-def _create_views(con, every_sample: bool = False, stored: tuple[Stored, ...] = ()) -> None:
+def _create_views(con, everything: bool = False, stored: tuple[Stored, ...] = ()) -> None:
     """The portable SQL over the jobs of metric_scope: its inputs and its views, as TEMP objects.
-    ``every_sample``: lake_samples is every sample (a full rebuild: see EVERY_SAMPLE). ``stored``:
+    ``everything``: lake_samples and lake_jobs are every sample and job (a full rebuild: see EVERY_SAMPLE). ``stored``:
     portable tables that are current, whose views read their stored rows rather than compute them."""
     _check_settings(con)
     for table, select in INPUTS.items():
-        select = EVERY_SAMPLE if every_sample and table == "samples" else select
+        if everything:
+            select = {"samples": EVERY_SAMPLE, "jobs": EVERY_JOB}.get(table, select)
         con.execute(f"CREATE OR REPLACE TEMP VIEW {lake.INPUT_VIEWS[table]} AS {select}")
     kept = {s.view: s.table for s in stored}
     for name, select in lake.lake_views():
@@ -320,7 +323,7 @@ def _rebuild(con, start: int, sums: dict[str, str], reason: str, say, announce: 
     else:
         con.execute(f"INSERT INTO metric_flag_scope SELECT DISTINCT {KEY} FROM job")
     if any(_portable(s) for s in todo):
-        _create_views(con, every_sample=True, stored=tuple(s for s in STORED[:start] if _portable(s)))
+        _create_views(con, everything=True, stored=tuple(s for s in STORED[:start] if _portable(s)))
     # the DuckDB-only file that defines each remaining stored table's view (NN_<table>.sql)
     duckdb_files = {p.stem.split("_", 1)[-1]: p for p in metric_files()}
     for s in todo:
@@ -334,8 +337,9 @@ def _rebuild(con, start: int, sums: dict[str, str], reason: str, say, announce: 
             con.execute("INSERT INTO metric_gpu_partitions SELECT * FROM calc_gpu_partitions")
         if s.scope == "metric_day_scope" and not con.execute("SELECT count(*) FROM metric_day_scope").fetchone()[0]:
             con.execute("INSERT INTO metric_day_scope SELECT DISTINCT day FROM job_day")
-        # the jobs of the scope only: lake_samples held every sample (EVERY_SAMPLE)
-        scoped = f" SEMI JOIN {s.scope} USING ({KEY})" if _portable(s) else ""
+        # the jobs of the scope only: lake_samples held every sample (EVERY_SAMPLE), also those of
+        # jobs without a record; lake_job_metrics has a row per job record already
+        scoped = f" SEMI JOIN {s.scope} USING ({KEY})" if _portable(s) and s.view != REQUEST_METRICS else ""
         con.execute(f"CREATE TABLE {s.table} AS SELECT v.* FROM {s.view} v{scoped} ORDER BY {s.order}")
     days = con.execute("SELECT count(*) FROM metric_day_scope").fetchone()[0]
     _drop_views(con)

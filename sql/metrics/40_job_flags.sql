@@ -20,12 +20,11 @@ CREATE OR REPLACE MACRO setting_text(n) AS (
     FROM setting WHERE name = n);
 
 CREATE OR REPLACE MACRO gib(b) AS b / 1073741824.0;
--- Slurm --time value for a number of seconds, rounded up to whole minutes (string operations, not
--- printf: a full rebuild formats a million of them).
+-- Slurm --time value for a number of seconds, rounded up to whole minutes: [D-]HH:MM:00 (strftime
+-- of the minutes within a day, not printf: a full rebuild formats two million of them).
 CREATE OR REPLACE MACRO slurm_minutes(m) AS
-    CASE WHEN m >= 1440 THEN CAST(m // 1440 AS VARCHAR) || '-' || lpad(CAST((m % 1440) // 60 AS VARCHAR), 2, '0')
-         ELSE lpad(CAST(m // 60 AS VARCHAR), 2, '0') END
-    || ':' || lpad(CAST(m % 60 AS VARCHAR), 2, '0') || ':00';
+    CASE WHEN m >= 1440 THEN CAST(m // 1440 AS VARCHAR) || '-' ELSE '' END
+    || strftime(TIMESTAMP '2000-01-01' + to_minutes(m % 1440), '%H:%M:%S');
 CREATE OR REPLACE MACRO slurm_time(s) AS slurm_minutes(CAST(ceil(s / 60.0) AS BIGINT));
 
 -- Partitions that hold GPUs: a GPU job ran there, or the charging table prices GPUs there. It spans
@@ -54,6 +53,11 @@ WITH m AS (
         CAST(ceil(elapsed_s * setting_value('flags.time_headroom') / 60.0) AS BIGINT) * 60 AS fit_time_s,
         NULLIF(setting_text('advice.cpu_partition'), '') AS cpu_partition
     FROM job_metrics SEMI JOIN metric_flag_scope USING (cluster, job_id_raw)
+    -- first_day / last_day: the first and last day the job ran (job_day; NULL when it never ran), so
+    -- that the flags of the jobs that ran in a period are found without reading job_day
+    LEFT JOIN (SELECT cluster, job_id_raw, min(day) AS first_day, max(day) AS last_day
+               FROM job_day SEMI JOIN metric_flag_scope USING (cluster, job_id_raw) GROUP BY ALL) r
+        USING (cluster, job_id_raw)
     WHERE state IS DISTINCT FROM 'PENDING'
 ), f AS (
     SELECT m.*, 'gpu_idle' AS code, 'alarm' AS severity,
@@ -152,12 +156,7 @@ WITH m AS (
         NULL, NULL, NULL, NULL, NULL
     FROM m WHERE state IN ('FAILED', 'TIMEOUT', 'OUT_OF_MEMORY', 'NODE_FAIL') AND sbu > 0
 )
--- first_day / last_day: the first and last day the job ran (job_day; NULL when it never ran), so
--- that the flags of the jobs that ran in a period are found without reading job_day.
 SELECT f.cluster, f.job_id_raw, f.job_id, f.job_name, f."user", f.account, f."partition", f.state, f.start_time,
-       f.end_time, f.elapsed_s, f.sbu, f.wasted_sbu, f.code, f.severity, f.message, f.advice, r.first_day, r.last_day,
+       f.end_time, f.elapsed_s, f.sbu, f.wasted_sbu, f.code, f.severity, f.message, f.advice, f.first_day, f.last_day,
        f.advised_partition, f.advised_ncpus, f.advised_mem_bytes, f.advised_ngpus, f.advised_timelimit_s
-FROM f
-LEFT JOIN (SELECT cluster, job_id_raw, min(day) AS first_day, max(day) AS last_day
-           FROM job_day SEMI JOIN metric_flag_scope USING (cluster, job_id_raw) GROUP BY ALL) r
-    USING (cluster, job_id_raw);
+FROM f;

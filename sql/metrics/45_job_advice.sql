@@ -58,15 +58,17 @@ WITH advised AS (
            min(advised_timelimit_s) AS timelimit_s,
            COALESCE(max(advised_partition) FILTER (WHERE code IN ('gpu_idle', 'cpu_job_on_gpu_partition')),
                     max(advised_partition) FILTER (WHERE code = 'gpu_fits_smaller')) AS moved_to,
-           max(advised_partition) FILTER (WHERE code = 'mem_fits_thin') AS thin
+           max(advised_partition) FILTER (WHERE code = 'mem_fits_thin') AS thin,
+           min(first_day) AS first_day, max(last_day) AS last_day
     FROM job_flags SEMI JOIN metric_flag_scope USING (cluster, job_id_raw)
     GROUP BY ALL
 ), variants AS (
     SELECT m.*, a.ncpus AS a_ncpus, a.ngpus AS a_ngpus, a.mem_bytes AS a_mem_bytes, a.timelimit_s AS a_timelimit_s,
-           COALESCE(a.moved_to, m."partition") AS a_partition, FALSE AS thin
+           COALESCE(a.moved_to, m."partition") AS a_partition, FALSE AS thin, a.first_day, a.last_day
     FROM advised a JOIN job_metrics m USING (cluster, job_id_raw)
     UNION ALL
-    SELECT m.*, a.ncpus, a.ngpus, COALESCE(a.thin_mem_bytes, a.mem_bytes), a.timelimit_s, a.thin, TRUE
+    SELECT m.*, a.ncpus, a.ngpus, COALESCE(a.thin_mem_bytes, a.mem_bytes), a.timelimit_s, a.thin, TRUE,
+           a.first_day, a.last_day
     FROM advised a JOIN job_metrics m USING (cluster, job_id_raw)
     WHERE a.thin IS DISTINCT FROM COALESCE(a.moved_to, m."partition") AND a.thin IS NOT NULL
 ), fitted AS (
@@ -117,5 +119,6 @@ SELECT cluster, job_id_raw, a_partition AS "partition", f_gpu_type AS gpu_type, 
            CASE WHEN f_ngpus IS DISTINCT FROM ngpus
                 THEN CASE WHEN f_ngpus = 0 THEN '--gres=none' ELSE '--gres=gpu:' || f_ngpus END END,
            CASE WHEN f_timelimit_s IS DISTINCT FROM timelimit_s THEN '--time=' || slurm_time(f_timelimit_s) END
-       ) AS fitted_request
+       ) AS fitted_request,
+       first_day, last_day
 FROM priced;

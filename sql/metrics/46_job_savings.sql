@@ -8,7 +8,8 @@
 --   ("unknown") and savings_note says why.
 --   Of a fat-memory job's two requests (its own partition, the thin one) the one that saves more
 --   counts; on a tie it stays where it is.
--- first_day / last_day as in job_flags: the days the job ran, for period filters.
+-- first_day / last_day as in job_flags (carried by job_advice): the days the job ran, for period
+-- filters.
 -- DuckDB only: it reads the stored job_metrics and job_flags.
 
 -- A job's savings on one of its days (job_day.fraction): its share of savings_sbu; 0 for a job
@@ -16,12 +17,16 @@
 -- summaries (50_dash_day.sql), `jobsight usage` and the reports (sql/views/) add them up.
 CREATE OR REPLACE MACRO day_savings(advised, savings_sbu, fraction) AS
     CASE WHEN advised THEN savings_sbu * fraction ELSE 0 END;
+-- Whether the thin-partition request (savings sq) beats the job's own (sp): it saves more, NULL
+-- ("unknown") counting as less than any figure; a tie stays where it is.
+CREATE OR REPLACE MACRO thin_saves_more(sq, sp) AS sq IS NOT NULL AND (sp IS NULL OR sq > sp);
 CREATE OR REPLACE VIEW calc_job_savings AS
 WITH priced AS (
     SELECT c.cluster, c.job_id_raw, c.thin, c.price_note, c.fitted_request,
            c."partition" AS fitted_partition, c.ncpus AS fitted_ncpus, c.ngpus AS fitted_ngpus,
            c.mem_charged_bytes AS fitted_mem_bytes, c.timelimit_s AS fitted_timelimit_s, c.billing AS fitted_billing,
            m.job_id, m."user", m.account, m."partition", m.state, m.start_time, m.end_time, m.sbu, m.sbu_source,
+           c.first_day, c.last_day,
            CASE WHEN c.price_note IS NULL AND c.sbu_source = m.sbu_source THEN c.sbu END AS sbu_if_fitted,
            CASE WHEN c.price_note IS NOT NULL OR c.sbu_source <> m.sbu_source
                 THEN COALESCE(c.price_note, printf('partition %s has no %s price', c."partition",
@@ -30,13 +35,17 @@ WITH priced AS (
     FROM lake_job_charge c
     JOIN job_metrics m USING (cluster, job_id_raw)
 )
+-- One row per job: its own request, unless its thin-partition one (a few jobs have one) saves more.
+-- Anti joins against the thin rows, not a window over every job's rows.
+, thin AS (SELECT cluster, job_id_raw, sbu - sbu_if_fitted AS savings FROM priced WHERE thin)
+, own AS (SELECT cluster, job_id_raw, sbu - sbu_if_fitted AS savings FROM priced WHERE NOT thin)
 SELECT p.cluster, p.job_id_raw, p.job_id, p."user", p.account, p."partition", p.state, p.start_time, p.end_time,
        p.sbu, p.sbu_source, p.sbu_if_fitted, p.sbu - p.sbu_if_fitted AS savings_sbu, p.savings_note,
        p.fitted_request, p.fitted_partition, p.fitted_ncpus, p.fitted_ngpus, p.fitted_mem_bytes,
-       p.fitted_timelimit_s, p.fitted_billing, d.first_day, d.last_day
+       p.fitted_timelimit_s, p.fitted_billing, p.first_day, p.last_day
 FROM priced p
-LEFT JOIN (SELECT cluster, job_id_raw, min(first_day) AS first_day, max(last_day) AS last_day
-           FROM job_flags SEMI JOIN metric_flag_scope USING (cluster, job_id_raw) GROUP BY ALL) d
-    USING (cluster, job_id_raw)
-QUALIFY row_number() OVER (PARTITION BY p.cluster, p.job_id_raw
-                           ORDER BY p.sbu - p.sbu_if_fitted DESC NULLS LAST, p.thin) = 1;
+WHERE CASE WHEN p.thin
+           THEN NOT EXISTS (SELECT 1 FROM own o WHERE o.cluster = p.cluster AND o.job_id_raw = p.job_id_raw
+                                                  AND NOT thin_saves_more(p.sbu - p.sbu_if_fitted, o.savings))
+           ELSE NOT EXISTS (SELECT 1 FROM thin t WHERE t.cluster = p.cluster AND t.job_id_raw = p.job_id_raw
+                                                   AND thin_saves_more(t.savings, p.sbu - p.sbu_if_fitted)) END;
