@@ -34,7 +34,7 @@ from jobsight.analytics.ingest_walk import Entry, detect, open_regular
 from jobsight.analytics.records import ParseOptions, ParseResult
 
 FILE_BYTES = 16 << 20      # a part bigger than this is ingested alone (in pieces, memory bounded)
-BATCH_BYTES = 256 << 20    # parts loaded in one transaction
+BATCH_BYTES = 64 << 20     # parts loaded in one transaction (as ingest.STREAM_BYTES: memory bounded)
 
 
 @dataclass

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import require_service
 
-from jobsight.analytics import db, ingest, watch_cli
+from jobsight.analytics import db, ingest, ingest_batch, watch_cli
 from jobsight.analytics import ingest_trust as trust
 from jobsight.analytics.records import ParseOptions
 from jobsight.collector.csv_schema import HEADER
@@ -245,3 +245,25 @@ def test_a_file_given_to_another_owner_while_read_is_not_loaded(dbs, tmp_path, m
     assert batch.execute("SELECT count(*) FROM file_offset WHERE source_file = ?", [str(files[1].resolve())]).fetchone() == (0,)
     monkeypatch.setattr(trust.Ownership, "changed", changed)
     assert cycle(batch, spool)[files[1].name].stored == 3          # the next cycle reads it
+
+
+def test_several_batches_and_a_big_part_alone_as_ingested_alone(dbs, tmp_path, monkeypatch):
+    batch, ref = dbs
+    monkeypatch.setattr(ingest_batch, "BATCH_BYTES", 500)       # two parts of 3 lines a batch
+    monkeypatch.setattr(ingest_batch, "FILE_BYTES", 2000)       # 501's second part goes alone
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    files = {job: spool / f"jobsight-c1-{job}-n1.csv" for job in map(str, range(501, 508))}
+    for job, f in files.items():
+        f.write_text(HEADER + "\n" + lines(0, 3, job))
+    cycle(batch, spool)
+    alone(ref, spool)
+    for job, f in files.items():
+        append(f, lines(3, 40 if job == "501" else 6, job))
+    second = cycle(batch, spool)
+    alone(ref, spool)
+    assert [second[f.name].stored for f in files.values()] == [37] + [3] * 6
+    log = batch.execute("SELECT finished_at, count(*) FROM ingest_log WHERE list_contains(?, ingest_id) GROUP BY 1",
+                        [[r.ingest_id for r in second.values()]]).fetchall()
+    assert sorted(n for _, n in log) == [1, 2, 2, 2]             # three batches, and 501 alone
+    assert state(batch, spool) == state(ref, spool)
