@@ -70,8 +70,8 @@ def ingest_files(con: duckdb.DuckDBPyConnection, entries: list[Entry], folder: s
     for entry in entries:
         try:
             got = _prepare(con, entry, opts, parsers, stored)
-        except OSError as exc:
-            got = ingest._failed(FileReport(path=str(entry.path)), exc)
+        except OSError:   # gone, not regular, unreadable: ingest_file says which
+            got = None
         if got is None:
             alone.append(entry)
         elif isinstance(got, FileReport):
