@@ -12,7 +12,8 @@ loader drops a sample whose (cluster, job, host, device, time) is stored), so no
 
 An appended part is loaded like a whole file: one transaction with its ingest_log row (its
 checksum is the sha256 of the part), the same row accounting, and the same trust rule
-(ingest_trust) for its owner; the offset is written in that transaction.
+(ingest_trust) for its owner; the offset is written in that transaction (a watch cycle loads the
+parts of many files in one: ingest_batch).
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ import duckdb
 import polars as pl
 
 from jobsight.analytics.ingest_load import FileReport, load_pieces
-from jobsight.analytics.ingest_merge import _run
+from jobsight.analytics.ingest_merge import _q, _run
 from jobsight.analytics.ingest_routes import SourceFile, _pieces
 from jobsight.analytics.ingest_walk import open_regular
 
@@ -131,7 +132,7 @@ def _scan(file: SourceFile, start: int, end: int) -> tuple[str, int]:
 
 
 _OFFSET_SCHEMA = {"source_file": pl.String, "dev": pl.Int64, "ino": pl.Int64, "head_len": pl.Int64, "head_sha256": pl.String,
-                  "tail_sha256": pl.String, '"offset"': pl.Int64, "lines": pl.Int64, "options": pl.String,
+                  "tail_sha256": pl.String, "offset": pl.Int64, "lines": pl.Int64, "options": pl.String,
                   "ingest_id": pl.Int64}
 
 
@@ -146,7 +147,7 @@ def write_offsets(con: duckdb.DuckDBPyConnection, rows: list[tuple]) -> None:
     if rows:
         con.execute("DELETE FROM file_offset WHERE list_contains(?, source_file)", [[r[0] for r in rows]])
         frame = pl.DataFrame(rows, schema=_OFFSET_SCHEMA, orient="row")
-        _run(con, f"INSERT INTO file_offset ({', '.join(_OFFSET_SCHEMA)}) SELECT * FROM _incoming", _incoming=frame)
+        _run(con, f"INSERT INTO file_offset ({', '.join(map(_q, _OFFSET_SCHEMA))}) SELECT * FROM _incoming", _incoming=frame)
 
 
 def recorder(file: SourceFile, mark: Mark, offset: int, lines: int) -> Callable[[duckdb.DuckDBPyConnection, int], None]:
