@@ -143,7 +143,7 @@ def wait_finished(job_ids: list[str], timeout: float = 300) -> list[dict[str, st
         if time.monotonic() > deadline:
             raise SlurmError(f"jobs not finished after {timeout}s: missing {set(job_ids) - seen}, "
                              f"not final {[(r['JobID'], r['State']) for r in pending]}")
-        time.sleep(2)
+        time.sleep(1)
 
 
 def utc_now() -> datetime:

@@ -129,14 +129,22 @@ def harness_run():
     return {"workdir": workdir, "db": db, "ids": ids, "truth": truth, "from_sacct": from_sacct}
 
 
+def cached_json(run, *args: str):
+    """`jobsight ARGS --db ... --config ... --format json` on the module's database, parsed; run once
+    per ARGS (the database does not change after the fixture), each CLI run takes about a second."""
+    cache = run.setdefault("json", {})
+    if args not in cache:
+        cache[args] = json.loads(jobsight(args[0], "--db", str(run["db"]), "--config", str(run["workdir"] / "jobsight.toml"),
+                                          "--format", "json", *args[1:], cwd=run["workdir"]))
+    return cache[args]
+
+
 def flags_json(run, *extra) -> list[dict]:
-    return json.loads(jobsight("flags", "--db", str(run["db"]), "--config", str(run["workdir"] / "jobsight.toml"),
-                               "--format", "json", *extra, cwd=run["workdir"]))
+    return cached_json(run, "flags", *extra)
 
 
 def job_json(run, job_id) -> dict:
-    return json.loads(jobsight("job", "--db", str(run["db"]), "--config", str(run["workdir"] / "jobsight.toml"),
-                               "--format", "json", job_id, cwd=run["workdir"]))
+    return cached_json(run, "job", job_id)
 
 
 def test_from_sacct_ingest(harness_run):
