@@ -61,11 +61,12 @@ def _lsf_record(rnd: random.Random, i: int) -> str:
         words = head.split(" ")
         head = " ".join(words[:rnd.randrange(1, len(words))])
         head = head if head.count('"') % 2 == 0 else head + '"'
-    elif r < 0.08:   # a packed count; a stray unquoted word, alone or beside an unquoted '*'
-        head = pick([head.replace(" 0 ", " 02 ", 1), head.replace(" 0 ", " - ", 1),
+    elif r < 0.08:   # numAskedHosts and numExHosts packed ('02'); a stray unquoted word, alone or beside a '*'
+        head = pick([head.replace('"1.2" 0  ', '"1.2" 0', 1), head.replace(" 0 ", " - ", 1),
                      head.replace(" 0 ", " - ", 1).replace(' "1.2" ', " 1*2 ", 1)])
     elif r < 0.1:
         head = head.replace('"JOB_FINISH"', pick(['"JOB_RESIZE"', "JOB_FINISH", '"EVENT_ADRSV_FINISH"']))
+        head = head.replace('"1.2" 0  ', '"1.2" 0', 1) if rnd.random() < 0.5 else head
     return head
 
 

@@ -64,12 +64,15 @@ def walk_block(recs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataF
     def tok(i) -> pl.Expr:
         return t.list.get(i, null_on_oob=True)
 
-    df = df.with_columns(event=_value(tok(0)))
-    other = df.filter(c("event") != "JOB_FINISH").select("event")
+    df = df.with_columns(event=_value(tok(0)), _packed=tok(head_n).str.contains(r"^0[0-9]+$"))
+    # fields_of notes a packed count ('02' for '0 2') whatever the event: those records go to it
+    odd_other = (c("event") != "JOB_FINISH") & c("_packed").fill_null(False)
+    other = df.filter((c("event") != "JOB_FINISH") & ~odd_other).select("event")
+    left = pl.concat([left, df.filter(odd_other).select("_line", "text")])
     df = df.filter(c("event") == "JOB_FINISH")
     # the variable-length parts by their counts; a record the rule would refuse is left to it
     na = _count(tok(head_n))
-    df = df.with_columns(_packed=tok(head_n).str.contains(r"^0[0-9]+$"), _p1=head_n + 1 + na)
+    df = df.with_columns(_p1=head_n + 1 + na)
     df = df.with_columns(_ne=_count(tok(c("_p1"))))
     df = df.with_columns(_p2=c("_p1") + 1 + c("_ne"))
     df = df.with_columns(_p3=c("_p2") + after_n)
