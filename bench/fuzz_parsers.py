@@ -27,7 +27,7 @@ from pathlib import Path
 import atheris
 import polars  # noqa: F401  imported first so only jobsight's own code is instrumented
 
-with atheris.instrument_imports(include=["analytics"]):
+with atheris.instrument_imports(include=["jobsight.analytics"]):   # module names, not folders
     from jobsight.analytics.config import ConfigError, load_config
     from jobsight.analytics.parsers import lsf, nvidia_smi, pbs, sacct_json, sacct_text, seff, sidecar_csv
     from jobsight.analytics.records import ParseOptions
