@@ -27,6 +27,18 @@ def require_service(available: bool, reason: str) -> None:
     pytest.skip(reason)
 
 
+def harness_user(name: str):
+    """The passwd entry of one of the Slurm harness's users, for a test that chowns a file to them:
+    needs root and the user (skips with the reason otherwise)."""
+    import pwd
+    if os.geteuid() != 0:
+        require_service(False, f"chowns a file to {name}: run as root")
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        require_service(False, f"no Unix user {name}: run scripts/slurm-harness.sh start as root (it creates them)")
+
+
 def pytest_collection_finish(session) -> None:
     """Submit the jobs of the selected real-Slurm test modules now, so that they run in the harness
     while the rest of the session runs (tests/slurm_batch.py)."""

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pwd
 import shutil
 
 import pytest
-from conftest import require_service
+from conftest import harness_user
 
 from jobsight.analytics import db, ingest
 from jobsight.analytics.records import ParseOptions
@@ -161,12 +160,7 @@ def test_a_copy_already_ingested_goes_on_after_its_bytes(con, tmp_path):
 
 
 def test_a_users_appended_lines_count_only_for_her_job(tmp_path):
-    if os.geteuid() != 0:
-        require_service(False, "chowns a file to alice: run as root")
-    try:
-        alice = pwd.getpwnam("alice")
-    except KeyError:
-        require_service(False, "no Unix user alice: run scripts/slurm-harness.sh start as root (it creates her)")
+    alice = harness_user("alice")
     con = db.connect(tmp_path / "t.duckdb")
     try:
         con.execute("INSERT INTO job (cluster, job_id, job_id_raw, \"user\", uid, source) VALUES "

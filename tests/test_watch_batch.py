@@ -6,14 +6,13 @@ leaves nothing, and the next one reads the same lines again."""
 from __future__ import annotations
 
 import os
-import pwd
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import require_service
+from conftest import harness_user
 
 from jobsight.analytics import db, ingest, ingest_batch, watch_cli
 from jobsight.analytics import ingest_trust as trust
@@ -143,12 +142,7 @@ def test_truncated_file_is_read_again_in_the_batch(dbs, tmp_path):
 
 
 def test_a_users_file_counts_only_for_her_jobs_in_the_batch(dbs, tmp_path):
-    if os.geteuid() != 0:
-        require_service(False, "chowns a file to alice: run as root")
-    try:
-        alice = pwd.getpwnam("alice")
-    except KeyError:
-        require_service(False, "no Unix user alice: run scripts/slurm-harness.sh start as root (it creates her)")
+    alice = harness_user("alice")
     batch, ref = dbs
     spool = tmp_path / "spool"
     spool.mkdir()
