@@ -16,10 +16,7 @@ Each measured command runs in a fresh process: `python bench/metrics_bench.py --
 ARGS...` calls `jobsight ARGS...` in-process (the same entry point as .venv/bin/jobsight), with
 its peak RSS (/proc VmHWM) and timers (PROBES); the time in the table is the whole process's wall
 time. Commands run with jobsight.toml's defaults except the recompute: a setting changed, then the
-defaults again, once for a threshold only job_flags reads (the flags and summaries are rebuilt),
-once for gpu_idle_pct, which job_metrics reads (job_metrics and every table after it are rebuilt
-from the stored per-GPU and per-host rows), once for samples.max_gap_s, which weighs the samples
-(every stored table is rebuilt from them).
+defaults again, for each of CHANGES (what each rebuilds is in its row of the table).
 
 Targets (the issue), for 1M jobs / 10M samples:
   job ID              within 1.5x of the same command on a 17-job database (same generator), RSS <= 400 MB
@@ -62,10 +59,10 @@ STEPS = ("job", "usage", "flags", "report", "ingest", "dashboard", "recompute")
 # a plain GROUP BY of the samples per job and device, all rows computed and summed (not moved to Python)
 BASELINE_SQL = ("SELECT count(*), sum(n), sum(u), max(m) FROM (SELECT cluster, job_id_raw, host, device, "
                 "count(*) AS n, avg(util_pct) AS u, max(mem_used_bytes) AS m FROM sample GROUP BY ALL)")
-# (key, what is rebuilt, jobsight.toml): a setting only job_flags reads, one job_metrics reads too
-CHANGES = (("flags", "the flags, summaries", "[flags]\ntime_oversized_pct = 5\n"),
-           ("metrics", "job_metrics on", "[flags]\ngpu_idle_pct = 2\n"),
-           ("samples", "all", "[samples]\nmax_gap_s = 300\n"))
+# (key, what is rebuilt, jobsight.toml): a setting only job_flags reads, one job_metrics reads, one the samples' weights
+CHANGES = (("flags", "job_flags and after", "[flags]\ntime_oversized_pct = 5\n"),
+           ("metrics", "job_metrics and after, from the stored per-GPU and per-host rows", "[flags]\ngpu_idle_pct = 2\n"),
+           ("samples", "every table, the samples weighed again", "[samples]\nmax_gap_s = 300\n"))
 
 # (module, attribute, label): timed in the child; nested calls are labelled outer/inner
 PROBES = (
@@ -466,20 +463,14 @@ def rows_for(figs: dict) -> list[tuple[str, ...]]:
                          "", "", _mb(d["maxrss_mb"]), f"<= {c['target_ms']} ms", _met(("time", c["p95_ms"] > c["target_ms"]))))
     if "recompute" in q:
         rc, base = q["recompute"], q["recompute"]["baseline"]
-        labels = {"flags_changed": "recompute after `[flags] time_oversized_pct = 5` (flags, summaries)",
-                  "flags_back": "the same, back to the defaults",
-                  "metrics_changed": "recompute after `[flags] gpu_idle_pct = 2` (job_metrics and all after it)",
-                  "metrics_back": "the same, back to the defaults",
-                  "samples_changed": "full recompute after `[samples] max_gap_s = 300` (every table, samples weighed)",
-                  "samples_back": "the same, back to the defaults"}
-        for key, what in labels.items():
-            if key not in rc:
-                continue
-            m = rc[key]
-            r = m["seconds"] / base["seconds"]
-            rows.append((what, _s(m["seconds"]), f"GROUP BY {_s(base['seconds'])} ({_mb(base['maxrss_mb'])})",
-                         f"{r:.1f}x{_cpu_ratio(m, base)}",
-                         _mb(m["maxrss_mb"]), "<= 5x, <= 3 GB", _met(("time", r > 5), ("RSS", m["maxrss_mb"] > 3072))))
+        for key, what, text in CHANGES:
+            for step, label in (("changed", f"recompute after `{' '.join(text.split())}` ({what})"),
+                                ("back", "the same, back to the defaults")):
+                m = rc[f"{key}_{step}"]
+                r = m["seconds"] / base["seconds"]
+                rows.append((label, _s(m["seconds"]), f"GROUP BY {_s(base['seconds'])} ({_mb(base['maxrss_mb'])})",
+                             f"{r:.1f}x{_cpu_ratio(m, base)}", _mb(m["maxrss_mb"]), "<= 5x, <= 3 GB",
+                             _met(("time", r > 5), ("RSS", m["maxrss_mb"] > 3072))))
     return rows
 
 
