@@ -13,6 +13,9 @@ from .sources import CpuReading
 # The first row covers one short window after start, so it comes almost at once. Below the
 # minimum window a CPU percentage is noise and the cell stays blank: cgroup counters are in
 # microseconds, psutil's (/proc/<pid>/stat) in 10 ms clock ticks, so psutil needs longer windows.
+# The first row follows the baseline after one short window: long enough for a CPU reading of the
+# job's processes (psutil, procfs), short for a cgroup's counter. A site sampler, started by the
+# prolog before the job has a process, takes DEFAULT_FIRST_WINDOW_S (its first CPU cell is blank).
 FIRST_WINDOW_S = {"psutil": 0.25, "procfs": 0.25}
 MIN_UTIL_WINDOW_S = {"psutil": 0.2, "procfs": 0.2}
 DEFAULT_FIRST_WINDOW_S = 0.05
@@ -154,7 +157,7 @@ def next_deadline(first: float, interval: float, now: float) -> float:
 
 
 def sample_until(sampler: Sampler | None, signals: Signals, interval: float, started_mono: float,
-                 command_exited, problems: Problems, job_over=None) -> None:
+                 command_exited, problems: Problems, job_over=None, quick_start: bool = False) -> None:
     """Sample every `interval` seconds until the wrapped command has exited (wrapper mode:
     `command_exited` is a callable) or a stop signal arrives or `job_over()` says so (background
     mode: command_exited None), then take the last sample. Without a sampler (sampling disabled), wrapper mode only waits for the command;
@@ -162,7 +165,8 @@ def sample_until(sampler: Sampler | None, signals: Signals, interval: float, sta
     wrapper = command_exited is not None
     sampling = sampler is not None
     # First row one short window after the baseline (GPU init may have taken a while).
-    window = FIRST_WINDOW_S.get(sampler.cpu.method, DEFAULT_FIRST_WINDOW_S) if sampling else 0.0
+    window = 0.0 if not sampling else DEFAULT_FIRST_WINDOW_S if quick_start else \
+        FIRST_WINDOW_S.get(sampler.cpu.method, DEFAULT_FIRST_WINDOW_S)
     first = (sampler.last_mono if sampling else started_mono) + min(window, interval)
     due = first
     while True:

@@ -266,7 +266,7 @@ class Sidecar:
             return 0
         job_over = (lambda: self.cpu.gone) if self.site_mode and sampler is not None else None
         sample_until(sampler, signals, args.interval, started_mono,
-                     self.command.exited if args.wrapper else None, self.problems, job_over)
+                     self.command.exited if args.wrapper else None, self.problems, job_over, quick_start=self.site_mode)
         exit_code = self.command.exit_code() if args.wrapper else 0
         try:
             self._finish(sampler, exit_code if args.wrapper else None)

@@ -16,7 +16,8 @@ import pytest
 from conftest import ROOT
 from test_sidecar_run import clean_env, csv_files
 
-from jobsight.collector import procs, site_mode
+from jobsight.collector import loop, procs, site_mode
+from jobsight.collector.problems import Problems
 
 PROLOG_LIMIT_S = 1.0     # a hang guard on a loaded 2-core machine; typical figures are printed
 EPILOG_LIMIT_S = 1.0 + 0.6
@@ -227,3 +228,38 @@ def test_site_cores_from_the_prologs_variables():
     assert site_mode.site_cores({"SLURM_JOB_CPUS_PER_NODE": "4(x2)"}) == (4, "SLURM_JOB_CPUS_PER_NODE")
     assert site_mode.site_cores({"SLURM_CPUS_ON_NODE": "3", "SLURM_JOB_CPUS_PER_NODE": "4"}) == (3, "SLURM_CPUS_ON_NODE")
     assert site_mode.site_cores({}) == (1, "unknown")
+
+
+class _ClockedSampler:
+    """Records when sample_until takes each sample, on a clock that only its sleeps advance."""
+
+    def __init__(self, method: str, clock: list[float], stop_after: int = 2):
+        self.cpu = type("Cpu", (), {"method": method})()
+        self.clock, self.last_mono, self.at, self.stop_after = clock, clock[0], [], stop_after
+
+    def sample(self) -> bool:
+        self.at.append(self.clock[0])
+        return len(self.at) < self.stop_after    # False: the output is gone, and background mode stops
+
+
+@pytest.mark.parametrize("quick_start, first_after", [(True, loop.DEFAULT_FIRST_WINDOW_S),
+                                                      (False, loop.FIRST_WINDOW_S["procfs"])])
+def test_a_site_sampler_writes_its_first_row_one_short_window_after_the_baseline(monkeypatch, quick_start,
+                                                                                  first_after):
+    """The prolog starts the site sampler before the job has a process: its first row comes after
+    the short window (its CPU cell blank), not the process scan's CPU window, so sampling shows
+    within the start-up target; then every --interval as usual."""
+    clock = [1000.0]
+    monkeypatch.setattr(loop.time, "monotonic", lambda: clock[0])
+
+    class Sleeper:
+        def stop_requested(self) -> bool:
+            return False
+
+        def sleep(self, seconds: float) -> None:
+            clock[0] += seconds
+
+    sampler = _ClockedSampler("procfs", clock, stop_after=3)
+    loop.sample_until(sampler, Sleeper(), 10.0, clock[0], None, Problems(), quick_start=quick_start)
+    first = 1000.0 + first_after
+    assert sampler.at == pytest.approx([first, first + 10.0, first + 20.0])
