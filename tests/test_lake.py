@@ -28,13 +28,13 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import require_service
 
 from jobsight.analytics import lake, store
 from jobsight.analytics.cli import main as jobsight
 from jobsight.analytics.config import parse_config
 from jobsight.analytics.database import Database
 from jobsight.analytics.demo import SUBDIRS, generate
-from tests.conftest import require_service
 
 GIB = 1073741824
 TABLE_POLICY = {"charging": {"policy": "table", "preset": "snellius", "rates": [
