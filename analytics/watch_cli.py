@@ -197,7 +197,7 @@ def _ingest(args, spools: list[Path], stopper: Stopper) -> tuple[dict, bool]:
     reports, accounting_ok, spool_ok = [], True, True
 
     def on_file(rep) -> None:
-        if rep.status in ("unreadable", "unrecognised", "failed"):
+        if rep.status in ("unreadable", "unrecognised", "failed", "skipped"):   # skipped: a FIFO, a link out, ...
             log(f"{rep.path}: {rep.status}: {rep.error}")
         elif rep.rejected:
             log(f"{rep.path}: {rep.rejected} row(s) rejected: SELECT line_no, reason FROM rejects "

@@ -157,6 +157,16 @@ def test_one_notice_per_idle_job_never_twice(site, capsys):
     assert "0 notice(s) sent" in err
 
 
+def test_a_fifo_in_the_spool_is_named_not_read(site, capsys):
+    """A named pipe where a sidecar file should be: never opened (it would block the cycle), and the
+    log says which and why, every cycle, while the other files are read."""
+    os.mkfifo(site["spool"] / "jobsight-c1-999-n1-20261101T000000Z-1.csv")
+    rc, _, err = watch(site, capsys, "--no-sacct", "--dry-run")
+    assert rc == 0
+    assert f"{site['spool']}/jobsight-c1-999-n1-20261101T000000Z-1.csv: skipped: a FIFO (named pipe)" in err
+    assert f"spool: {len(JOBS)} file(s) with new lines" in err
+
+
 def test_rate_limit_and_dry_run(site, capsys):
     site["cfg"].write_text(CONFIG % 1)
     rc, out, err = watch(site, capsys, "--dry-run")
