@@ -270,7 +270,8 @@ def main() -> int:
         child_gen(sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6]))
         return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--db", required=True, help="the 1M-job database (built there by metrics_bench when missing; kept)")
+    ap.add_argument("--db", required=True, help="the 1M-job database (built there by metrics_bench when missing; kept, and "
+                    "brought up to date in place: a refresh still due runs on it, untimed; rounds use copies)")
     ap.add_argument("--jobs", type=int, default=1_000_000, help="jobs when building it (default 1,000,000)")
     ap.add_argument("--samples", type=int, default=10_000_000, help="samples when building it (default 10,000,000)")
     ap.add_argument("--minutes", type=int, default=15, help="new minutes of sacct and spool data (default 15)")
