@@ -101,9 +101,9 @@ def settings_read() -> dict[str, str]:
 _SETTING_COLUMN = re.compile(r"\bname\s*=\s*'([a-z_.]+)'\s+THEN\s+(?:value|text)\s+END\)\s+AS\s+(\w+)", re.IGNORECASE)
 
 
-def settings_columns() -> dict[str, str]:
-    """{setting: the lake_config column that holds it}."""
-    return dict(_SETTING_COLUMN.findall(dict(lake_views())[SETTINGS_VIEW]))
+def settings_columns(views: dict[str, str] | None = None) -> dict[str, str]:
+    """{setting: the lake_config column that holds it} (`views`: lake_views() as a dict, if read)."""
+    return dict(_SETTING_COLUMN.findall((views or dict(lake_views()))[SETTINGS_VIEW]))
 
 
 def missing_settings(rows) -> dict[str, list[str]]:

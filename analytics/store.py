@@ -142,9 +142,9 @@ _SETTING_CALL = re.compile(r"setting_(?:value|text)\('([^']+)'\)")
 _LAKE_NAME = re.compile(r"\blake_[a-z_]+\b")
 
 
-def _reads(view: str) -> list[str]:
-    """The portable view and every portable view it reads, directly or not, in file order."""
-    views = dict(lake.lake_views())
+def _reads(view: str, views: dict[str, str]) -> list[str]:
+    """The portable view and every portable view it reads, directly or not, in file order
+    (`views`: lake.lake_views() as a dict)."""
     seen, todo = set(), [view]
     while todo:
         name = todo.pop()
@@ -154,17 +154,17 @@ def _reads(view: str) -> list[str]:
     return [name for name in views if name in seen]
 
 
-def _definition_files(s: Stored) -> list[Path]:
+def _definition_files(s: Stored, views: dict[str, str]) -> list[Path]:
     if _portable(s):
-        read = set(_reads(s.view))
+        read = set(_reads(s.view, views))
         return [p for p in lake.portable_files() if p.stem.split("_", 1)[1] in read]
     return [p for p in metric_files() if p.stem.split("_", 1)[-1] == s.table]
 
 
-def _portable_settings(s: Stored) -> list[str]:
+def _portable_settings(s: Stored, views: dict[str, str]) -> list[str]:
     """The settings a portable stored table's files use: lake_config's columns they name."""
-    columns = lake.settings_columns()
-    code = "".join(re.sub(r"--[^\n]*", "", dict(lake.lake_views())[v]) for v in _reads(s.view) if v != lake.SETTINGS_VIEW)
+    columns = lake.settings_columns(views)
+    code = "".join(re.sub(r"--[^\n]*", "", views[v]) for v in _reads(s.view, views) if v != lake.SETTINGS_VIEW)
     return sorted(name for name, column in columns.items() if re.search(rf"\b{column}\b", code))
 
 
@@ -175,11 +175,12 @@ def definitions_checksums(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     settings = {name: (value, text) for name, value, text in con.execute(
         "SELECT name, value, text FROM setting WHERE name <> 'views.checksum'").fetchall()}
     rates = con.execute("SELECT * FROM charge_rate ORDER BY ALL").fetchall()
+    views = dict(lake.lake_views())       # each file read once per call, not once per table
     out, chain = {}, b""
     for s in STORED:
         h = hashlib.sha256(chain)
-        text = "".join(p.name + "\0" + p.read_text(encoding="utf-8") for p in _definition_files(s))
-        read = _portable_settings(s) if _portable(s) else sorted(set(_SETTING_CALL.findall(text)))
+        text = "".join(p.name + "\0" + p.read_text(encoding="utf-8") for p in _definition_files(s, views))
+        read = _portable_settings(s, views) if _portable(s) else sorted(set(_SETTING_CALL.findall(text)))
         h.update(text.encode())
         h.update(repr([(name, settings.get(name)) for name in read]).encode())
         if "charge_rate" in text:
