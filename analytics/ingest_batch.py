@@ -305,11 +305,7 @@ def _trust(con, todo: list[_Part], samples: pl.DataFrame, reps: list[FileReport]
 def _log_rows(con, todo: list[_Part], reports: list[FileReport], started: datetime) -> None:
     """The parts' ingest_log rows, after checking each part's row accounting."""
     for rep in reports:
-        accounted = rep.stored + rep.updated + rep.unchanged + rep.rejected + rep.dropped
-        if accounted != rep.rows_in:
-            raise AccountingError(
-                f"{rep.path}: {rep.rows_in} rows read but {accounted} accounted for (stored {rep.stored}, "
-                f"updated {rep.updated}, unchanged {rep.unchanged}, rejected {rep.rejected}, dropped {rep.dropped})")
+        rep.check_accounted(rep.path)
     finished = datetime.now(timezone.utc).replace(tzinfo=None)
     log = pl.DataFrame([(r.ingest_id, p.file.source_file, p.digest, r.format, r.rows_in, r.stored, r.updated, r.unchanged,
                          r.rejected, r.dropped, started, finished, offsets._options(p.file.options))

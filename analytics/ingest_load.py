@@ -41,6 +41,14 @@ class FileReport:
     def as_dict(self) -> dict:
         return asdict(self)
 
+    def check_accounted(self, source_file: str) -> None:
+        """Every row read is stored, updated, unchanged, rejected or dropped, exactly once."""
+        accounted = self.stored + self.updated + self.unchanged + self.rejected + self.dropped
+        if accounted != self.rows_in:
+            raise AccountingError(
+                f"{source_file}: {self.rows_in} rows read but {accounted} accounted for (stored {self.stored}, "
+                f"updated {self.updated}, unchanged {self.unchanged}, rejected {self.rejected}, dropped {self.dropped})")
+
 
 class AccountingError(RuntimeError):
     """The loader's row accounting does not add up: a bug, and the file is not committed."""
@@ -97,11 +105,7 @@ def load_pieces(con: duckdb.DuckDBPyConnection, pieces: Iterable[ParseResult], f
         for result in pieces:
             _load_piece(con, result, rep, samples, ingest_id, source_file, early,
                         ownership.owner if ownership else None)
-        accounted = rep.stored + rep.updated + rep.unchanged + rep.rejected + rep.dropped
-        if accounted != rep.rows_in:
-            raise AccountingError(
-                f"{source_file}: {rep.rows_in} rows read but {accounted} accounted for (stored {rep.stored}, "
-                f"updated {rep.updated}, unchanged {rep.unchanged}, rejected {rep.rejected}, dropped {rep.dropped})")
+        rep.check_accounted(source_file)
         if ownership is not None and (why := ownership.changed()):
             raise AccountingError(f"{source_file}: {why}")
         if before_commit is not None:
