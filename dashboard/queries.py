@@ -25,9 +25,9 @@ from jobsight.analytics.database import Database
 
 ROLES = ("admin", "lead", "user")
 
-# The flagged-jobs grid's order, most wasted first (dash_flag_top, sql/metrics/53_dash_flag_top.sql,
-# ranks each day's jobs by the same); its flags in that order, one per code.
-JOB_ORDER = "COALESCE(wasted_sbu, 0) DESC, sbu DESC, cluster, job_id_raw"
+# The flagged-jobs grid's order, most wasted first: the macro the per-day tops rank each day's jobs by
+# (dash_flag_top, sql/metrics/53_dash_flag_top.sql); its flags in that order, one per code.
+JOB_ORDER = "dash_flag_rank(wasted_sbu, sbu, cluster, job_id_raw)"
 FLAG_ORDER = JOB_ORDER + ", code"
 SEVERITY_RANK = "CASE severity WHEN 'alarm' THEN 0 WHEN 'warn' THEN 1 ELSE 2 END"
 

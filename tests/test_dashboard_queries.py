@@ -13,7 +13,6 @@ Totals: 509 SBU, 496 wasted, 17 core-hours (8 + 8 + 1 + 0: job 4 has no ncpus), 
 from __future__ import annotations
 
 import datetime as dt
-import re
 import shutil
 from pathlib import Path
 
@@ -322,12 +321,18 @@ def test_admin_grid_from_the_per_day_tops_is_exact(db_path, tmp_path):
     con.close()
 
 
-def test_the_per_day_tops_rank_in_the_grids_order():
-    """calc_dash_flag_top (sql/metrics/53_dash_flag_top.sql) must rank jobs by JOB_ORDER, or the top
-    of the per-day tops is not the grid's top."""
-    sql = (Path(__file__).resolve().parents[1] / "sql" / "metrics" / "53_dash_flag_top.sql").read_text(encoding="utf-8")
-    ranked = re.search(r"dense_rank\(\) OVER \(\s*PARTITION BY d\.day\s+ORDER BY (.*?)\) <= dash_flag_top_n\(\)", sql, re.S).group(1)
-    assert " ".join(ranked.replace("f.", "").split()) == queries.JOB_ORDER
+def test_the_grids_order_ranks_waste_then_burn_then_the_job(db_path):
+    """JOB_ORDER is the SQL macro the per-day tops (53_dash_flag_top.sql) rank by: most wasted SBU
+    first (none counting as 0), then most SBU (none last), then cluster and raw id."""
+    con = duckdb.connect(str(db_path), read_only=True)
+    rows = [("c1", "5", 2.0, 9.0), ("c1", "6", None, 3.0), ("c1", "7", 2.0, None), ("c0", "9", 2.0, 9.0),
+            ("c1", "8", 0.0, 4.0), ("c1", "10", 2.0, 9.0), ("c1", "4", 7.5, 1.0)]
+    values = ", ".join(f"('{c}', '{j}', {'NULL' if w is None else w}, {'NULL' if b is None else b})" for c, j, w, b in rows)
+    got = [r[0] for r in con.execute(
+        f"SELECT job_id_raw FROM (VALUES {values}) t(cluster, job_id_raw, wasted_sbu, sbu) "
+        f"ORDER BY {queries.JOB_ORDER}").fetchall()]
+    assert got == ["4", "9", "10", "5", "7", "8", "6"]
+    con.close()
 
 
 def test_job_lookup_by_printed_id_and_ambiguity(tmp_path):
