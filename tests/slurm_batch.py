@@ -5,9 +5,10 @@ it submits its jobs and returns what its tests need to find them. When the sessi
 its tests, tests/conftest.py hands the selected modules here and their jobs are submitted at once,
 in the order of ORDER, so they share the harness node's 2 CPUs while the rest of the session runs
 (the TIMEOUT job of tests/test_slurm_integration.py alone takes 60-90 s). A module's fixture then
-calls ``jobs_of(submit_slurm_jobs)``: it waits until every job of the batch is final in accounting,
-so an ingest `--from-sacct --since start` of any module sees no job still running, and returns the
-module's state, or raises what its submission raised.
+calls ``jobs_of(submit_slurm_jobs)``: it waits until every job of the batch is final and completely
+recorded in accounting (slurm_harness.wait_finished), so an ingest `--from-sacct --since start` of
+any module sees no job still running or half-recorded, and returns the module's state, or raises
+what its submission raised.
 
 ``start`` is a little before the first submission (naive UTC): the `--since` of every module's ingest.
 """
@@ -60,7 +61,7 @@ def submit(submitters) -> None:
 
 
 def jobs_of(submit_jobs):
-    """The state ``submit_jobs`` returned, once every job of the batch is final in accounting;
+    """The state ``submit_jobs`` returned, once every job of the batch is final and recorded in accounting;
     its jobs are submitted now if they were not when the session started."""
     submit([submit_jobs])
     if submit_jobs.__module__ not in _outcome:

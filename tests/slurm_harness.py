@@ -1,7 +1,7 @@
 """Helpers for the tests that run against the real one-node Slurm of scripts/slurm-harness.sh.
 
-Is it up (and why not), submit a batch script as a Unix user, wait until jobs are finished in
-accounting (job and step rows in final states), and run sacct with TZ=UTC.
+Is it up (and why not), submit a batch script as a Unix user, wait until jobs are finished and
+completely recorded in accounting, and run sacct with TZ=UTC.
 """
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def slurm_status() -> tuple[bool, str]:
     """(True, "") when the harness is up and usable by these tests, else (False, why not)."""
     if os.geteuid() != 0:
         return False, "real-Slurm tests need root (they submit as users alice/bob); run scripts/slurm-harness.sh start as root"
-    for tool in ("sbatch", "sacct", "scontrol", "sinfo", "squeue", "scancel", "sacctmgr", "runuser"):
+    for tool in ("sbatch", "sacct", "scontrol", "sinfo", "squeue", "sdiag", "scancel", "sacctmgr", "runuser"):
         if shutil.which(tool) is None:
             return False, f"{tool} not found: run scripts/slurm-harness.sh start"
     try:
@@ -131,19 +131,68 @@ def sacct_rows(job_ids: list[str], fields: str = SACCT_FORMAT) -> list[dict[str,
     return rows
 
 
+def slurmctld_busy(job_ids: list[str]) -> tuple[list[str], int]:
+    """(steps slurmctld still tracks whose job id starts with one of JOB_IDS' forms, records its
+    slurmdbd agent still holds). A step's own accounting record (state, exit code, usage) is sent
+    only once slurmctld has handled its end, and a queued record stays counted until slurmdbd has
+    stored it, so (none, 0) checked before a sacct call means that call sees every step record."""
+    steps = run(["squeue", "-h", "-s", "-o", "%i"], timeout=15).split()
+    mine = [s for s in steps if s.split(".")[0] in job_ids or s.split(".")[0].split("_")[0] in job_ids]
+    queued = 0
+    for line in run(["sdiag"], timeout=15).splitlines():
+        if line.strip().startswith("DBD Agent queue size:"):
+            queued = int(line.split(":", 1)[1])
+    return mine, queued
+
+
+ACCOUNTING_FIELDS = "JobID,JobIDRaw,State,ExitCode,ElapsedRaw,NodeList,AllocTRES"
+
+
+def accounting_gaps(job_ids: list[str], rows: list[dict[str, str]]) -> list[str]:
+    """What sacct's ROWS (of ACCOUNTING_FIELDS) still lack for JOB_IDS, one phrase each; [] when
+    every job is there and final, with its exit code and, if it ran, its billing.
+
+    A job that ran has a node, an elapsed time or a step; a job cancelled while pending has none
+    of them and never gets AllocTRES. A step's own empty ExitCode is not waited for: slurmctld
+    records none for steps it ends itself (a job cancelled as its steps start) and sacct prints ''
+    for good; a step whose record is merely late reads the job's state and 0:0 meanwhile, which
+    slurmctld_busy tells apart."""
+    seen = {r["JobID"].split(".")[0].split("_")[0] for r in rows}
+    gaps = [f"{j} not in sacct" for j in sorted(set(job_ids) - seen)]
+    with_steps = {r["JobIDRaw"].split(".")[0] for r in rows if "." in r["JobID"]}
+    for r in rows:
+        state = r["State"].split()[0] if r["State"] else "no State"
+        if state not in FINAL_STATES:
+            gaps.append(f"{r['JobID']} {state}")
+        elif "." not in r["JobID"]:
+            ran = (r["ElapsedRaw"] not in ("", "0") or r["NodeList"] not in ("", "None assigned")
+                   or r["JobIDRaw"] in with_steps)
+            if not r["ExitCode"]:
+                gaps.append(f"{r['JobID']} no ExitCode")
+            if ran and "billing=" not in r["AllocTRES"]:
+                gaps.append(f"{r['JobID']} no billing in AllocTRES {r['AllocTRES']!r}")
+    return gaps
+
+
 def wait_finished(job_ids: list[str], timeout: float = 300) -> list[dict[str, str]]:
-    """Wait until every job, array task and step of JOB_IDS is in a final state in accounting."""
+    """Wait until accounting is complete for every job, array task and step of JOB_IDS: all in a
+    final state, with the fields accounting_gaps names, and slurmctld done with their steps (sacct
+    shows a step whose own record has not arrived with its job's state and end, and 0:0)."""
     deadline = time.monotonic() + timeout
     while True:
-        rows = sacct_rows(job_ids, "JobID,JobIDRaw,State")
-        seen = {r["JobID"].split(".")[0].split("_")[0] for r in rows}
-        pending = [r for r in rows if r["State"].split()[0] not in FINAL_STATES]
-        if not pending and seen >= set(job_ids):
+        steps, queued = slurmctld_busy(job_ids)     # before sacct: see slurmctld_busy
+        rows = sacct_rows(job_ids, ACCOUNTING_FIELDS)
+        gaps = accounting_gaps(job_ids, rows)
+        if steps:
+            gaps.append(f"slurmctld still has steps {steps}")
+        if queued:
+            gaps.append(f"slurmdbd agent queue holds {queued} records")
+        if not gaps:
             return rows
         if time.monotonic() > deadline:
-            raise SlurmError(f"jobs not finished after {timeout}s: missing {set(job_ids) - seen}, "
-                             f"not final {[(r['JobID'], r['State']) for r in pending]}")
-        time.sleep(1)
+            raise SlurmError(f"accounting of jobs {','.join(job_ids)} not complete after {timeout}s: "
+                             + "; ".join(gaps[:20]) + (f"; and {len(gaps) - 20} more" if len(gaps) > 20 else ""))
+        time.sleep(0.5)
 
 
 def utc_now() -> datetime:
