@@ -1,6 +1,6 @@
 """Stored per-job results and the dashboard's per-day summaries, kept current: job_gpu_devices,
-job_cpu_hosts, job_metrics, job_day, job_flags, job_advice, job_savings, and dash_day, dash_eff_day, dash_flag_day,
-dash_flag_top.
+job_cpu_hosts, job_metrics, job_day, job_flag_codes, job_advice, job_savings, and dash_day, dash_eff_day,
+dash_flag_day, dash_flag_top. (The flags' text is formatted when read: the view job_flags, sql/views/.)
 
 The definitions are the files of sql/metrics/, in order:
 
@@ -28,7 +28,7 @@ The definitions are the files of sql/metrics/, in order:
 - **rebuild**: after a change of what a stored table is computed with (its file in sql/metrics/
   and the files it reads, the settings they read, the charging table when they read it), that table
   and every one after it are rebuilt from all jobs, once, and ``say`` is told which and why. A
-  change of `[flags]` rebuilds job_flags and what follows; of `flags.gpu_idle_pct` or the charging,
+  change of `[flags]` rebuilds job_flag_codes and what follows; of `flags.gpu_idle_pct` or the charging,
   job_metrics and what follows, from the stored per-device and per-host rows; the samples are
   weighed again only when their own definitions or `samples.max_gap_s` change.
 
@@ -71,7 +71,7 @@ STORED = (
     Stored("job_cpu_hosts", "lake_job_cpu_hosts", "metric_scope", KEY),
     Stored("job_metrics", "lake_job_metrics", "metric_scope", f"start_time, {KEY}"),
     Stored("job_day", "calc_job_day", "metric_scope", f"day, {KEY}"),
-    Stored("job_flags", "calc_job_flags", "metric_flag_scope", f"start_time, {KEY}, code"),
+    Stored("job_flag_codes", "calc_job_flag_codes", "metric_flag_scope", f"first_day, {KEY}, code"),
     Stored("job_advice", "calc_job_advice", "metric_flag_scope", f'{KEY}, "partition"'),
     Stored("job_savings", "calc_job_savings", "metric_flag_scope", f"start_time, {KEY}", prices="job_advice"),
     Stored("dash_day", "calc_dash_day", "metric_day_scope", DAY, DAY),
@@ -333,7 +333,7 @@ def _rebuild(con, start: int, sums: dict[str, str], reason: str, say, announce: 
             _pricing_views(con, s)
         if path is not None:
             con.execute(path.read_text(encoding="utf-8"))
-        if s.table == "job_flags":
+        if s.table == "job_flag_codes":
             con.execute("DELETE FROM metric_gpu_partitions")
             con.execute("INSERT INTO metric_gpu_partitions SELECT * FROM calc_gpu_partitions")
         if s.scope == "metric_day_scope" and not con.execute("SELECT count(*) FROM metric_day_scope").fetchone()[0]:

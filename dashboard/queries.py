@@ -326,8 +326,8 @@ def flagged_jobs(h: Database, scope: Scope, f: Filters, limit: int = 500) -> tup
         w, p = f.where(scope)
         top = (f"SELECT DISTINCT cluster, job_id_raw, wasted_sbu, sbu FROM dash_flag_top{w} "
                f"ORDER BY {JOB_ORDER} LIMIT ?")
-        src = f"SELECT DISTINCT {cols} FROM dash_flag_top{w} AND (cluster, job_id_raw) IN (SELECT cluster, job_id_raw FROM ({top}))"
-        params = p + p + [int(limit)]
+        src = f"SELECT {cols} FROM job_flags WHERE (cluster, job_id_raw) IN (SELECT cluster, job_id_raw FROM ({top}))"
+        params = p + [int(limit)]
     else:
         # one flag per job and code: the first limit x codes flags hold those of the first limit jobs
         w, p = f.where(scope)
