@@ -7,7 +7,7 @@
 CREATE OR REPLACE VIEW calc_job_day AS
 WITH m AS (
     SELECT *, COALESCE(end_time, start_time + to_seconds(elapsed_s)) AS run_end
-    FROM job_metrics SEMI JOIN metric_scope USING (cluster, job_id_raw)
+    FROM scoped_job_metrics
     WHERE start_time IS NOT NULL AND elapsed_s IS NOT NULL
 ), d AS (
     SELECT m.*, unnest(generate_series(date_trunc('day', start_time), run_end, INTERVAL 1 DAY)) AS day

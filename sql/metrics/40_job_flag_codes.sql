@@ -7,8 +7,8 @@
 -- The flags' messages and advice, text with the job's numbers, are formatted when read: the view
 -- job_flags (sql/views/30_job_flags.sql) joins these rows to job_metrics. A rebuild after a change of
 -- thresholds then writes no text for a million jobs.
--- DuckDB only (macros, row constructors): it reads the stored job_metrics, which the portable files
--- before it define.
+-- DuckDB only (macros, row constructors): it reads the stored job_metrics and job_day of the jobs in
+-- metric_flag_scope (flag_scoped_*: the TEMP views of analytics/store.py SCOPED).
 
 -- A setting from jobsight.toml (analytics/config.py writes every one, defaults included, each time a
 -- command opens the database read-write). The defaults live only there: a missing setting is an
@@ -55,11 +55,11 @@ WITH m AS (
                                         / GREATEST(COALESCE(nnodes, 1), 1))) AS BIGINT) END AS fit_mem_gib,
         CAST(ceil(elapsed_s * setting_value('flags.time_headroom') / 60.0) AS BIGINT) * 60 AS fit_time_s,
         NULLIF(setting_text('advice.cpu_partition'), '') AS cpu_partition
-    FROM job_metrics SEMI JOIN metric_flag_scope USING (cluster, job_id_raw)
+    FROM flag_scoped_job_metrics
     -- first_day / last_day: the first and last day the job ran (job_day; NULL when it never ran), so
     -- that the flags of the jobs that ran in a period are found without reading job_day
     LEFT JOIN (SELECT cluster, job_id_raw, min(day) AS first_day, max(day) AS last_day
-               FROM job_day SEMI JOIN metric_flag_scope USING (cluster, job_id_raw) GROUP BY ALL) r
+               FROM flag_scoped_job_day GROUP BY ALL) r
         USING (cluster, job_id_raw)
     WHERE state IS DISTINCT FROM 'PENDING'
 ), f AS (

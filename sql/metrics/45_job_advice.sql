@@ -14,7 +14,8 @@
 --       charged (a formula they do not reproduce, PriorityFlags=MAX_TRES say, is not guessed at).
 --       NULL otherwise.
 --   price_note: why the request has no price (NULL: it has one); 46 gives no savings then.
--- DuckDB only: it reads the stored job_flag_codes and job_metrics of the jobs in metric_flag_scope.
+-- DuckDB only: it reads the stored job_flag_codes of the jobs in metric_flag_scope (flag_scoped_*: the
+-- TEMP views of analytics/store.py SCOPED) and their job_metrics.
 
 -- TRESBillingWeights per partition of the scope's clusters, from the best source that has the
 -- partition (billing_weight: config, then file, then scontrol), as one struct per partition:
@@ -60,7 +61,7 @@ WITH advised AS (
                     max(advised_partition) FILTER (WHERE code = 'gpu_fits_smaller')) AS moved_to,
            max(advised_partition) FILTER (WHERE code = 'mem_fits_thin') AS thin,
            min(first_day) AS first_day, max(last_day) AS last_day
-    FROM job_flag_codes SEMI JOIN metric_flag_scope USING (cluster, job_id_raw)
+    FROM flag_scoped_job_flag_codes
     GROUP BY ALL
 ), variants AS (
     SELECT m.*, a.ncpus AS a_ncpus, a.ngpus AS a_ngpus, a.mem_bytes AS a_mem_bytes, a.timelimit_s AS a_timelimit_s,

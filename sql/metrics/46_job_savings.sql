@@ -33,9 +33,10 @@ WITH priced AS (
                                                      CASE m.sbu_source WHEN 'billing' THEN 'Slurm billing'
                                                                        ELSE 'charging table' END)) END AS savings_note
     FROM lake_job_charge c
-    -- the scope's jobs first: the planner misjudges the priced requests as the larger side and would
-    -- build its hash table on all of job_metrics (1 s for a refresh of a few hundred jobs)
-    JOIN (SELECT * FROM job_metrics SEMI JOIN metric_flag_scope USING (cluster, job_id_raw)) m USING (cluster, job_id_raw)
+    -- only the scope's jobs (flag_scoped_*: analytics/store.py SCOPED): the planner misjudges the
+    -- priced requests as the larger side and would build its hash table on all of job_metrics (1 s
+    -- for a refresh of a few hundred jobs)
+    JOIN flag_scoped_job_metrics m USING (cluster, job_id_raw)
 )
 -- One row per job: its own request, unless its thin-partition one (a few jobs have one, at most one
 -- each) saves more. Each side joined to the few thin rows, so that no hash table holds every job's
