@@ -27,10 +27,12 @@ The definitions are the files of sql/metrics/, in order:
   written, so a published snapshot is a copy of the file (analytics/snapshot.py).
 - **rebuild**: after a change of what a stored table is computed with (its file in sql/metrics/
   and the files it reads, the settings they read, the charging table when they read it), that table
-  and every one after it are rebuilt from all jobs, once, and ``say`` is told which and why. A
-  change of `[flags]` rebuilds job_flag_codes and what follows; of `flags.gpu_idle_pct` or the charging,
-  job_metrics and what follows, from the stored per-device and per-host rows; the samples are
-  weighed again only when their own definitions or `samples.max_gap_s` change.
+  and every table computed from it (``dependencies``) are rebuilt from all jobs, once, and ``say``
+  is told which and why (with new rows pending as well: every table after the first of them). A
+  change of `[flags]` rebuilds job_flag_codes and what reads it, not dash_eff_day; of
+  `flags.gpu_idle_pct` or the charging, job_metrics and what follows, from the stored per-device and
+  per-host rows; the samples are weighed again only when their own definitions or
+  `samples.max_gap_s` change.
 
 A refresh killed at any point leaves the previous stored results and watermark (DuckDB rolls the
 transaction back), so readers never see a half-refreshed state and the next refresh completes it.
@@ -175,17 +177,45 @@ def _portable_settings(s: Stored, views: dict[str, str]) -> list[str]:
     return sorted(name for name, column in columns.items() if re.search(rf"\b{column}\b", code))
 
 
+_MACRO_DEF = re.compile(r"CREATE OR REPLACE MACRO (\w+)")
+
+
+def dependencies() -> dict[str, list[str]]:
+    """The stored tables each stored table is computed from: for a portable one, every one before
+    it; for a DuckDB-only file, the stored tables it names (directly or through a SCOPED view), the
+    one it prices (Stored.prices) and those of the earlier files whose macros it calls."""
+    names = {s.table: s.table for s in STORED} | {view: table for view, (table, _) in SCOPED.items()}
+    texts = {p.stem.split("_", 1)[-1]: re.sub(r"--[^\n]*", "", p.read_text(encoding="utf-8")) for p in metric_files()}
+    deps: dict[str, list[str]] = {}
+    macros: dict[str, str] = {}          # macro -> the table whose file defines it
+    for i, s in enumerate(STORED):
+        if _portable(s):
+            deps[s.table] = [t.table for t in STORED[:i]]
+            continue
+        text = texts[s.table]
+        read = {names[w] for w in re.findall(r"\b[a-z_]+\b", text) if w in names} | {s.prices} - {""}
+        read |= {table for macro, table in macros.items() if re.search(rf"\b{macro}\s*\(", text)}
+        deps[s.table] = [t.table for t in STORED[:i] if t.table in read]
+        for macro in _MACRO_DEF.findall(text):
+            macros.setdefault(macro, s.table)
+    return deps
+
+
 def definitions_checksums(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     """What each stored table depends on besides the data: its definition files, the settings they
     read, the charging table if they read it (and, for the portable SQL, the inputs it reads here),
-    chained so that a table's checksum changes with that of any table before it."""
+    and the checksums of the stored tables it is computed from (``dependencies``): a table's
+    checksum changes with that of any table it reads, and only those."""
     settings = {name: (value, text) for name, value, text in con.execute(
         "SELECT name, value, text FROM setting WHERE name <> 'views.checksum'").fetchall()}
     rates = con.execute("SELECT * FROM charge_rate ORDER BY ALL").fetchall()
     views = dict(lake.lake_views())       # each file read once per call, not once per table
-    out, chain = {}, b""
+    deps = dependencies()
+    out, digests = {}, {}
     for s in STORED:
-        h = hashlib.sha256(chain)
+        h = hashlib.sha256()
+        for table in deps[s.table]:
+            h.update(digests[table])
         text = "".join(p.name + "\0" + p.read_text(encoding="utf-8") for p in _definition_files(s, views))
         read = _portable_settings(s, views) if _portable(s) else sorted(set(_SETTING_CALL.findall(text)))
         h.update(text.encode())
@@ -198,7 +228,7 @@ def definitions_checksums(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
         if _portable(s):
             h.update(repr((sorted(INPUTS.items()), EVERY_SAMPLE, EVERY_JOB)).encode())
         out[s.table] = h.hexdigest()[:16]
-        chain = h.digest()
+        digests[s.table] = h.digest()
     return out
 
 
@@ -303,13 +333,16 @@ def refresh(con: duckdb.DuckDBPyConnection, say: Optional[Callable[[str], None]]
     if not stale:
         return _in_transaction(con, lambda: _incremental(con, watermark)) if pending else Refresh("current")
     start = stale[0]
+    # with nothing new to take in, only the stale tables (those whose own definitions or inputs'
+    # checksums changed); else every table from the first stale one, which also takes in the new rows
+    todo = STORED[start:] if pending or full else tuple(STORED[i] for i in stale)
     reason = ("asked for" if full else "no stored results yet" if not any(k.startswith("definitions.") for k in state)
               else "the settings, the charging table or the metric definitions changed")
 
     def work() -> Refresh:
         if start and pending:           # the tables before `start` stay: bring them up to date first
             _incremental(con, watermark, upto=start)
-        return _rebuild(con, start, sums, reason, say, announce=any(k.startswith("definitions.") for k in state))
+        return _rebuild(con, todo, sums, reason, say, announce=any(k.startswith("definitions.") for k in state))
     return _in_transaction(con, work)
 
 
@@ -324,12 +357,12 @@ def _in_transaction(con, work: Callable[[], Refresh]) -> Refresh:
     return result
 
 
-def _rebuild(con, start: int, sums: dict[str, str], reason: str, say, announce: bool) -> Refresh:
-    """Every stored table from STORED[start] on rebuilt from all jobs; ``say`` is told when it
+def _rebuild(con, todo: tuple[Stored, ...], sums: dict[str, str], reason: str, say, announce: bool) -> Refresh:
+    """The stored tables ``todo`` (in STORED's order) rebuilt from all jobs; ``say`` is told when it
     replaces results computed otherwise."""
-    todo = STORED[start:]
+    every = todo == STORED
     n = con.execute("SELECT count(*) FROM job").fetchone()[0]
-    what = "metrics" if start == 0 else ", ".join(s.table for s in todo)
+    what = "metrics" if every else ", ".join(s.table for s in todo)
     if say and n and announce:
         say(f"{reason}: computing the stored {what} of all {n:,} jobs (once)")
     watermark = watermark_now(con)
@@ -342,7 +375,7 @@ def _rebuild(con, start: int, sums: dict[str, str], reason: str, say, announce: 
     else:
         con.execute(f"INSERT INTO metric_flag_scope SELECT DISTINCT {KEY} FROM job")
     if any(_portable(s) for s in todo):
-        _create_views(con, everything=True, stored=tuple(s for s in STORED[:start] if _portable(s)))
+        _create_views(con, everything=True, stored=tuple(s for s in STORED if _portable(s) and s not in todo))
     # the DuckDB-only file that defines each remaining stored table's view (NN_<table>.sql)
     duckdb_files = {p.stem.split("_", 1)[-1]: p for p in metric_files()}
     for s in todo:
@@ -365,7 +398,7 @@ def _rebuild(con, start: int, sums: dict[str, str], reason: str, say, announce: 
     days = con.execute("SELECT count(*) FROM metric_day_scope").fetchone()[0]
     _drop_views(con)
     _clear_scope(con)
-    _set_state(con, ingest_watermark=watermark, last_refresh=f"full {n}" + (f" {what}" if start else ""),
+    _set_state(con, ingest_watermark=watermark, last_refresh=f"full {n}" + ("" if every else f" {what}"),
                **{f"definitions.{s.table}": sums[s.table] for s in STORED})
     con.execute("DELETE FROM metric_state WHERE name = 'definitions'")      # the single checksum of old
     return Refresh("full", n, n, reason, days, tuple(s.table for s in todo))

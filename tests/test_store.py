@@ -209,6 +209,22 @@ def test_a_flags_setting_rebuilds_the_flags_and_summaries_once_and_says_so(base,
     assert stored_of(base) == recomputed(base, tmp_path)
 
 
+def test_a_flags_setting_alone_rebuilds_only_the_tables_that_read_the_flags(base, tmp_path, capsys):
+    """With nothing new to take in, a change of time_oversized_pct rebuilds the flags and the tables
+    computed from them (store.dependencies), not dash_eff_day, which reads job_day only."""
+    assert store.dependencies()["dash_eff_day"] == ["job_day"]
+    eff_before = stored_of(base)["dash_eff_day"]
+    con = Database.open(base, parse_config({"flags": {"time_oversized_pct": 5}}))
+    con.close()
+    rebuilt = "job_flag_codes, job_advice, job_savings, dash_day, dash_flag_day, dash_flag_top"
+    assert f"computing the stored {rebuilt} of all 14 jobs (once)" in capsys.readouterr().err
+    assert con_rows(base, "SELECT value FROM metric_state WHERE name = 'last_refresh'") == [(f"full 14 {rebuilt}",)]
+    assert con_rows(base, "SELECT count(*) FROM job_flags WHERE code = 'time_oversized'") == [(0,)]
+    after = stored_of(base)
+    assert after["dash_eff_day"] == eff_before
+    assert after == recomputed(base, tmp_path)
+
+
 def test_a_setting_of_the_per_job_sql_rebuilds_from_the_stored_devices(base, tmp_path, capsys):
     """gpu_idle_pct is read by job_metrics (idle_gpus), not by the per-device and per-host rows: those
     stay, and job_metrics and every table after it are rebuilt from them; an ingest waiting at the
