@@ -60,7 +60,8 @@ class Stored:
     table: str      # the stored table readers use
     view: str       # its definition in sql/metrics/ (computes the rows of `scope`)
     scope: str      # the table listing the jobs (or days) to (re)compute
-    order: str      # row order of a full build: what readers filter on
+    order: str      # row order of a full build: what readers filter on ("": none, for a table read
+                    # whole or joined by job: sorting its 10^6 rows would buy nothing)
     key: str = KEY  # what the scope lists: its rows are replaced by key
     prices: str = ""  # a stored table of requests that `view` reads priced as lake_job_charge
 
@@ -73,9 +74,9 @@ STORED = (
     Stored("job_cpu_hosts", "lake_job_cpu_hosts", "metric_scope", KEY),
     Stored("job_metrics", "lake_job_metrics", "metric_scope", f"start_time, {KEY}"),
     Stored("job_day", "calc_job_day", "metric_scope", f"day, {KEY}"),
-    Stored("job_flag_codes", "calc_job_flag_codes", "metric_flag_scope", f"first_day, {KEY}, code"),
-    Stored("job_advice", "calc_job_advice", "metric_flag_scope", f'{KEY}, "partition"'),
-    Stored("job_savings", "calc_job_savings", "metric_flag_scope", f"start_time, {KEY}", prices="job_advice"),
+    Stored("job_flag_codes", "calc_job_flag_codes", "metric_flag_scope", ""),
+    Stored("job_advice", "calc_job_advice", "metric_flag_scope", ""),
+    Stored("job_savings", "calc_job_savings", "metric_flag_scope", "", prices="job_advice"),
     Stored("dash_day", "calc_dash_day", "metric_day_scope", DAY, DAY),
     Stored("dash_eff_day", "calc_dash_eff_day", "metric_day_scope", DAY, DAY),
     Stored("dash_flag_day", "calc_dash_flag_day", "metric_day_scope", DAY, DAY),
@@ -394,7 +395,8 @@ def _rebuild(con, todo: tuple[Stored, ...], sums: dict[str, str], reason: str, s
         # the jobs of the scope only: lake_samples held every sample (EVERY_SAMPLE), also those of
         # jobs without a record; lake_job_metrics has a row per job record already
         scoped = f" SEMI JOIN {s.scope} USING ({KEY})" if _portable(s) and s.view != REQUEST_METRICS else ""
-        con.execute(f"CREATE TABLE {s.table} AS SELECT v.* FROM {s.view} v{scoped} ORDER BY {s.order}")
+        order = f" ORDER BY {s.order}" if s.order else ""
+        con.execute(f"CREATE TABLE {s.table} AS SELECT v.* FROM {s.view} v{scoped}{order}")
     days = con.execute("SELECT count(*) FROM metric_day_scope").fetchone()[0]
     _drop_views(con)
     _clear_scope(con)
