@@ -2,8 +2,11 @@
 -- with the job's identity and SBU, and what the flag says: a message carrying the job's numbers and
 -- the concrete advice (the #SBATCH request that would have fit: the flag's advised_* numbers). The
 -- text is formatted here, for the rows a reader asks for, not stored for every job.
--- Macros (gib, slurm_time, setting_text) are those of 40_job_flag_codes.sql.
-CREATE OR REPLACE VIEW job_flags AS
+-- job_flags_of(codes): the same for the rows of a table of job_flag_codes rows. A filter on
+-- job_flags' columns reaches the stored tables' scans; a semi join (a set of jobs) does not get
+-- under the text, so a reader of a set of jobs picks their job_flag_codes rows first.
+-- Macros (gib, slurm_time, setting_value) are those of 40_job_flag_codes.sql.
+CREATE OR REPLACE MACRO job_flags_of(codes) AS TABLE
 SELECT f.cluster, f.job_id_raw, m.job_id, m.job_name, m."user", m.account, m."partition", m.state, m.start_time,
        m.end_time, m.elapsed_s, m.sbu, m.wasted_sbu, f.code, f.severity,
        CASE f.code
@@ -56,5 +59,7 @@ SELECT f.cluster, f.job_id_raw, m.job_id, m.job_name, m."user", m.account, m."pa
        END AS advice,
        f.first_day, f.last_day,
        f.advised_partition, f.advised_ncpus, f.advised_mem_bytes, f.advised_ngpus, f.advised_timelimit_s
-FROM job_flag_codes f
+FROM query_table(codes) f
 JOIN job_metrics m USING (cluster, job_id_raw);
+
+CREATE OR REPLACE VIEW job_flags AS SELECT * FROM job_flags_of('job_flag_codes');
