@@ -36,12 +36,12 @@ NARROW_DROP = ("partition", "message")      # left out of the table without --wi
 # the columns the SQL writes from its own words, numbers and jobsight.toml, never from what a user
 # wrote: in CSV, advice starting with an option (--mem=27G) is not prefixed with ' (analytics/render.py)
 OWN_TEXT = ("advice",)
-FLAGS_SQL = Path(__file__).resolve().parents[1] / "sql" / "metrics" / "40_job_flag_codes.sql"
+FLAGS_SQL = Path(__file__).resolve().parents[1] / "sql" / "metrics" / "40_job_flags.sql"
 
 
 @functools.lru_cache(maxsize=1)
 def flag_codes() -> tuple[str, ...]:
-    """The flag codes, in the order sql/metrics/40_job_flag_codes.sql defines them (each branch of its
+    """The flag codes, in the order sql/metrics/40_job_flags.sql defines them (each branch of its
     UNION ALL starts `SELECT m.*, 'code'`): the SQL is the one list."""
     codes = re.findall(r"SELECT\s+m\.\*,\s*'([a-z0-9_]+)'", FLAGS_SQL.read_text(encoding="utf-8"))
     return tuple(dict.fromkeys(codes))

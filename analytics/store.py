@@ -1,6 +1,6 @@
 """Stored per-job results and the dashboard's per-day summaries, kept current: job_gpu_devices,
-job_cpu_hosts, job_metrics, job_day, job_flag_codes, job_advice, job_savings, and dash_day, dash_eff_day,
-dash_flag_day, dash_flag_top. (The flags' text is formatted when read: the view job_flags, sql/views/.)
+job_cpu_hosts, job_metrics, job_day, job_flags, job_advice, job_savings, and dash_day, dash_eff_day,
+dash_flag_day, dash_flag_top.
 
 The definitions are the files of sql/metrics/, in order:
 
@@ -29,7 +29,7 @@ The definitions are the files of sql/metrics/, in order:
   and the files it reads, the settings they read, the charging table when they read it), that table
   and every table computed from it (``dependencies``) are rebuilt from all jobs, once, and ``say``
   is told which and why (with new rows pending as well: every table after the first of them). A
-  change of `[flags]` rebuilds job_flag_codes and what reads it, not dash_eff_day; of
+  change of `[flags]` rebuilds job_flags and what reads it, not dash_eff_day; of
   `flags.gpu_idle_pct` or the charging, job_metrics and what follows, from the stored per-device and
   per-host rows; the samples are weighed again only when their own definitions or
   `samples.max_gap_s` change.
@@ -74,7 +74,7 @@ STORED = (
     Stored("job_cpu_hosts", "lake_job_cpu_hosts", "metric_scope", KEY),
     Stored("job_metrics", "lake_job_metrics", "metric_scope", f"start_time, {KEY}"),
     Stored("job_day", "calc_job_day", "metric_scope", f"day, {KEY}"),
-    Stored("job_flag_codes", "calc_job_flag_codes", "metric_flag_scope", ""),
+    Stored("job_flags", "calc_job_flags", "metric_flag_scope", ""),
     Stored("job_advice", "calc_job_advice", "metric_flag_scope", ""),
     Stored("job_savings", "calc_job_savings", "metric_flag_scope", "", prices="job_advice"),
     Stored("dash_day", "calc_dash_day", "metric_day_scope", DAY, DAY),
@@ -113,7 +113,7 @@ EVERY_JOB = "SELECT * FROM jobs"       # and every job: no semi join of 10^6 job
 SCOPED = {"scoped_job_metrics": ("job_metrics", "metric_scope"),
           "flag_scoped_job_metrics": ("job_metrics", "metric_flag_scope"),
           "flag_scoped_job_day": ("job_day", "metric_flag_scope"),
-          "flag_scoped_job_flag_codes": ("job_flag_codes", "metric_flag_scope")}
+          "flag_scoped_job_flags": ("job_flags", "metric_flag_scope")}
 # Portable views made TEMP tables rather than views: each is both stored and read by a later view,
 # and a view would weigh the samples twice per refresh.
 MATERIALIZED = ("lake_job_gpu_devices", "lake_job_cpu_hosts")
@@ -387,7 +387,7 @@ def _rebuild(con, todo: tuple[Stored, ...], sums: dict[str, str], reason: str, s
             _scoped_views(con, everything=True)
         if path is not None:
             con.execute(path.read_text(encoding="utf-8"))
-        if s.table == "job_flag_codes":
+        if s.table == "job_flags":
             con.execute("DELETE FROM metric_gpu_partitions")
             con.execute("INSERT INTO metric_gpu_partitions SELECT * FROM calc_gpu_partitions")
         if s.scope == "metric_day_scope" and not con.execute("SELECT count(*) FROM metric_day_scope").fetchone()[0]:

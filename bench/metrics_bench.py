@@ -59,8 +59,8 @@ STEPS = ("job", "usage", "flags", "report", "ingest", "dashboard", "recompute")
 # a plain GROUP BY of the samples per job and device, all rows computed and summed (not moved to Python)
 BASELINE_SQL = ("SELECT count(*), sum(n), sum(u), max(m) FROM (SELECT cluster, job_id_raw, host, device, "
                 "count(*) AS n, avg(util_pct) AS u, max(mem_used_bytes) AS m FROM sample GROUP BY ALL)")
-# (key, what is rebuilt, jobsight.toml): a setting only job_flag_codes reads, one job_metrics reads, one the samples' weights
-CHANGES = (("flags", "job_flag_codes and what reads it", "[flags]\ntime_oversized_pct = 5\n"),
+# (key, what is rebuilt, jobsight.toml): a setting only job_flags reads, one job_metrics reads, one the samples' weights
+CHANGES = (("flags", "job_flags and what reads it", "[flags]\ntime_oversized_pct = 5\n"),
            ("metrics", "job_metrics and after, from the stored per-GPU and per-host rows", "[flags]\ngpu_idle_pct = 2\n"),
            ("samples", "every table, the samples weighed again", "[samples]\nmax_gap_s = 300\n"))
 

@@ -324,8 +324,10 @@ def flagged_jobs(h: Database, scope: Scope, f: Filters, limit: int = 500) -> tup
         # the top jobs of the per-day top jobs, with all their flags: the same rows, without
         # sorting every flag of the cluster (the jobs first, on their keys; then their flags' text)
         w, p = f.where(scope)
-        keys = h.execute(f"SELECT DISTINCT start_time, cluster, job_id_raw, wasted_sbu, sbu FROM dash_flag_top{w} "
-                         f"ORDER BY {JOB_ORDER} LIMIT ?", p + [int(limit)]).fetchall()
+        top = (f"SELECT DISTINCT cluster, job_id_raw, wasted_sbu, sbu FROM dash_flag_top{w} "
+               f"ORDER BY {JOB_ORDER} LIMIT ?")
+        src = f"SELECT DISTINCT {cols} FROM dash_flag_top{w} AND (cluster, job_id_raw) IN (SELECT cluster, job_id_raw FROM ({top}))"
+        params = p + p + [int(limit)]
     else:
         # one flag per job and code: the first limit x codes flags hold those of the first limit jobs
         w, p = f.where(scope)
@@ -333,16 +335,9 @@ def flagged_jobs(h: Database, scope: Scope, f: Filters, limit: int = 500) -> tup
         tops, params = [], []
         for part in scope.parts():      # disjoint: the top rows are among each part's top
             w, p = f.where(scope, scope_sql=part, ran=True)
-            tops.append(f"(SELECT start_time, cluster, job_id_raw FROM job_flags{w}{fw} ORDER BY {FLAG_ORDER} LIMIT ?)")
+            tops.append(f"(SELECT {cols} FROM job_flags{w}{fw} ORDER BY {FLAG_ORDER} LIMIT ?)")
             params += p + fp + [int(limit) * int(codes)]
-        keys = h.execute(" UNION ALL ".join(tops), params).fetchall()
-    # then the text of those jobs' flags: job_flags formats it for the rows its filters leave (the
-    # jobs' ids and start times, which reach the stored tables' scans); the exact (cluster, id)
-    # pairs are checked after
-    cond, kp = keyed([tuple(k[:3]) for k in keys])
-    src = (f"SELECT {cols} FROM job_flags WHERE {cond}{fw} "
-           f"AND (cluster, job_id_raw) IN (SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]))")
-    params = kp + fp + [[k[1] for k in keys], [k[2] for k in keys]]
+        src = " UNION ALL ".join(tops)
     first = ", ".join(f'any_value("{c}") AS "{c}"' for c in job_cols if c not in ("cluster", "job_id_raw"))
     lists = ", ".join(f"list({c} ORDER BY {SEVERITY_RANK}, code) AS {name}" for c, name in (
         ("code", "codes"), ("severity", "severities"), ("message", "messages"), ("advice", "advice")))

@@ -126,7 +126,7 @@ def test_a_second_ingest_recomputes_only_the_jobs_it_changed(base, tmp_path):
     state = dict(con_rows(base, "SELECT job_id_raw, state FROM job_metrics"))
     assert state["103"] == "FAILED"
     assert ("202", "gpu_idle") in con_rows(base, "SELECT job_id_raw, code FROM job_flags")
-    assert ("202", "gpu_idle") not in [(r[1], r[2]) for r in before["job_flag_codes"]]   # job_id_raw, code
+    assert ("202", "gpu_idle") not in [(r[1], r[13]) for r in before["job_flags"]]   # job_id_raw, code
     # every other job's rows are the very same stored rows
     per_job = [s.table for s in store.STORED if s.key == store.KEY]
     others = {t: [r for r in before[t] if r[1] not in ("103", "202")] for t in per_job}
@@ -196,9 +196,9 @@ def test_a_flags_setting_rebuilds_the_flags_and_summaries_once_and_says_so(base,
     config = parse_config({"flags": {"time_oversized_pct": 5}})
     con = Database.open(base, config)
     con.close()
-    # time_oversized_pct is read by job_flag_codes only: it and the summaries after it are rebuilt, not
+    # time_oversized_pct is read by job_flags only: it and the summaries after it are rebuilt, not
     # job_metrics, which would weigh every sample again
-    rebuilt = "job_flag_codes, job_advice, job_savings, dash_day, dash_eff_day, dash_flag_day, dash_flag_top"
+    rebuilt = "job_flags, job_advice, job_savings, dash_day, dash_eff_day, dash_flag_day, dash_flag_top"
     assert f"computing the stored {rebuilt} of all 15 jobs (once)" in capsys.readouterr().err
     assert con_rows(base, "SELECT value FROM metric_state WHERE name = 'last_refresh'") == [(f"full 15 {rebuilt}",)]
     assert con_rows(base, "SELECT state FROM job_metrics WHERE job_id_raw = '701'") == [("FAILED",)]
@@ -216,7 +216,7 @@ def test_a_flags_setting_alone_rebuilds_only_the_tables_that_read_the_flags(base
     eff_before = stored_of(base)["dash_eff_day"]
     con = Database.open(base, parse_config({"flags": {"time_oversized_pct": 5}}))
     con.close()
-    rebuilt = "job_flag_codes, job_advice, job_savings, dash_day, dash_flag_day, dash_flag_top"
+    rebuilt = "job_flags, job_advice, job_savings, dash_day, dash_flag_day, dash_flag_top"
     assert f"computing the stored {rebuilt} of all 14 jobs (once)" in capsys.readouterr().err
     assert con_rows(base, "SELECT value FROM metric_state WHERE name = 'last_refresh'") == [(f"full 14 {rebuilt}",)]
     assert con_rows(base, "SELECT count(*) FROM job_flags WHERE code = 'time_oversized'") == [(0,)]
@@ -238,7 +238,7 @@ def test_a_setting_of_the_per_job_sql_rebuilds_from_the_stored_devices(base, tmp
     con.close()
     con = Database.open(base, parse_config({"flags": {"gpu_idle_pct": 95}}))
     con.close()
-    rebuilt = ("job_metrics, job_day, job_flag_codes, job_advice, job_savings, dash_day, dash_eff_day, dash_flag_day, "
+    rebuilt = ("job_metrics, job_day, job_flags, job_advice, job_savings, dash_day, dash_eff_day, dash_flag_day, "
                "dash_flag_top")
     assert f"computing the stored {rebuilt} of all 15 jobs (once)" in capsys.readouterr().err
     assert con_rows(base, "SELECT value FROM metric_state WHERE name = 'last_refresh'") == [(f"full 15 {rebuilt}",)]

@@ -140,9 +140,8 @@ def gather(db: Database, period: Period, settings: ReportSettings, users: list[s
     names = [None, None] if only is None else [sorted(only[0]), sorted(only[1])]
     db.execute("CREATE OR REPLACE TEMP TABLE report_window AS "
                 "SELECT * FROM report_days(?, ?, users := ?, accounts := ?)", [first, until, *names])
-    db.execute("CREATE OR REPLACE TEMP TABLE report_window_codes AS SELECT * FROM report_flag_codes('report_window', ?)",
+    db.execute("CREATE OR REPLACE TEMP TABLE report_window_flags AS SELECT * FROM report_flags('report_window', ?)",
                 [since])
-    db.execute("CREATE OR REPLACE TEMP TABLE report_window_flags AS SELECT * FROM job_flags_of('report_window_codes')")
     src, flags = "report_window", "report_window_flags"
     totals = db.rows("SELECT * FROM report_totals(?, ?, ?)", [src, since, until])
     daily = db.rows("SELECT * FROM report_daily(?, ?, ?)", [src, since, until])
@@ -154,7 +153,6 @@ def gather(db: Database, period: Period, settings: ReportSettings, users: list[s
         'SELECT * FROM budget_status(?) ORDER BY account, "user" NULLS FIRST, cluster NULLS FIRST', [until])]
     db.execute("DROP TABLE report_window")
     db.execute("DROP TABLE report_window_flags")
-    db.execute("DROP TABLE report_window_codes")
     return Dataset(period, settings, _index(totals), _index(daily), _index(trend), _index(flag_counts),
                    _index_top(top, settings.top_jobs), budgets, only=only)
 

@@ -1,5 +1,5 @@
 -- calc_job_advice (stored as job_advice): for each flagged job, the request that would have fit:
--- its own, resized as its flags advise (job_flag_codes.advised_*), in the place they name. Its columns
+-- its own, resized as its flags advise (job_flags.advised_*), in the place they name. Its columns
 -- are a request's (23_lake_job_request.sql), so that 46_job_savings.sql prices it with the very
 -- charging SQL that priced the job (24_lake_job_charge.sql). Rules: docs/metrics.md#what-the-advice-would-have-saved.
 --   partition: jobsight.toml [advice]: cpu_partition for work without GPUs (gpu_idle,
@@ -14,7 +14,7 @@
 --       charged (a formula they do not reproduce, PriorityFlags=MAX_TRES say, is not guessed at).
 --       NULL otherwise.
 --   price_note: why the request has no price (NULL: it has one); 46 gives no savings then.
--- DuckDB only: it reads the stored job_flag_codes of the jobs in metric_flag_scope (flag_scoped_*: the
+-- DuckDB only: it reads the stored job_flags of the jobs in metric_flag_scope (flag_scoped_*: the
 -- TEMP views of analytics/store.py SCOPED) and their job_metrics.
 
 -- TRESBillingWeights per partition of the scope's clusters, from the best source that has the
@@ -61,7 +61,7 @@ WITH advised AS (
                     max(advised_partition) FILTER (WHERE code = 'gpu_fits_smaller')) AS moved_to,
            max(advised_partition) FILTER (WHERE code = 'mem_fits_thin') AS thin,
            min(first_day) AS first_day, max(last_day) AS last_day
-    FROM flag_scoped_job_flag_codes
+    FROM flag_scoped_job_flags
     GROUP BY ALL
 ), variants AS (
     SELECT m.*, a.ncpus AS a_ncpus, a.ngpus AS a_ngpus, a.mem_bytes AS a_mem_bytes, a.timelimit_s AS a_timelimit_s,

@@ -8,7 +8,7 @@
 --   ("unknown") and savings_note says why.
 --   Of a fat-memory job's two requests (its own partition, the thin one) the one that saves more
 --   counts; on a tie it stays where it is.
--- first_day / last_day as in job_flag_codes (carried by job_advice): the days the job ran, for period
+-- first_day / last_day as in job_flags (carried by job_advice): the days the job ran, for period
 -- filters.
 -- DuckDB only: it reads the stored job_metrics and job_advice.
 

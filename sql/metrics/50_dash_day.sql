@@ -3,7 +3,7 @@
 -- before and after the change. Days are job_day's (30_job_day.sql): a job's SBU, wasted SBU and
 -- hours are split across the days it ran exactly as the weekly reports (sql/views/50_report.sql)
 -- and `jobsight usage` split them. A job counts in a period when it has a job_day row in it, once
--- however many days of the period it ran; a flagged job is one of those with a row in job_flag_codes.
+-- however many days of the period it ran; a flagged job is one of those with a row in job_flags.
 --
 -- Counting distinct jobs over any run of days without a per-job scan: the jobs that ran in
 -- [since, until] are those whose first day (job_day.is_first) is in it, plus those already running
@@ -17,7 +17,7 @@ CREATE OR REPLACE VIEW calc_dash_job_day AS
 SELECT d.*, f.cluster IS NOT NULL AS flagged,
        day_savings(s.cluster IS NOT NULL, s.savings_sbu, d.fraction) AS savings_sbu
 FROM job_day d SEMI JOIN metric_day_scope USING (day)
-LEFT JOIN (SELECT DISTINCT cluster, job_id_raw FROM job_flag_codes
+LEFT JOIN (SELECT DISTINCT cluster, job_id_raw FROM job_flags
            WHERE last_day >= (SELECT min(day) FROM metric_day_scope)) f USING (cluster, job_id_raw)
 LEFT JOIN (SELECT cluster, job_id_raw, savings_sbu FROM job_savings
            WHERE last_day >= (SELECT min(day) FROM metric_day_scope)) s USING (cluster, job_id_raw);

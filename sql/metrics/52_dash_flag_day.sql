@@ -8,5 +8,5 @@ SELECT d.day, d.cluster, d."user", d.account, d."partition", f.code, f.severity,
        count(*)                                                               AS jobs_running,
        sum(d.sbu)                                                             AS sbu
 FROM job_day d SEMI JOIN metric_day_scope USING (day)
-JOIN job_flag_codes f USING (cluster, job_id_raw)
+JOIN job_flags f USING (cluster, job_id_raw)
 GROUP BY ALL;

@@ -1,10 +1,9 @@
--- calc_dash_flag_top (stored as dash_flag_top): for each day, every flag (code and severity) of the
--- dash_flag_top_n() most wasteful flagged jobs that ran that day, ranked in the flagged-jobs grid's
--- order (dash_flag_rank, which the dashboard's JOB_ORDER names), with what the grid filters on and
--- the job's start (which lets the grid find the chosen jobs' rows without a full scan). The
--- admin's unfiltered grid of any run of days is the top of the union of its days' jobs, exactly: a
--- job among the top n of the period is among the top n of each day it ran in it, with all its
--- flags. The grid reads the chosen jobs' flag text from job_flags.
+-- calc_dash_flag_top (stored as dash_flag_top): for each day, every flag of the dash_flag_top_n()
+-- most wasteful flagged jobs that ran that day, ranked in the flagged-jobs grid's order (JOB_ORDER
+-- in dashboard/queries.py: the same columns, the same directions). The admin's unfiltered grid of
+-- any run of days is the top of the union of its days' jobs, exactly: a job among the top n of the
+-- period is among the top n of each day it ran in it, with all its flags. (Ranked on the key
+-- columns only, then joined to the flags' text: the sort does not carry messages and advice.)
 CREATE OR REPLACE MACRO dash_flag_top_n() AS 500;
 
 -- The grid's order as one ascending key (min_by keeps the n smallest per day: a top-n heap, not a sort
@@ -14,20 +13,14 @@ CREATE OR REPLACE MACRO dash_flag_rank(wasted_sbu, sbu, cluster, job_id_raw) AS
      'cluster': cluster, 'job_id_raw': job_id_raw};
 
 CREATE OR REPLACE VIEW calc_dash_flag_top AS
-WITH flagged AS (
-    SELECT cluster, job_id_raw, "user", account, "partition", start_time, wasted_sbu, sbu
-    FROM job_metrics SEMI JOIN job_flag_codes USING (cluster, job_id_raw)
-), top AS (
-    SELECT d.day, unnest(min_by({'cluster': f.cluster, 'job_id_raw': f.job_id_raw, 'user': f."user",
-                                 'account': f.account, 'partition': f."partition", 'start_time': f.start_time,
-                                 'wasted_sbu': f.wasted_sbu, 'sbu': f.sbu},
+WITH flagged AS (SELECT DISTINCT cluster, job_id_raw, wasted_sbu, sbu FROM job_flags),
+top AS (
+    SELECT d.day, unnest(min_by({'cluster': f.cluster, 'job_id_raw': f.job_id_raw},
                                 dash_flag_rank(f.wasted_sbu, f.sbu, f.cluster, f.job_id_raw),
                                 dash_flag_top_n())) AS job
     FROM job_day d SEMI JOIN metric_day_scope USING (day)
     JOIN flagged f USING (cluster, job_id_raw)
     GROUP BY d.day
 )
-SELECT top.day, top.job.cluster AS cluster, top.job.job_id_raw AS job_id_raw, top.job."user" AS "user",
-       top.job.account AS account, top.job."partition" AS "partition", top.job.start_time AS start_time, f.code, f.severity,
-       top.job.wasted_sbu AS wasted_sbu, top.job.sbu AS sbu
-FROM top JOIN job_flag_codes f ON f.cluster = top.job.cluster AND f.job_id_raw = top.job.job_id_raw;
+SELECT top.day, f.*
+FROM top JOIN job_flags f ON f.cluster = top.job.cluster AND f.job_id_raw = top.job.job_id_raw;

@@ -6,7 +6,7 @@
 -- The macros read their rows through query_table(src): `src` names report_job_day (or a table
 -- holding a slice of it: `jobsight report` takes the window's rows once, report_days, for 1,000
 -- reports, or only the asked users' and accounts' rows for a few) and `flags` names job_flags (or
--- a slice of it: job_flags_of over the rows of report_flag_codes).
+-- a slice: report_flags).
 -- With plain DuckDB:  SELECT * FROM report_totals('report_job_day', DATE '2026-11-16', DATE '2026-11-23');
 
 -- Allocation-weighted mean of an efficiency: each job weighs what it held of the resource that
@@ -28,10 +28,9 @@ SELECT * FROM report_job_day
 WHERE day >= since AND day < until
   AND ((users IS NULL AND accounts IS NULL) OR list_contains(users, "user") OR list_contains(accounts, account));
 
--- The stored flags (job_flag_codes) of the jobs of src (a slice of report_job_day) that ran on or
--- after `since`; job_flags_of (30_job_flags.sql) adds their text.
-CREATE OR REPLACE MACRO report_flag_codes(src, since) AS TABLE
-SELECT * FROM job_flag_codes
+-- The flags of the jobs of src (a slice of report_job_day) that ran on or after `since`.
+CREATE OR REPLACE MACRO report_flags(src, since) AS TABLE
+SELECT * FROM job_flags
 SEMI JOIN (SELECT DISTINCT cluster, job_id_raw FROM query_table(src) WHERE day >= since) USING (cluster, job_id_raw);
 
 -- Totals per user, per account, per (account, user) member, per partition and for the cluster.

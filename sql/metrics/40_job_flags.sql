@@ -1,14 +1,11 @@
--- calc_job_flag_codes (stored as job_flag_codes): one row per (job, flag) with its severity and the
--- part of the request the flag resizes. Thresholds are `flags.*` settings (jobsight.toml [flags]); a
--- job with no data for a metric gets no flag for it ("unknown").
--- advised_*: the part of the request the flag resizes (NULL: none), the numbers its advice prints;
--- 45_job_advice.sql assembles them into the request that would have fit, which 46_job_savings.sql
--- prices. The places named (advised_partition) are jobsight.toml [advice].
--- The flags' messages and advice, text with the job's numbers, are formatted when read: the view
--- job_flags (sql/views/30_job_flags.sql) joins these rows to job_metrics. A rebuild after a change of
--- thresholds then writes no text for a million jobs.
--- DuckDB only (macros, row constructors): it reads the stored job_metrics and job_day of the jobs in
--- metric_flag_scope (flag_scoped_*: the TEMP views of analytics/store.py SCOPED).
+-- calc_job_flags (stored as job_flags): one row per (job, flag) with severity, a message carrying the job's numbers and the
+-- concrete advice (the #SBATCH request that would have fit). Thresholds are `flags.*` settings
+-- (jobsight.toml [flags]); a job with no data for a metric gets no flag for it ("unknown").
+-- advised_*: the part of the request the flag resizes (NULL: none), the same numbers its advice
+-- prints; 45_job_advice.sql assembles them into the request that would have fit, which
+-- 46_job_savings.sql prices. The places named (advised_partition) are jobsight.toml [advice].
+-- DuckDB only (printf, macros, row constructors): it reads the stored job_metrics and job_day of the
+-- jobs in metric_flag_scope (flag_scoped_*: the TEMP views of analytics/store.py SCOPED).
 
 -- A setting from jobsight.toml (analytics/config.py writes every one, defaults included, each time a
 -- command opens the database read-write). The defaults live only there: a missing setting is an
@@ -24,7 +21,7 @@ CREATE OR REPLACE MACRO setting_text(n) AS (
 
 CREATE OR REPLACE MACRO gib(b) AS b / 1073741824.0;
 -- Slurm --time value for a number of seconds, rounded up to whole minutes: [D-]HH:MM:00 (strftime
--- of the minutes within a day, not printf: a rebuild formats one per advised job).
+-- of the minutes within a day, not printf: a full rebuild formats two million of them).
 CREATE OR REPLACE MACRO slurm_minutes(m) AS
     CASE WHEN m >= 1440 THEN CAST(m // 1440 AS VARCHAR) || '-' ELSE '' END
     || strftime(TIMESTAMP '2000-01-01' + to_minutes(m % 1440), '%H:%M:%S');
@@ -37,7 +34,7 @@ SELECT DISTINCT cluster, "partition" FROM jobs WHERE ngpus > 0 AND "partition" I
 UNION
 SELECT DISTINCT j.cluster, j."partition" FROM jobs j JOIN charge_rate r ON r."partition" = j."partition" WHERE r.per_gpu_h > 0;
 
-CREATE OR REPLACE VIEW calc_job_flag_codes AS
+CREATE OR REPLACE VIEW calc_job_flags AS
 WITH m AS (
     SELECT *,
         elapsed_s >= setting_value('flags.min_runtime_s') AS long_enough,
@@ -64,21 +61,34 @@ WITH m AS (
     WHERE state IS DISTINCT FROM 'PENDING'
 ), f AS (
     SELECT m.*, 'gpu_idle' AS code, 'alarm' AS severity,
+        printf('%d GPU(s) at %.1f%% mean utilisation for %.1f h: %.1f SBU burned on idle GPUs',
+               ngpus, gpu_util_pct, elapsed_s / 3600.0, sbu) AS message,
+        'Check that the code really uses the GPU (e.g. torch.cuda.is_available()); for interactive work request a GPU only while you need it, or drop it (--gres=none'
+            || COALESCE(' --partition=' || NULLIF(cpu_partition, "partition"), '') || ')' AS advice,
         NULLIF(cpu_partition, "partition") AS advised_partition, CAST(NULL AS BIGINT) AS advised_ncpus,
         CAST(NULL AS BIGINT) AS advised_mem_bytes, CAST(0 AS BIGINT) AS advised_ngpus, CAST(NULL AS BIGINT) AS advised_timelimit_s
     FROM m WHERE long_enough AND ngpus > 0 AND gpu_util_pct < setting_value('flags.gpu_idle_pct')
     UNION ALL
     SELECT m.*, 'gpu_low_util',
         CASE WHEN gpu_util_pct < setting_value('flags.gpu_low_util_alarm_pct') THEN 'alarm' ELSE 'warn' END,
+        printf('GPU utilisation %.1f%% (mean over %d GPU(s)); %.1f of %.1f SBU wasted', gpu_util_pct, ngpus, wasted_sbu, sbu),
+        'Feed the GPU faster: more DataLoader workers (--cpus-per-task), pinned memory, larger batches; profile with the sidecar time series',
         NULL, NULL, NULL, NULL, NULL
     FROM m WHERE long_enough AND ngpus > 0
         AND gpu_util_pct >= setting_value('flags.gpu_idle_pct')
         AND gpu_util_pct < setting_value('flags.gpu_low_util_pct')
     UNION ALL
-    SELECT m.*, 'gpu_unused_devices', 'alarm', NULL, NULL, NULL, fit_ngpus, NULL
+    SELECT m.*, 'gpu_unused_devices', 'alarm',
+        printf('%d of %d GPUs idle (least-used GPU at %.1f%%)', gpus_idle, ngpus, gpu_util_min_device_pct),
+        printf('--gres=gpu:%d (or make the code use all GPUs: DistributedDataParallel, one task per GPU)', fit_ngpus),
+        NULL, NULL, NULL, fit_ngpus, NULL
     FROM m WHERE long_enough AND ngpus > 1 AND gpus_idle >= 1
     UNION ALL
     SELECT m.*, 'gpu_fits_smaller', 'info',
+        printf('Peak GPU memory %.1f%% of the device and %.1f%% utilisation', gpu_mem_peak_pct, gpu_util_pct),
+        COALESCE('--partition=' || NULLIF(NULLIF(setting_text('advice.small_gpu_partition'), ''), "partition")
+                 || ': a MIG slice or a smaller GPU would do',
+                 'A MIG slice or a smaller GPU would do: ask for the smallest GPU type your site offers'),
         NULLIF(NULLIF(setting_text('advice.small_gpu_partition'), ''), "partition"), NULL, NULL, NULL, NULL
     FROM m WHERE long_enough AND NOT running AND ngpus > 0
         AND gpu_mem_peak_pct < setting_value('flags.gpu_fits_smaller_mem_pct')
@@ -86,32 +96,51 @@ WITH m AS (
     UNION ALL
     SELECT m.*, 'cpu_low_eff',
         CASE WHEN cpu_eff_pct < setting_value('flags.cpu_low_eff_alarm_pct') THEN 'alarm' ELSE 'warn' END,
+        printf('CPU efficiency %.1f%%: %.1f of %d cores busy on average', cpu_eff_pct, cores_used, ncpus),
+        CASE WHEN ncpus > 1
+             THEN printf('--cpus-per-task=%d (or --ntasks), or make the code use the cores it asks for', fit_ncpus)
+             ELSE 'The one core waited most of the time: check for I/O waits, sleeps or lock contention' END,
         NULL, CASE WHEN ncpus > 1 THEN fit_ncpus END, NULL, NULL, NULL
     FROM m WHERE long_enough AND COALESCE(ngpus, 0) = 0
         AND cpu_eff_pct < setting_value('flags.cpu_low_eff_pct')
     UNION ALL
-    SELECT m.*, 'cpu_serial_on_many', 'alarm', NULL, 1, NULL, NULL, NULL
+    SELECT m.*, 'cpu_serial_on_many', 'alarm',
+        printf('About one core busy (%.2f) of %d allocated: serial code on many cores', cores_used, ncpus),
+        '--ntasks=1 --cpus-per-task=1, or parallelise the code (threads, MPI, multiprocessing)',
+        NULL, 1, NULL, NULL, NULL
     FROM m WHERE long_enough AND ncpus >= setting_value('flags.cpu_serial_min_cores')
         AND cores_used BETWEEN setting_value('flags.cpu_serial_used_min')
                            AND setting_value('flags.cpu_serial_used_max')
     UNION ALL
     SELECT m.*, 'mem_oversized', 'warn',
+        printf('Peak memory %.1f GiB of %.1f GiB allocated (%.1f%%)', gib(mem_peak_bytes), gib(mem_charged_bytes), mem_eff_pct),
+        '--mem=' || fit_mem_gib || 'G',
         NULL, NULL, fit_mem_gib * GREATEST(COALESCE(nnodes, 1), 1) * 1073741824, NULL, NULL
     FROM m WHERE long_enough AND NOT running
         AND mem_eff_pct < setting_value('flags.mem_oversized_pct')
         AND gib(mem_charged_bytes - mem_peak_bytes) >= setting_value('flags.mem_oversized_min_unused_gib')
     UNION ALL
-    SELECT m.*, 'time_oversized', 'warn', NULL, NULL, NULL, NULL, fit_time_s
+    SELECT m.*, 'time_oversized', 'warn',
+        printf('Ran %s of a %s limit (%.1f%%)', slurm_time(elapsed_s), slurm_time(timelimit_s), time_eff_pct),
+        '--time=' || slurm_time(fit_time_s) || ' (shorter limits start sooner through backfill)',
+        NULL, NULL, NULL, NULL, fit_time_s
     FROM m WHERE long_enough AND state = 'COMPLETED'
         AND time_eff_pct < setting_value('flags.time_oversized_pct')
     UNION ALL
-    SELECT m.*, 'cpu_job_on_gpu_partition', 'warn', NULLIF(cpu_partition, "partition"), NULL, NULL, NULL, NULL
+    SELECT m.*, 'cpu_job_on_gpu_partition', 'warn',
+        printf('No GPU requested on GPU partition %s', "partition"),
+        COALESCE('--partition=' || NULLIF(cpu_partition, "partition") || ': submit CPU-only work to a CPU partition',
+                 'Submit CPU-only work to a CPU partition'),
+        NULLIF(cpu_partition, "partition"), NULL, NULL, NULL, NULL
     FROM m WHERE COALESCE(ngpus, 0) = 0
         AND (cluster, "partition") IN (SELECT (cluster, "partition") FROM metric_gpu_partitions)
     UNION ALL
     -- a job on a fat-memory partition whose memory fits a node of the thin one; whether it costs
     -- less there is for 46_job_savings.sql to say (it prices both)
     SELECT m.*, 'mem_fits_thin', 'info',
+        printf('Peak memory %.1f GiB per node fits a %s node (%s GiB)', gib(mem_peak_bytes) / GREATEST(COALESCE(nnodes, 1), 1),
+               setting_text('advice.mem_partition'), CAST(setting_value('advice.mem_partition_node_gib') AS VARCHAR)),
+        '--partition=' || setting_text('advice.mem_partition') || ' --mem=' || fit_mem_gib || 'G, where that costs less',
         setting_text('advice.mem_partition'), NULL, fit_mem_gib * GREATEST(COALESCE(nnodes, 1), 1) * 1073741824, NULL, NULL
     FROM m WHERE long_enough AND NOT running AND COALESCE(ngpus, 0) = 0 AND mem_peak_bytes IS NOT NULL
         AND list_contains(string_split(setting_text('advice.fat_partitions'), ','), "partition")
@@ -119,9 +148,15 @@ WITH m AS (
         AND fit_mem_gib <= setting_value('advice.mem_partition_node_gib')
     UNION ALL
     SELECT m.*, 'failed_burn', CASE WHEN sbu >= setting_value('flags.failed_burn_alarm_sbu') THEN 'alarm' ELSE 'info' END,
+        printf('%s (exit %s) after %.1f h: %.1f SBU burned', state, COALESCE(exit_code, '?'), elapsed_s / 3600.0, sbu),
+        CASE state WHEN 'OUT_OF_MEMORY' THEN '--mem=' || CAST(ceil(gib(GREATEST(COALESCE(mem_peak_bytes, 0), COALESCE(mem_charged_bytes, 0))) * 1.5) AS BIGINT) || 'G, or reduce the memory the code holds'
+                   WHEN 'TIMEOUT' THEN 'Checkpoint and restart, or a longer --time'
+                   WHEN 'NODE_FAIL' THEN 'Node failure: resubmit; ask support about a refund'
+                   ELSE 'Test on a short job (--time=00:10:00) before long runs' END,
         NULL, NULL, NULL, NULL, NULL
     FROM m WHERE state IN ('FAILED', 'TIMEOUT', 'OUT_OF_MEMORY', 'NODE_FAIL') AND sbu > 0
 )
-SELECT f.cluster, f.job_id_raw, f.code, f.severity, f.first_day, f.last_day,
+SELECT f.cluster, f.job_id_raw, f.job_id, f.job_name, f."user", f.account, f."partition", f.state, f.start_time,
+       f.end_time, f.elapsed_s, f.sbu, f.wasted_sbu, f.code, f.severity, f.message, f.advice, f.first_day, f.last_day,
        f.advised_partition, f.advised_ncpus, f.advised_mem_bytes, f.advised_ngpus, f.advised_timelimit_s
 FROM f;
