@@ -10,9 +10,8 @@ ingest_bench.gen_sacct (renamed to dashboard_bench's layout: cluster `bench`, jo
 users u0..u499 in projects p0..p59, jobs from 2026-08-01, 7 s apart; three in four are GPU jobs
 with 1-3 GPUs) and of sidecar CSVs with samples of every job's CPU and GPUs (up to 1M rows a file;
 per device the same number of samples, spread over the job's run, so that the total is --samples).
-`--reuse` keeps it at --db for the next run (each run's ingest figures add a day of 3,005 jobs).
-Before the ingests two untimed publishes bring both snapshot files up to date: the steady state
-between a site's runs, not the first two publishes after a rebuild, which rewrite most of the file.
+`--reuse` keeps it at --db for the next run (each run's ingest figures add a day of 3,005 jobs; two
+untimed publishes first bring both snapshot files up to date, a site's steady state).
 
 Each measured command runs in a fresh process: `python bench/metrics_bench.py --child-run OUT --
 ARGS...` calls `jobsight ARGS...` in-process (the same entry point as .venv/bin/jobsight), with
@@ -77,10 +76,8 @@ PROBES = (
     ("jobsight.analytics.snapshot", "publish", "publish"),
     ("shutil", "copyfile", "copy"),
     ("jobsight.analytics.snapshot", "_fsync_path", "fsync"), ("jobsight.analytics.snapshot", "_rewrite_differences", "spare"),
-    ("jobsight.analytics.reports.data", "gather", "gather"),
-    ("jobsight.analytics.database:Database", "fetch", "query"),
-    ("jobsight.analytics.render", "emit_rows", "print"),
-)
+    ("jobsight.analytics.reports.data", "gather", "gather"), ("jobsight.analytics.database:Database", "fetch", "query"),
+    ("jobsight.analytics.render", "emit_rows", "print"))
 
 
 # ---------------------------------------------------------------- child processes
@@ -368,12 +365,8 @@ def measure(args, b: Bench, db: Path, info: dict, small: Path, small_info: dict,
         day = b.work / "ingest-day"
         b.gen(five, 5, 0, first, info["next_day"])
         gday = b.gen(day, DAY_JOBS, DAY_SAMPLES, first + 5, info["next_day"])
-        # A site's publishes keep both snapshot files (the published one and the spare the next
-        # publish rewrites) within a run or two of the database; a rebuild just before (a new
-        # jobsight, a settings change) leaves them far behind, and the next two publishes rewrite most
-        # of the file. Two publishes, untimed, first: the ingests measure the steady state.
-        subprocess.run([sys.executable, "-c", "import sys; from jobsight.analytics.snapshot import publish; "
-                        "[publish(sys.argv[1]) for _ in range(2)]", str(db)], env=b.env, check=True)
+        subprocess.run([sys.executable, "-c", "import sys; from jobsight.analytics.snapshot import publish; [publish("
+                        "sys.argv[1]) for _ in range(2)]", str(db)], env=b.env, check=True)   # as between runs
         for key, path, label in (("ingest_5", five / f"sacct-{first}.txt", "5-job sacct file"),
                                  ("ingest_day", day, f"a day: {DAY_JOBS:,} jobs, {gday['samples']:,} samples")):
             empty = b.work / f"empty-{key}.duckdb"
