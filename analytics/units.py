@@ -14,6 +14,10 @@ from jobsight.analytics.limits import MAX_BYTES, OutOfLimits
 # Words sacct prints where a value is absent or infinite; stored as NULL with the word kept.
 NULL_WORDS = frozenset({"", "unlimited", "partition_limit", "unknown", "none", "n/a", "invalid"})
 
+# Slurm's NO_VAL64 (2^64 - 2) as a ReqMem in MiB: sacct prints it (as 18446744073709551616.00M) for a
+# job whose request slurmdbd has not recorded, e.g. just after a short job ended. Any ReqMem of 2^63
+# MiB or more is that "not recorded", as NO_VAL is in sacct's JSON, not an impossible size.
+NO_VAL_MIB = 2.0 ** 63
 _MEM_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTPE]?)(i?B?)\s*([nc]?)\s*$", re.IGNORECASE)
 _MEM_POW = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
 
@@ -50,7 +54,7 @@ def parse_reqmem(text: str | None, ncpus: int | None, nnodes: int | None) -> int
     """ReqMem -> job total bytes. Legacy '4000Mc' is per core (x ncpus), '16Gn' per node (x nnodes).
 
     A bare number is MiB (Slurm's memory base unit). '0n'/'0c' means "all of the node's memory":
-    NULL, since the total is not known from accounting alone.
+    NULL, since the total is not known from accounting alone; so is NO_VAL (see NO_VAL_MIB).
     """
     if is_null_word(text):
         return None
@@ -59,7 +63,7 @@ def parse_reqmem(text: str | None, ncpus: int | None, nnodes: int | None) -> int
         raise ValueError(f"not a ReqMem value: {text!r}")
     num, unit, _b, per = m.groups()
     value = float(num) * 1024 ** _MEM_POW[(unit or "M").upper()]
-    if value == 0:
+    if value == 0 or value / 1024 ** 2 >= NO_VAL_MIB:     # all of the node's memory; not recorded
         return None
     per = per.lower()
     if per == "c":

@@ -253,3 +253,27 @@ def test_gpu_counts_from_tres(tmp_path):
     res = parse_text(tmp_path, text, timezone="UTC")
     assert res.jobs.select("job_id", "ngpus", "gpu_type", "billing").rows() == [
         ("1", 3, "a100", 4.0), ("2", 2, None, None), ("3", 4, "h100", None)]
+
+
+# A real line of the Slurm 22.05 harness: sacct read ~2 s after a 2-second job ended, before
+# slurmdbd had its request (Partition empty, QOS and Eligible Unknown, ReqMem NO_VAL64 MiB).
+NOVAL_HDR = ("JobID|JobIDRaw|Cluster|Partition|QOS|Account|Group|User|UID|Submit|Eligible|Start|End|Elapsed|"
+             "ExitCode|State|NNodes|NCPUS|ReqCPUS|NTasks|ReqMem|ReqTRES|AllocTRES|Timelimit|NodeList|TotalCPU|"
+             "UserCPU|SystemCPU|MaxRSS|AveRSS|MaxVMSize|TRESUsageInTot|TRESUsageInMax|TRESUsageInAve|JobName\n")
+NOVAL_LINE = ("804|804|jobsight||Unknown|proj-astro|root|alice|0|2026-11-27T15:13:18|Unknown|2026-11-27T15:13:18|"
+              "2026-11-27T15:13:20|00:00:02|0:0|COMPLETED|1|2|0||{reqmem}||billing=2,cpu=2,mem=1024M,node=1||vm|"
+              "00:00.007|00:00.007|00:00:00|||||||allocation\n")
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_reqmem_no_val_is_not_recorded_not_rejected(tmp_path, fast):
+    import json
+    p = tmp_path / "in.txt"
+    p.write_text(NOVAL_HDR + NOVAL_LINE.format(reqmem="18446744073709551616.00M")
+                 + NOVAL_LINE.replace("804|804", "805|805").format(reqmem="2000000000000M"), encoding="utf-8")
+    res = sacct_text.parse(p, ParseOptions(timezone="UTC"), fast_path=fast)
+    j = job(res, "804")
+    assert (j["user"], j["state"], j["ncpus"], j["elapsed_s"], j["mem_req_bytes"]) == ("alice", "COMPLETED", 2, 2, None)
+    assert json.loads(j["null_reasons"])["mem_req_bytes"] == "18446744073709551616.00M"
+    # a size above 1 EiB that is not Slurm's NO_VAL is still an impossible number: rejected
+    assert [(r.line_no, "above the limit" in r.reason) for r in res.rejects] == [(3, True)]

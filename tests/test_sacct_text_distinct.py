@@ -19,6 +19,7 @@ DURS = ["01:00:00", "1-00:00:00", "UNLIMITED", "Partition_Limit", "05:12.345", "
 TRES = ["billing=4,cpu=4,gres/gpu:a100=2,gres/gpu=2,mem=16G,node=1", "cpu=1,mem=4000M", "",
         "billing=4,cpu=4,gres/gpu:a100=1,gres/gpu:v100=2,mem=1G", "cpu=2,mem=12Q", "garbage", "gres/gpu=x"]
 MEMS = ["", "1024K", "2G", "1.5M", "12Q", "Unknown", "0"]
+REQMEM = ["4G", "4000Mc", "16Gn", "0n", "", "bad", "18446744073709551616.00M", "2000000000000000T", "2000000000000M"]
 NODES = ["node01", "None assigned", "", "node[01-04]", "Unknown"]
 USAGE = ["cpu=00:00:31,mem=1024K", "mem=2G,gres/gpuutil=50,gres/gpumem=1G", "", "mem=bad"]
 
@@ -31,7 +32,7 @@ def _dump(path: Path, n: int, seed: int) -> None:
     for i in range(n):
         jid = str(1000 + i) + ("" if i % 3 == 0 else ".batch" if i % 3 == 1 else ".0")
         lines.append("|".join([jid, jid, pick(STATES), pick(DURS), pick(DURS),
-                               pick(["4G", "4000Mc", "16Gn", "0n", "", "bad"]), pick(["4", "2", "", "x"]),
+                               pick(REQMEM), pick(["4", "2", "", "x"]),
                                pick(TRES), pick(TRES), pick(MEMS), pick(NODES), pick(USAGE)]) + "\n")
     path.write_text("".join(lines), encoding="utf-8")
 

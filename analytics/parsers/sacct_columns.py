@@ -291,10 +291,12 @@ def fast_frame(df: pl.DataFrame, cols: list[str], ctx: Ctx) -> pl.DataFrame:
         val = num * pl.lit(1024.0).pow(power)
         val = pl.when(per == "c").then(val * cpus).when(per == "n").then(val * nodes).otherwise(val)
         isnull, zero = pl.col("__rmn"), num == 0
-        w = w.with_columns(mem_req_bytes=pl.when(isnull | zero).then(None).otherwise(val.round(0).cast(pl.Int64, strict=False)))
-        st.bad.append(~isnull & (num.is_null() | ((per == "c") & cpus.is_null() & ~zero)
-                                 | (~zero & pl.col("mem_req_bytes").is_null())))   # overflowed Int64
-        st.reasons.append(("mem_req_bytes", (isnull | zero).fill_null(False) & (src("reqmem") != ""),
+        noval = (num * pl.lit(1024.0).pow(power - 2) >= units.NO_VAL_MIB).fill_null(False)   # not recorded
+        unknown = isnull | zero | noval
+        w = w.with_columns(mem_req_bytes=pl.when(unknown).then(None).otherwise(val.round(0).cast(pl.Int64, strict=False)))
+        st.bad.append(~isnull & ~noval & (num.is_null() | ((per == "c") & cpus.is_null() & ~zero)
+                                          | (~zero & pl.col("mem_req_bytes").is_null())))   # overflowed Int64
+        st.reasons.append(("mem_req_bytes", unknown.fill_null(False) & (src("reqmem") != ""),
                            pl.format('"mem_req_bytes": "{}"', src("reqmem"))))
     if "start_time" in w.columns and "end_time" in w.columns:
         st.bad.append((pl.col("end_time") < pl.col("start_time")).fill_null(False))

@@ -242,7 +242,7 @@ def _record(cols: list[str], fields: list[str], line_no: int, ctx: Ctx) -> dict:
             except ValueError as exc:
                 raise ValueError(f"column reqmem: {exc}") from None
             if rec["mem_req_bytes"] is None:
-                reasons["mem_req_bytes"] = t  # '0n' / '0c': all of the node's memory
+                reasons["mem_req_bytes"] = t  # '0n' / '0c': all of the node's memory; NO_VAL
         elif t:
             reasons["mem_req_bytes"] = t
     rec["ngpus"] = rec.get("_alloc_gpus") if rec.get("_alloc_gpus") is not None else rec.get("_req_gpus")
