@@ -15,9 +15,14 @@ from jobsight.analytics.limits import MAX_BYTES, OutOfLimits
 NULL_WORDS = frozenset({"", "unlimited", "partition_limit", "unknown", "none", "n/a", "invalid"})
 
 # Slurm's NO_VAL64 (2^64 - 2) as a ReqMem in MiB: sacct prints it (as 18446744073709551616.00M) for a
-# job whose request slurmdbd has not recorded, e.g. just after a short job ended. Any ReqMem of 2^63
-# MiB or more is that "not recorded", as NO_VAL is in sacct's JSON, not an impossible size.
-NO_VAL_MIB = 2.0 ** 63
+# job whose request slurmdbd has not recorded, e.g. just after a short job ended. That value (2^64 MiB
+# as a float, in any unit) is "not recorded", as NO_VAL is in sacct's JSON; other huge sizes are
+# impossible numbers, rejected.
+NO_VAL_MIB = 2.0 ** 64
+
+
+def is_no_val_mib(mib: float) -> bool:
+    return abs(mib - NO_VAL_MIB) <= NO_VAL_MIB * 1e-9
 _MEM_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTPE]?)(i?B?)\s*([nc]?)\s*$", re.IGNORECASE)
 _MEM_POW = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
 
@@ -63,7 +68,7 @@ def parse_reqmem(text: str | None, ncpus: int | None, nnodes: int | None) -> int
         raise ValueError(f"not a ReqMem value: {text!r}")
     num, unit, _b, per = m.groups()
     value = float(num) * 1024 ** _MEM_POW[(unit or "M").upper()]
-    if value == 0 or value / 1024 ** 2 >= NO_VAL_MIB:     # all of the node's memory; not recorded
+    if value == 0 or is_no_val_mib(value / 1024 ** 2):     # all of the node's memory; not recorded
         return None
     per = per.lower()
     if per == "c":
