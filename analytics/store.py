@@ -181,12 +181,14 @@ def _portable_settings(s: Stored, views: dict[str, str]) -> list[str]:
 _MACRO_DEF = re.compile(r"CREATE OR REPLACE MACRO (\w+)")
 
 
-def dependencies() -> dict[str, list[str]]:
+def dependencies(files: Optional[dict[Path, str]] = None) -> dict[str, list[str]]:
     """The stored tables each stored table is computed from: for a portable one, every one before
     it; for a DuckDB-only file, the stored tables it names (directly or through a SCOPED view), the
-    one it prices (Stored.prices) and those of the earlier files whose macros it calls."""
+    one it prices (Stored.prices) and those of the earlier files whose macros it calls. ``files``:
+    the metric files' texts, if read."""
+    files = files or {p: p.read_text(encoding="utf-8") for p in metric_files()}
     names = {s.table: s.table for s in STORED} | {view: table for view, (table, _) in SCOPED.items()}
-    texts = {p.stem.split("_", 1)[-1]: re.sub(r"--[^\n]*", "", p.read_text(encoding="utf-8")) for p in metric_files()}
+    texts = {p.stem.split("_", 1)[-1]: re.sub(r"--[^\n]*", "", text) for p, text in files.items()}
     deps: dict[str, list[str]] = {}
     macros: dict[str, str] = {}          # macro -> the table whose file defines it
     for i, s in enumerate(STORED):
@@ -211,13 +213,14 @@ def definitions_checksums(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
         "SELECT name, value, text FROM setting WHERE name <> 'views.checksum'").fetchall()}
     rates = con.execute("SELECT * FROM charge_rate ORDER BY ALL").fetchall()
     views = dict(lake.lake_views())       # each file read once per call, not once per table
-    deps = dependencies()
+    files = {p: p.read_text(encoding="utf-8") for p in metric_files()}
+    deps = dependencies(files)
     out, digests = {}, {}
     for s in STORED:
         h = hashlib.sha256()
         for table in deps[s.table]:
             h.update(digests[table])
-        text = "".join(p.name + "\0" + p.read_text(encoding="utf-8") for p in _definition_files(s, views))
+        text = "".join(p.name + "\0" + files[p] for p in _definition_files(s, views))
         read = _portable_settings(s, views) if _portable(s) else sorted(set(_SETTING_CALL.findall(text)))
         h.update(text.encode())
         h.update(repr([(name, settings.get(name)) for name in read]).encode())

@@ -18,11 +18,11 @@ NULL_WORDS = frozenset({"", "unlimited", "partition_limit", "unknown", "none", "
 # job whose request slurmdbd has not recorded, e.g. just after a short job ended. That value (2^64 MiB
 # as a float, in any unit) is "not recorded", as NO_VAL is in sacct's JSON; other huge sizes are
 # impossible numbers, rejected.
-NO_VAL_MIB = 2.0 ** 64
+NO_VAL_MIB = (2.0 ** 64 * (1 - 1e-9), 2.0 ** 64 * (1 + 1e-9))      # the range that is it
 
 
 def is_no_val_mib(mib: float) -> bool:
-    return abs(mib - NO_VAL_MIB) <= NO_VAL_MIB * 1e-9
+    return NO_VAL_MIB[0] <= mib <= NO_VAL_MIB[1]
 _MEM_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTPE]?)(i?B?)\s*([nc]?)\s*$", re.IGNORECASE)
 _MEM_POW = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
 

@@ -291,8 +291,7 @@ def fast_frame(df: pl.DataFrame, cols: list[str], ctx: Ctx) -> pl.DataFrame:
         val = num * pl.lit(1024.0).pow(power)
         val = pl.when(per == "c").then(val * cpus).when(per == "n").then(val * nodes).otherwise(val)
         isnull, zero = pl.col("__rmn"), num == 0
-        noval = ((num * pl.lit(1024.0).pow(power - 2) - units.NO_VAL_MIB).abs()    # not recorded (units.py)
-                 <= units.NO_VAL_MIB * 1e-9).fill_null(False)
+        noval = (num * pl.lit(1024.0).pow(power - 2)).is_between(*units.NO_VAL_MIB).fill_null(False)   # units.py
         unknown = isnull | zero | noval
         w = w.with_columns(mem_req_bytes=pl.when(unknown).then(None).otherwise(val.round(0).cast(pl.Int64, strict=False)))
         st.bad.append(~isnull & ~noval & (num.is_null() | ((per == "c") & cpus.is_null() & ~zero)

@@ -13,7 +13,9 @@ CREATE OR REPLACE MACRO dash_flag_rank(wasted_sbu, sbu, cluster, job_id_raw) AS
      'cluster': cluster, 'job_id_raw': job_id_raw};
 
 CREATE OR REPLACE VIEW calc_dash_flag_top AS
-WITH flagged AS (SELECT DISTINCT cluster, job_id_raw, wasted_sbu, sbu FROM job_flags),
+-- flagged: the jobs that ran on or after the scope's first day (a refresh of a few days reads no others)
+WITH flagged AS (SELECT DISTINCT cluster, job_id_raw, wasted_sbu, sbu FROM job_flags
+                 WHERE last_day >= (SELECT min(day) FROM metric_day_scope)),
 top AS (
     SELECT d.day, unnest(min_by({'cluster': f.cluster, 'job_id_raw': f.job_id_raw},
                                 dash_flag_rank(f.wasted_sbu, f.sbu, f.cluster, f.job_id_raw),
