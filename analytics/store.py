@@ -286,7 +286,8 @@ def _pricing_views(con, s: Stored, everything: bool = False) -> None:
             con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {select}")
 
 
-def _drop_views(con) -> None:
+def _drop_views(con, scoped: bool = True) -> None:
+    """The TEMP objects of the portable SQL (``scoped``: and the SCOPED views)."""
     kinds = dict(con.execute("SELECT table_name, table_type FROM information_schema.tables "
                              "WHERE table_catalog = 'temp'").fetchall())
     for name, _ in reversed(lake.lake_views()):
@@ -294,7 +295,7 @@ def _drop_views(con) -> None:
             con.execute(f"DROP {'TABLE' if kinds[name] == 'LOCAL TEMPORARY' else 'VIEW'} temp.{name}")
     for table in INPUTS:
         con.execute(f"DROP VIEW IF EXISTS temp.{lake.INPUT_VIEWS[table]}")
-    for name in SCOPED:
+    for name in SCOPED if scoped else ():
         con.execute(f"DROP VIEW IF EXISTS temp.{name}")
 
 
@@ -323,10 +324,8 @@ def watermark_now(con) -> int:
     return int(con.execute("SELECT COALESCE(max(ingest_id), 0) FROM ingest_log").fetchone()[0])
 
 
-def refresh(con: duckdb.DuckDBPyConnection, say: Optional[Callable[[str], None]] = None,
-            full: bool = False) -> Refresh:
-    """Bring the stored results up to date; see the module docstring. ``full``: recompute every job
-    (for rows written into the tables by hand, which carry no ingest_id)."""
+def _plan(con, full: bool = False) -> tuple[dict, dict, int, bool, tuple[Stored, ...]]:
+    """(state, checksums, watermark, new rows pending, the tables a refresh rebuilds from all jobs)."""
     state = _state(con)
     sums = definitions_checksums(con)
     have = _stored_tables(con)
@@ -334,12 +333,25 @@ def refresh(con: duckdb.DuckDBPyConnection, say: Optional[Callable[[str], None]]
              if full or s.table not in have or state.get(f"definitions.{s.table}") != sums[s.table]]
     watermark = int(state.get("ingest_watermark", 0))
     pending = watermark_now(con) > watermark or hand_written(con)
-    if not stale:
-        return _in_transaction(con, lambda: _incremental(con, watermark)) if pending else Refresh("current")
-    start = stale[0]
     # with nothing new to take in, only the stale tables (those whose own definitions or inputs'
     # checksums changed); else every table from the first stale one, which also takes in the new rows
-    todo = STORED[start:] if pending or full else tuple(STORED[i] for i in stale)
+    todo = () if not stale else STORED[stale[0]:] if pending or full else tuple(STORED[i] for i in stale)
+    return state, sums, watermark, pending, todo
+
+
+def rebuild_plan(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
+    """The stored tables the next refresh rebuilds from all jobs (none: incremental or current)."""
+    return tuple(s.table for s in _plan(con)[4])
+
+
+def refresh(con: duckdb.DuckDBPyConnection, say: Optional[Callable[[str], None]] = None,
+            full: bool = False) -> Refresh:
+    """Bring the stored results up to date; see the module docstring. ``full``: recompute every job
+    (for rows written into the tables by hand, which carry no ingest_id)."""
+    state, sums, watermark, pending, todo = _plan(con, full)
+    if not todo:
+        return _in_transaction(con, lambda: _incremental(con, watermark)) if pending else Refresh("current")
+    start = STORED.index(todo[0])
     reason = ("asked for" if full else "no stored results yet" if not any(k.startswith("definitions.") for k in state)
               else "the settings, the charging table or the metric definitions changed")
 
@@ -450,8 +462,8 @@ def _incremental(con, watermark: int, upto: int = len(STORED)) -> Refresh:
         # count on its days) and after the refresh
         days_of = f"SELECT DISTINCT day FROM job_day SEMI JOIN {{}} USING ({KEY})"
         con.execute(f"INSERT INTO metric_day_scope {days_of.format('metric_flag_scope')}")
+    _scoped_views(con, everything=False)     # every stored table exists: once for all the files
     if job_day in active:
-        _scoped_views(con, everything=False)
         _replace(con, job_day)
     if flags in active:
         con.execute(f"INSERT INTO metric_day_scope {days_of.format('metric_scope')} EXCEPT SELECT day FROM metric_day_scope")
@@ -460,10 +472,9 @@ def _incremental(con, watermark: int, upto: int = len(STORED)) -> Refresh:
         if s in active:
             if s.prices:
                 _pricing_views(con, s)
-            _scoped_views(con, everything=False)
             _replace(con, s)
             if s.prices:
-                _drop_views(con)
+                _drop_views(con, scoped=False)
     _drop_views(con)
     _clear_scope(con)
     _set_state(con, ingest_watermark=watermark_now(con), last_refresh=f"incremental {n} {n_flags} {n_days}")
