@@ -19,7 +19,7 @@ import duckdb
 import pytest
 
 from jobsight.analytics import ingest, store
-from jobsight.analytics.config import parse_config
+from jobsight.analytics.config import apply_to_db, parse_config
 from jobsight.analytics.database import Database
 from jobsight.analytics.records import ParseOptions
 from jobsight.collector.csv_schema import COLUMNS, HEADER
@@ -214,9 +214,14 @@ def test_a_flags_setting_alone_rebuilds_only_the_tables_that_read_the_flags(base
     computed from them (store.dependencies), not dash_eff_day, which reads job_day only."""
     assert store.dependencies()["dash_eff_day"] == ["job_day"]
     eff_before = stored_of(base)["dash_eff_day"]
+    rebuilt = "job_flags, job_advice, job_savings, dash_day, dash_flag_day, dash_flag_top"
+    con = duckdb.connect(str(base))
+    assert store.rebuild_plan(con) == ()
+    apply_to_db(con, parse_config({"flags": {"time_oversized_pct": 5}}))
+    assert store.rebuild_plan(con) == tuple(rebuilt.split(", "))    # what the refresh below rebuilds
+    con.close()
     con = Database.open(base, parse_config({"flags": {"time_oversized_pct": 5}}))
     con.close()
-    rebuilt = "job_flags, job_advice, job_savings, dash_day, dash_flag_day, dash_flag_top"
     assert f"computing the stored {rebuilt} of all 14 jobs (once)" in capsys.readouterr().err
     assert con_rows(base, "SELECT value FROM metric_state WHERE name = 'last_refresh'") == [(f"full 14 {rebuilt}",)]
     assert con_rows(base, "SELECT count(*) FROM job_flags WHERE code = 'time_oversized'") == [(0,)]
