@@ -3,7 +3,8 @@
     .venv/bin/python bench/store_floor.py --db /work/bench-data/m.duckdb    # a metrics_bench database
 
 For each of metrics_bench's CHANGES it asks the store which tables the change rebuilds
-(analytics/store.py ``rebuild_plan``), then times copying those tables' current rows, already
+(analytics/store.py ``rebuild_plan``), and for a first build (every table: an ingest into a new
+database, as in ingest_bench and accounting_bench) takes them all, then times copying those tables' current rows, already
 computed, into new tables in one transaction and committing it (CREATE TABLE ... AS SELECT * per
 table, then COMMIT): no SQL of the definitions runs, only DuckDB's write of the rows the store
 keeps. Beside it, metrics_bench's baseline, measured as there: the GROUP BY in a fresh process.
@@ -23,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
@@ -42,8 +44,9 @@ def _timed(con, sqls: list[str]) -> tuple[float, float]:
     return time.perf_counter() - t, _cpu() - c
 
 
-def floor(db: Path, toml: Path) -> dict:
-    """The tables the change in ``toml`` rebuilds, their rows, and the time to write them."""
+def floor(db: Path, toml: Optional[Path]) -> dict:
+    """The tables the change in ``toml`` rebuilds (None: every table, as the first build after an
+    ingest into a new database), their rows, and the time to write them."""
     from jobsight.analytics import db as jdb
     from jobsight.analytics import store
     from jobsight.analytics.config import apply_to_db, load_config
@@ -51,7 +54,7 @@ def floor(db: Path, toml: Path) -> dict:
     con.execute("SET enable_progress_bar = false")
     try:
         apply_to_db(con, load_config(toml))
-        tables = store.rebuild_plan(con)
+        tables = store.rebuild_plan(con) if toml else tuple(s.table for s in store.STORED)
         rows = sum(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables)
         copies = [f"CREATE TABLE floor_{t} AS SELECT * FROM {t}" for t in tables]
         wall, cpu = _timed(con, ["BEGIN TRANSACTION", *copies, "COMMIT"])
@@ -69,6 +72,8 @@ def main() -> int:
     ap.add_argument("--db", required=True, help="a database built by bench/metrics_bench.py (only a copy is written)")
     ap.add_argument("--workdir", help="where to put the copy (default: a temp dir beside --db)")
     ap.add_argument("--rounds", type=int, default=3, help="copies per change, median reported")
+    ap.add_argument("--first-build", action="store_true",
+                    help="only every table, the first build after an ingest into a new database (e.g. ingest_bench's)")
     args = ap.parse_args()
     src = Path(args.db)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="floor-", dir=src.parent))
@@ -84,14 +89,16 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|---|")
     bench = Bench(work, verbose=False)
     try:
-        for key, _what, text in CHANGES:
-            toml = work / f"changed-{key}.toml"
-            toml.write_text(text, encoding="utf-8")
+        for key, text in [("first", "")] + ([] if args.first_build else [(k, t) for k, _, t in CHANGES]):
+            toml = work / f"changed-{key}.toml" if text else None
+            if toml:
+                toml.write_text(text, encoding="utf-8")
             runs = sorted((floor(copy, toml) for _ in range(args.rounds)), key=lambda r: r["wall"])
             r = runs[len(runs) // 2]
             bases = sorted(bench.sql(copy, BASELINE_SQL, "baseline")["seconds"] for _ in range(args.rounds))
             base = bases[len(bases) // 2]
-            print(f"| `{' '.join(text.split())}` | {len(r['tables'])} ({', '.join(r['tables'])}) | {r['rows']:,} "
+            what = f"`{' '.join(text.split())}`" if text else "first build"
+            print(f"| {what} | {len(r['tables'])} ({', '.join(r['tables'])}) | {r['rows']:,} "
                   f"| {r['wall']:.2f} s | {r['cpu']:.1f} s | {base:.2f} s | {r['wall'] / base:.1f}x "
                   f"| {'below' if r['wall'] < 5 * base else 'over'} |", flush=True)
     finally:
