@@ -27,6 +27,16 @@ def sample_columns(db) -> list[str]:
     return [d[0] for d in db.execute("SELECT * FROM samples LIMIT 0").description]
 
 
+def _rows(db, table: str) -> str:
+    """The samples of ``table`` as the `samples` view gives them: held ones read util_pct by the
+    view's rule too (the macro sample_util_pct: a MIG instance's SM activity)."""
+    if table == "samples":
+        return table
+    cols = ", ".join("sample_util_pct(util_pct, device, sm_active_pct) AS util_pct" if c == "util_pct" else f'"{c}"'
+                     for c in sample_columns(db))
+    return f"(SELECT {cols} FROM {table})"
+
+
 def find(db, job: str, cluster: str | None) -> list[tuple[str, str, str]]:
     """(cluster, job_id_raw, which) for every job of that raw id that has samples, counted
     ("sample") or held ("pending")."""
@@ -42,8 +52,7 @@ def find(db, job: str, cluster: str | None) -> list[tuple[str, str, str]]:
 
 
 def _create(db, cluster: str, job_id_raw: str, which: str) -> None:
-    cols = ", ".join(f'"{c}"' for c in sample_columns(db))
-    db.execute(f"CREATE OR REPLACE TEMP TABLE {_SAMPLES} AS SELECT {cols} FROM {TABLES[which]} "
+    db.execute(f"CREATE OR REPLACE TEMP TABLE {_SAMPLES} AS SELECT * FROM {_rows(db, TABLES[which])} "
                "WHERE cluster = ? AND job_id_raw = ?", [cluster, job_id_raw])
     db.execute(f"CREATE OR REPLACE TEMP VIEW {lake.INPUT_VIEWS['samples']} AS "
                f"SELECT *, {lake.TIME_MS} AS time_ms FROM {_SAMPLES}")
@@ -79,7 +88,7 @@ GPU_QUERY = ("SELECT host, device, gpu_index, util_mean_pct, util_max_pct, mem_p
 def series(db, cluster: str, job_id_raw: str, table: str = "samples") -> dict[str, list]:
     """Utilisation in time order per device (the CPU first), for the sparklines: keyed by the
     device, or by "host device" when the job has samples from more than one host."""
-    rows = db.execute(f"SELECT host, device, list(util_pct ORDER BY time) FROM {table} WHERE cluster = ? "
+    rows = db.execute(f"SELECT host, device, list(util_pct ORDER BY time) FROM {_rows(db, table)} WHERE cluster = ? "
                       "AND job_id_raw = ? GROUP BY host, device ORDER BY device = 'cpu' DESC, device, host",
                       [cluster, job_id_raw]).fetchall()
     many = len({host for host, _d, _v in rows}) > 1

@@ -427,7 +427,7 @@ def job_samples(h: Database, scope: Scope, cluster: str, job_id_raw: str) -> pd.
     Columns: host, device, gpu_index, time, util_pct, mem_used_bytes, mem_total_bytes."""
     sc, p = scope.sql("j")
     base = (f"SELECT s.host, s.device, s.gpu_index, s.time, s.util_pct, s.mem_used_bytes, s.mem_total_bytes, s.source "
-            f"FROM sample s WHERE s.cluster = ? AND s.job_id_raw = ? "
+            f"FROM samples s WHERE s.cluster = ? AND s.job_id_raw = ? "
             f"AND EXISTS (SELECT 1 FROM jobs j WHERE j.cluster = ? AND j.job_id_raw = ? AND {sc})")
     params = [cluster, job_id_raw, cluster, job_id_raw] + p
     span = h.execute(f"SELECT count(*), max(n) FROM (SELECT count(*) AS n FROM ({base}) GROUP BY host, device)",

@@ -219,3 +219,43 @@ def test_slurm_job_gpus_on_a_mig_node_never_give_the_parent(tmp_path):
                       env)
     assert [r["device"] for r in every["samples"][0]] == [MIG, OTHER, FULL]
     assert every["counts"] == [0, 0] and every["stderr"] == []
+
+
+def test_every_reader_takes_a_mig_rows_sm_activity_as_its_utilisation(tmp_path):
+    """A MIG file with the SM activity only in sm_active_pct reads alike everywhere: the stored
+    metrics, Running now (so an idle instance raises the idle alert), the job page's and `jobsight
+    job`'s series, and held samples (sample_pending) through the same rule."""
+    from jobsight.analytics import job_samples
+    from jobsight.dashboard.queries import Scope
+    from jobsight.dashboard.queries import job_samples as page_samples
+
+    start = datetime.now(timezone.utc).replace(microsecond=0, tzinfo=None) - timedelta(hours=1)
+    user = os.environ.get("USER") or "root"
+    sacct = tmp_path / "sacct.txt"
+    sacct.write_text("JobID|JobIDRaw|User|Account|Partition|State|Start|End|Elapsed|Timelimit|NCPUS|TotalCPU|ReqMem|AllocTRES\n"
+                     f"9304|9304|{user}|proj|gpu|RUNNING|{start.isoformat()}|Unknown|01:00:00|04:00:00|8|00:10:00|32G|"
+                     "billing=40,cpu=8,mem=32G,node=1,gres/gpu=1\n", encoding="utf-8")
+    db = tmp_path / "jobs.duckdb"
+    con = Database.open(db, parse_config({"flags": {"running_gpu_idle_min": 1}}))
+    try:
+        reports = ingest.ingest_paths(con.con, [sacct, _old_sidecar_file(tmp_path, "9304", 0.5)],
+                                      ParseOptions(timezone="UTC", cluster=CLUSTER))
+        assert [r.status for r in reports] == ["ingested"] * 2
+        con.refresh()
+        # the raw rows keep what the file said; every reader goes through the rule
+        assert con.value("SELECT count(*) FROM sample WHERE device = ? AND util_pct IS NOT NULL", [MIG]) == 0
+        assert con.value("SELECT gpu_util_pct FROM job_metrics WHERE job_id_raw = '9304'") == pytest.approx(0.5)
+        running = con.rows("SELECT device, util_pct, idle_min, idle_now FROM running_gpus WHERE job_id_raw = '9304'")
+        assert running == [{"device": MIG, "util_pct": pytest.approx(0.5), "idle_min": pytest.approx(5.0), "idle_now": True}]
+        assert job_samples.series(con, CLUSTER, "9304") == {MIG: [None, 0.5, 0.5, 0.5, 0.5, 0.5]}
+        page = page_samples(con, Scope("admin", "root"), CLUSTER, "9304")
+        assert page[page["device"] == MIG]["util_pct"].tolist()[1:] == [0.5] * 5
+        # held samples: the same file's rows as if waiting for their job's accounting
+        con.execute("INSERT INTO sample_pending BY NAME SELECT * EXCLUDE (job_id_raw), 'held' AS job_id_raw, "
+                    "1000 AS owner_uid FROM samples WHERE job_id_raw = '9304' AND device <> 'cpu'")
+        con.execute("UPDATE sample_pending SET util_pct = NULL")       # as the file said
+        assert job_samples.series(con, CLUSTER, "held", "sample_pending") == {MIG: [None, 0.5, 0.5, 0.5, 0.5, 0.5]}
+        held = job_samples.summary(con, CLUSTER, "held", "pending")
+        assert [(g["device"], g["util_mean_pct"]) for g in held["gpus"]] == [(MIG, pytest.approx(0.5))]
+    finally:
+        con.close()

@@ -6,11 +6,9 @@
 -- The consumers filter on `device`, a partition column of the window: both engines push that
 -- filter below the window, so each sample is weighed once (GPU rows for the GPUs, cpu rows for the
 -- CPU), not once per consumer.
--- A MIG instance (device MIG-...) has no NVML utilisation: its GPM SM activity is its utilisation.
--- The sidecar writes it as util_pct; files whose MIG rows carry only sm_active_pct read the same.
-SELECT s.cluster, s.job_id_raw, s.host, s.device, s.source, s.gpu_index, s.time,
-       CASE WHEN s.util_pct IS NULL AND s.device LIKE 'MIG-%' THEN s.sm_active_pct
-            ELSE s.util_pct END AS util_pct,
+-- A MIG instance's util_pct is its GPM SM activity (the `samples` view's rule, which the lake's
+-- files are exported through).
+SELECT s.cluster, s.job_id_raw, s.host, s.device, s.source, s.gpu_index, s.time, s.util_pct,
        s.mem_used_bytes, s.mem_total_bytes, s.energy_j, s.power_w, s.sm_active_pct,
        LEAST(COALESCE((LEAD(s.time_ms) OVER w) - s.time_ms,
                       s.time_ms - (LAG(s.time_ms) OVER w), 0) / 1e3,

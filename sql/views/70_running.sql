@@ -14,7 +14,7 @@ WITH d AS (
     SELECT s.cluster, s.job_id_raw, s.host, s.device, s.source, min(s.gpu_index) AS gpu_index,
            min(s.time) AS first_time, max(s.time) AS last_time, arg_max(s.util_pct, s.time) AS util_pct,
            max(s.time) FILTER (WHERE s.util_pct IS NULL OR s.util_pct >= setting_value('flags.gpu_idle_pct')) AS last_busy
-    FROM sample s
+    FROM samples s
     SEMI JOIN (SELECT cluster, job_id_raw FROM job_metrics WHERE state = 'RUNNING') r USING (cluster, job_id_raw)
     GROUP BY s.cluster, s.job_id_raw, s.host, s.device, s.source
 ), g AS (
