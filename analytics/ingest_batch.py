@@ -28,7 +28,7 @@ from jobsight.analytics import ingest
 from jobsight.analytics import ingest_offsets as offsets
 from jobsight.analytics import ingest_trust as trust
 from jobsight.analytics.ingest_load import AccountingError, FileReport, insert_rejects, stored_key
-from jobsight.analytics.ingest_merge import _load_sidecar_runs, _q, _run, _select_casts
+from jobsight.analytics.ingest_merge import load_sidecar_runs, quote_name, run_sql, select_casts
 from jobsight.analytics.ingest_routes import SourceFile, _ParserFailed
 from jobsight.analytics.ingest_walk import Entry, detect, open_regular
 from jobsight.analytics.records import ParseOptions, ParseResult
@@ -148,7 +148,7 @@ def _mark_known(con, parts: list[_Part]) -> None:
     keys = pl.DataFrame({"_i": range(len(parts)), "checksum": [p.digest for p in parts],
                          "options": [offsets._options(p.file.options) for p in parts]},
                         schema={"_i": pl.Int64, "checksum": pl.String, "options": pl.String})
-    for i, prior in _run(con, "SELECT k._i, min(l.ingest_id) FROM _keys k JOIN ingest_log l ON l.checksum = k.checksum "
+    for i, prior in run_sql(con, "SELECT k._i, min(l.ingest_id) FROM _keys k JOIN ingest_log l ON l.checksum = k.checksum "
                               "AND l.options = k.options AND l.finished_at IS NOT NULL GROUP BY k._i", _keys=keys):
         parts[i].known = prior
 
@@ -250,12 +250,12 @@ def _load_parts(con, todo: list[_Part], ids: list[int], samples: pl.DataFrame,
     counted = _per_file(samples, n)
     samples = samples.unique(subset=list(trust.SAMPLE_KEY), keep="first", maintain_order=True)
     if samples.height:
-        dup = _run(con, f"SELECT _row FROM _incoming i WHERE {stored_key(samples['time'].min(), samples['time'].max())}",
+        dup = run_sql(con, f"SELECT _row FROM _incoming i WHERE {stored_key(samples['time'].min(), samples['time'].max())}",
                    _incoming=samples.select(*trust.SAMPLE_KEY).with_row_index("_row"))
         if dup:
             samples = samples.with_row_index("_row").filter(~pl.col("_row").is_in([r[0] for r in dup])).drop("_row")
-        cols, sel = _select_casts(con, samples, "sample", 0)
-        _run(con, f"INSERT INTO sample ({', '.join(_q(c) for c in cols)}) SELECT {sel} FROM _incoming", _incoming=samples)
+        cols, sel = select_casts(con, samples, "sample", 0)
+        run_sql(con, f"INSERT INTO sample ({', '.join(quote_name(c) for c in cols)}) SELECT {sel} FROM _incoming", _incoming=samples)
     for rep, c, s in zip(reps, counted, _per_file(samples, n)):
         rep.stored += s
         rep.unchanged += c - s
@@ -269,7 +269,7 @@ def _load_parts(con, todo: list[_Part], ids: list[int], samples: pl.DataFrame,
         if frame is not None and frame.height:
             runs.append(frame.with_columns(ingest_id=pl.lit(rep.ingest_id, dtype=pl.Int64)))
     if runs:
-        _load_sidecar_runs(con, pl.concat(runs, how="diagonal_relaxed"), 0, "")
+        load_sidecar_runs(con, pl.concat(runs, how="diagonal_relaxed"), 0, "")
     return reps
 
 
@@ -315,4 +315,4 @@ def _log_rows(con, todo: list[_Part], reports: list[FileReport], started: dateti
                                "rejected": pl.Int64, "dropped": pl.Int64, "started_at": pl.Datetime("us"),
                                "finished_at": pl.Datetime("us"), "options": pl.String})
     if log.height:
-        _run(con, f"INSERT INTO ingest_log ({', '.join(log.columns)}) SELECT * FROM _incoming", _incoming=log)
+        run_sql(con, f"INSERT INTO ingest_log ({', '.join(log.columns)}) SELECT * FROM _incoming", _incoming=log)

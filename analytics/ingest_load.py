@@ -18,7 +18,7 @@ import duckdb
 import polars as pl
 
 from jobsight.analytics import ingest_trust as trust
-from jobsight.analytics.ingest_merge import _load_sidecar_runs, _merge_records, _q, _refresh_job_usage, _run, _select_casts
+from jobsight.analytics.ingest_merge import load_sidecar_runs, merge_records, quote_name, refresh_job_usage, run_sql, select_casts
 from jobsight.analytics.records import ParseResult
 
 
@@ -138,7 +138,7 @@ def _load_piece(con, result: ParseResult, rep: FileReport, samples: _SampleLoade
         if early is not None:   # inserted while parsing, every row (a failed insert rolled them all back)
             s, u, n = early.inserted.get(table, 0), 0, 0
         else:
-            s, u, n = _merge_records(con, frame, table, keys, tcols, ingest_id)
+            s, u, n = merge_records(con, frame, table, keys, tcols, ingest_id)
         rep.stored += s
         rep.updated += u
         rep.unchanged += n
@@ -147,7 +147,7 @@ def _load_piece(con, result: ParseResult, rep: FileReport, samples: _SampleLoade
     if touched:
         jobs = pl.concat(touched, rechunk=False)
         # repeats are fine: IN (...) is a semi-join; into tables that were empty, every job is this file's
-        _refresh_job_usage(con, None if early is not None and early.alone else jobs)
+        refresh_job_usage(con, None if early is not None and early.alone else jobs)
         rep.notes += trust.promote(con, jobs, ingest_id)   # held samples of these jobs whose owner now matches
     sample_rows, runs, refused = result.samples, result.sidecar_runs, None
     if file_owner is not None:
@@ -166,7 +166,7 @@ def _load_piece(con, result: ParseResult, rep: FileReport, samples: _SampleLoade
         s += early.inserted.get("sample", 0)
     rep.stored += s
     rep.unchanged += dup
-    _load_sidecar_runs(con, runs, ingest_id, source_file)
+    load_sidecar_runs(con, runs, ingest_id, source_file)
     _store_rejects(con, result, refused, ingest_id, source_file)
 
 
@@ -185,7 +185,7 @@ def _store_rejects(con, result: ParseResult, refused: Optional[pl.DataFrame], in
 def insert_rejects(con, rj: pl.DataFrame) -> None:
     """Rows of table reject: ingest_id, source_file, line_no, reason, raw."""
     if rj.height:
-        _run(con, "INSERT INTO reject (ingest_id, source_file, line_no, reason, raw) "
+        run_sql(con, "INSERT INTO reject (ingest_id, source_file, line_no, reason, raw) "
                   "SELECT ingest_id, source_file, line_no, reason, raw FROM _rj", _rj=rj)
 
 
@@ -210,7 +210,7 @@ class _SampleLoader:
         new = [r for r in rows if r not in self.prior]
         if new:
             # only owners this file has not loaded yet: the table then holds earlier ingests' rows only
-            hit = _owners_with_samples(self.con, pl.DataFrame(new, schema=owners.schema, orient="row"))
+            hit = owners_with_samples(self.con, pl.DataFrame(new, schema=owners.schema, orient="row"))
             for r in new:
                 self.prior[r] = r in hit
         return any(self.prior[r] for r in rows)
@@ -240,13 +240,13 @@ class _SampleLoader:
         else:
             self.last = span.select(self.DEVICE + [pl.col("_t1").alias("_last")])
         check = self._prior_owners(owners) or not after_earlier
-        cols, sel = _select_casts(self.con, frame, "sample", self.ingest_id)
-        collist = ", ".join(_q(c) for c in cols)
+        cols, sel = select_casts(self.con, frame, "sample", self.ingest_id)
+        collist = ", ".join(quote_name(c) for c in cols)
         if check:
-            stored = _run(self.con, f"INSERT INTO sample ({collist}) SELECT * FROM (SELECT {sel} FROM _incoming) i "
+            stored = run_sql(self.con, f"INSERT INTO sample ({collist}) SELECT * FROM (SELECT {sel} FROM _incoming) i "
                                     f"WHERE NOT {stored_key(span['_t0'].min(), span['_t1'].max())}", _incoming=frame)[0][0]
         else:
-            stored = _run(self.con, f"INSERT INTO sample ({collist}) SELECT {sel} FROM _incoming", _incoming=frame)[0][0]
+            stored = run_sql(self.con, f"INSERT INTO sample ({collist}) SELECT {sel} FROM _incoming", _incoming=frame)[0][0]
         return stored, total - stored
 
 
@@ -266,9 +266,9 @@ def _timestamp_sql(value: datetime) -> str:
     return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
 
 
-def _owners_with_samples(con, owners: pl.DataFrame) -> set[tuple]:
+def owners_with_samples(con, owners: pl.DataFrame) -> set[tuple]:
     """The (cluster, job_id_raw, host) of `owners` that already have rows in table sample."""
-    return {tuple(r) for r in _run(
+    return {tuple(r) for r in run_sql(
         con, "SELECT DISTINCT o.cluster, o.job_id_raw, o.host FROM _owners o JOIN sample s "
         "ON s.cluster = o.cluster AND s.job_id_raw = o.job_id_raw AND s.host = o.host", _owners=owners)}
 

@@ -24,7 +24,7 @@ ACCOUNTING_SOURCES = ("slurm-sacct", "slurm-sacct-json", "pbs", "lsf")
 SOURCE_PREFERENCE = ("slurm-sacct-json", "slurm-sacct", "pbs", "lsf", "slurm-seff", "sidecar", "nvidia-smi")
 
 
-class _ArrowStream:
+class ArrowStream:
     """Hands a polars frame to DuckDB through the Arrow C stream interface (no pyarrow needed)."""
 
     def __init__(self, frame: pl.DataFrame):
@@ -34,32 +34,32 @@ class _ArrowStream:
         return self.frame.__arrow_c_stream__(requested_schema)
 
 
-def _run(con: duckdb.DuckDBPyConnection, sql: str, _incoming: Optional[pl.DataFrame] = None,
+def run_sql(con: duckdb.DuckDBPyConnection, sql: str, _incoming: Optional[pl.DataFrame] = None,
          _keys: Optional[pl.DataFrame] = None, _owners: Optional[pl.DataFrame] = None,
          _touched: Optional[pl.DataFrame] = None, _rj: Optional[pl.DataFrame] = None) -> list[tuple]:
     """Run sql reading the given polars frames by these names. DuckDB finds them as this function's
     local variables (its replacement scan), not through con.register(): a registered view is a
     catalog entry, and a dropped catalog entry lives until the transaction ends, so each frame
     registered in a file's transaction (a 50M-row file's every piece) would stay in memory to the end."""
-    _incoming, _keys, _owners, _touched, _rj = (None if f is None else _ArrowStream(f)
+    _incoming, _keys, _owners, _touched, _rj = (None if f is None else ArrowStream(f)
                                                 for f in (_incoming, _keys, _owners, _touched, _rj))
     return con.execute(sql).fetchall()
 
 
-def _table_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
+def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
     return [(r[0], r[1]) for r in con.execute(
         "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? "
         "AND table_schema = 'main' ORDER BY ordinal_position", [table]).fetchall()]
 
 
-def _q(name: str) -> str:
+def quote_name(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
 def _stage(con, frame: pl.DataFrame, table: str, stage: str, ingest_id: int) -> list[str]:
     """Create temp table `stage` with the table's columns (missing ones NULL) plus _row."""
-    cols, sel = _select_casts(con, frame, table, ingest_id)
-    _run(con, f"CREATE OR REPLACE TEMP TABLE {stage} AS SELECT {sel}, _row FROM _incoming",
+    cols, sel = select_casts(con, frame, table, ingest_id)
+    run_sql(con, f"CREATE OR REPLACE TEMP TABLE {stage} AS SELECT {sel}, _row FROM _incoming",
          _incoming=frame.with_row_index("_row"))
     return cols
 
@@ -69,7 +69,7 @@ def _fidelity(expr: str) -> str:
     return f"(CASE WHEN {expr} IN ({srcs}) THEN 2 ELSE 1 END)"
 
 
-def _merge_records(con, frame: pl.DataFrame, table: str, keys: list[str], time_cols: list[str],
+def merge_records(con, frame: pl.DataFrame, table: str, keys: list[str], time_cols: list[str],
                    ingest_id: int) -> tuple[int, int, int]:
     """Upsert frame into table by the merge rule; returns (stored, updated, unchanged)."""
     if frame is None or frame.height == 0:
@@ -77,18 +77,18 @@ def _merge_records(con, frame: pl.DataFrame, table: str, keys: list[str], time_c
     # Bulk case (a new dump into an empty or unrelated database): no key repeats in the file and
     # none is stored yet, so every row is simply inserted, straight from the frame.
     if not frame.select(keys).is_duplicated().any():
-        on = " AND ".join(f"t.{_q(k)} = k.{_q(k)}" for k in keys)
-        known = _run(con, f"SELECT count(*) FROM (SELECT 1 FROM _keys k JOIN {table} t ON {on} LIMIT 1)",
+        on = " AND ".join(f"t.{quote_name(k)} = k.{quote_name(k)}" for k in keys)
+        known = run_sql(con, f"SELECT count(*) FROM (SELECT 1 FROM _keys k JOIN {table} t ON {on} LIMIT 1)",
                      _keys=frame.select(keys))[0][0]
         if not known:
-            cols, sel = _select_casts(con, frame, table, ingest_id)
-            n = _run(con, f"INSERT INTO {table} ({', '.join(_q(c) for c in cols)}) SELECT {sel} FROM _incoming",
+            cols, sel = select_casts(con, frame, table, ingest_id)
+            n = run_sql(con, f"INSERT INTO {table} ({', '.join(quote_name(c) for c in cols)}) SELECT {sel} FROM _incoming",
                      _incoming=frame)[0][0]
             return n, 0, 0
     cols = _stage(con, frame, table, "_in", ingest_id)
     finals = ", ".join(f"'{s}'" for s in FINAL_STATES)
     rank_t = _as_of(time_cols)
-    keyl = ", ".join(_q(k) for k in keys)
+    keyl = ", ".join(quote_name(k) for k in keys)
     total = con.execute("SELECT count(*) FROM _in").fetchall()[0][0]
     # best record per key within the file: best rank, then the later line
     con.execute(f"""
@@ -104,13 +104,13 @@ def _merge_records(con, frame: pl.DataFrame, table: str, keys: list[str], time_c
     con.execute(f"CREATE OR REPLACE TEMP TABLE _act AS {_merge_sql(table, keys, data_cols, time_cols)}")
     con.execute("DROP TABLE _w")
     counts = dict(con.execute("SELECT _action, count(*) FROM _act GROUP BY 1").fetchall())
-    collist = ", ".join(_q(c) for c in cols)
+    collist = ", ".join(quote_name(c) for c in cols)
     if counts.get("insert"):
         con.execute(f"INSERT INTO {table} ({collist}) SELECT {collist} FROM _act WHERE _action = 'insert'")
     if counts.get("update"):
-        where = " AND ".join(f"{table}.{_q(k)} = a.{_q(k)}" for k in keys)
+        where = " AND ".join(f"{table}.{quote_name(k)} = a.{quote_name(k)}" for k in keys)
         # ingest_id: the last ingest that changed the row (the stored metrics recompute such rows' jobs)
-        sets = ", ".join(f"{_q(c)} = a.{_q(c)}" for c in data_cols + ["ingest_id"])
+        sets = ", ".join(f"{quote_name(c)} = a.{quote_name(c)}" for c in data_cols + ["ingest_id"])
         con.execute(f"UPDATE {table} SET {sets} FROM _act a WHERE {where} AND a._action = 'update'")
     stored = counts.get("insert", 0)
     updated = counts.get("update", 0)
@@ -127,7 +127,7 @@ def _as_of(time_cols: list[str], alias: str = "") -> str:
     a = f"{alias}." if alias else ""
     parts = []
     for c in time_cols:
-        parts.append(f"{a}{_q(c)}")
+        parts.append(f"{a}{quote_name(c)}")
         if c == "end_time":
             parts.append(f"{a}start_time + to_seconds({a}elapsed_s)")
     return "coalesce(" + ", ".join(parts) + ")"
@@ -151,12 +151,12 @@ def _merge_sql(table: str, keys: list[str], data_cols: list[str], time_cols: lis
     NULL columns exactly, else rebuilt from both (winner first) for the columns left NULL."""
     finals = ", ".join(f"'{s}'" for s in FINAL_STATES)
     pref = " ".join(f"WHEN '{s}' THEN {len(SOURCE_PREFERENCE) - i}" for i, s in enumerate(SOURCE_PREFERENCE))
-    on = " AND ".join(f"t.{_q(k)} = w.{_q(k)}" for k in keys)
+    on = " AND ".join(f"t.{quote_name(k)} = w.{quote_name(k)}" for k in keys)
     vals = [c for c in data_cols if c not in ("source", "null_reasons")]
-    stored = ", ".join(f"t.{_q(c)} AS {_q('_t_' + c)}" for c in data_cols)
+    stored = ", ".join(f"t.{quote_name(c)} AS {quote_name('_t_' + c)}" for c in data_cols)
     t_time = _as_of(time_cols, "t")
     rank = f"""
-        SELECT w.*, {stored}, t.{_q(keys[0])} IS NULL AS _new,
+        SELECT w.*, {stored}, t.{quote_name(keys[0])} IS NULL AS _new,
                {_fidelity('w.source')} AS _fw, {_fidelity('t.source')} AS _ft,
                coalesce(w._final, 0) AS _finw, coalesce((t.state IN ({finals}))::INT, 0) AS _fint,
                coalesce(w._t, '-infinity'::TIMESTAMP) AS _tw, coalesce({t_time}, '-infinity'::TIMESTAMP) AS _tt,
@@ -169,25 +169,25 @@ def _merge_sql(table: str, keys: list[str], data_cols: list[str], time_cols: lis
         FROM ({rank})"""
 
     def pick(c: str) -> str:
-        w, t = _q(c), _q("_t_" + c)
+        w, t = quote_name(c), quote_name("_t_" + c)
         return (f"CASE WHEN _ww THEN (CASE WHEN {w} IS NOT NULL OR (_strict AND {_explains('null_reasons', c)}) "
-                f"THEN {w} ELSE {t} END) ELSE (CASE WHEN {t} IS NOT NULL OR (_strict AND {_explains(_q('_t_null_reasons'), c)}) "
-                f"THEN {t} ELSE {w} END) END AS {_q('_m_' + c)}")
+                f"THEN {w} ELSE {t} END) ELSE (CASE WHEN {t} IS NOT NULL OR (_strict AND {_explains(quote_name('_t_null_reasons'), c)}) "
+                f"THEN {t} ELSE {w} END) END AS {quote_name('_m_' + c)}")
     merged = f"""
         SELECT *, {', '.join(pick(c) for c in vals)},
                CASE WHEN _ww THEN source ELSE "_t_source" END AS "_m_source",
                CASE WHEN _ww THEN null_reasons ELSE "_t_null_reasons" END AS _nw,
                CASE WHEN _ww THEN "_t_null_reasons" ELSE null_reasons END AS _nl
         FROM ({order})"""
-    m = {c: _q("_m_" + c) for c in vals}
+    m = {c: quote_name("_m_" + c) for c in vals}
     changed = " OR ".join(f"({m[c]} IS NOT NULL AND {_explains('_nw', c)}) OR "
                           f"({m[c]} IS NULL AND {_explains('_nl', c)} AND NOT {_explains('_nw', c)})" for c in vals)
     # the text json.dumps writes, as the parsers do: {"col": "reason", ...}
     entries = ", ".join(f"""CASE WHEN {m[c]} IS NULL THEN '"{c}": ' || to_json(coalesce(json_extract_string(_nw, '$."{c}"'),
                         json_extract_string(_nl, '$."{c}"')))::VARCHAR END""" for c in vals)
     rebuilt = f"nullif('{{' || concat_ws(', ', {entries}) || '}}', '{{}}')"   # concat_ws skips NULLs
-    same = " AND ".join(f"{m[c]} IS NOT DISTINCT FROM {_q('_t_' + c)}" for c in vals)
-    out = ", ".join([_q(k) for k in keys] + [f"{m[c]} AS {_q(c)}" for c in vals] + ['"_m_source" AS source', "ingest_id"])
+    same = " AND ".join(f"{m[c]} IS NOT DISTINCT FROM {quote_name('_t_' + c)}" for c in vals)
+    out = ", ".join([quote_name(k) for k in keys] + [f"{m[c]} AS {quote_name(c)}" for c in vals] + ['"_m_source" AS source', "ingest_id"])
     return f"""
         SELECT {out}, _nr AS null_reasons,
                CASE WHEN _new THEN 'insert'
@@ -196,7 +196,7 @@ def _merge_sql(table: str, keys: list[str], data_cols: list[str], time_cols: lis
         FROM (SELECT *, CASE WHEN {changed} THEN {rebuilt} ELSE _nw END AS _nr FROM ({merged}))"""
 
 
-def _refresh_job_usage(con, touched: Optional[pl.DataFrame]) -> None:
+def refresh_job_usage(con, touched: Optional[pl.DataFrame]) -> None:
     """Job-level numbers derived from steps, for the jobs this file touched (None: every job, when
     the tables hold only this file's rows: no semi-join of millions of keys against themselves).
     mem_peak_bytes: the largest step's TRESUsageInTot mem, else max over steps of MaxRSS x NTasks.
@@ -204,7 +204,7 @@ def _refresh_job_usage(con, touched: Optional[pl.DataFrame]) -> None:
     gpu_util_tres / gpu_mem_tres_bytes (Slurm's gres/gpuutil, gres/gpumem): kept when the job record
     has them, else the max over its steps' TRESUsageInTot (as the sacct JSON parser does), so a GPU
     job without sidecar samples still has Slurm's figure."""
-    _run(con, f"""
+    run_sql(con, f"""
         UPDATE job SET
             mem_peak_bytes = coalesce(s.peak, job.mem_peak_bytes),
             cpu_time_s = coalesce(job.cpu_time_s, s.cpu),
@@ -222,30 +222,30 @@ def _refresh_job_usage(con, touched: Optional[pl.DataFrame]) -> None:
                OR (job.gpu_mem_tres_bytes IS NULL AND s.gmem IS NOT NULL))""", _touched=touched)
 
 
-def _select_casts(con, frame: pl.DataFrame, table: str, ingest_id: int) -> tuple[list[str], str]:
+def select_casts(con, frame: pl.DataFrame, table: str, ingest_id: int) -> tuple[list[str], str]:
     """(table columns, SELECT list) turning `frame` columns into the table's types, missing ones NULL;
     ingest_id is `ingest_id`, or each row's where the frame has that column (rows of many files)."""
     have = set(frame.columns)
-    cols = _table_columns(con, table)
+    cols = table_columns(con, table)
     sel = []
     for name, typ in cols:
         if name == "ingest_id" and name not in have:
             sel.append(f"{int(ingest_id)}::BIGINT AS ingest_id")
         elif name in have:
-            sel.append(f"CAST({_q(name)} AS {typ}) AS {_q(name)}")
+            sel.append(f"CAST({quote_name(name)} AS {typ}) AS {quote_name(name)}")
         else:
-            sel.append(f"NULL::{typ} AS {_q(name)}")
+            sel.append(f"NULL::{typ} AS {quote_name(name)}")
     return [c for c, _ in cols], ", ".join(sel)
 
 
 
-def _load_sidecar_runs(con, frame: Optional[pl.DataFrame], ingest_id: int, source_file: str) -> None:
+def load_sidecar_runs(con, frame: Optional[pl.DataFrame], ingest_id: int, source_file: str) -> None:
     if frame is None or frame.height == 0:
         return
     if "source_file" not in frame.columns:
         frame = frame.with_columns(source_file=pl.lit(source_file))
     cols = _stage(con, frame, "sidecar_run", "_in_r", ingest_id)
-    collist = ", ".join(_q(c) for c in cols)
+    collist = ", ".join(quote_name(c) for c in cols)
     con.execute("DELETE FROM sidecar_run WHERE (cluster, job_id_raw, host, source_file) IN "
                 "(SELECT cluster, job_id_raw, host, source_file FROM _in_r)")
     con.execute(f"INSERT INTO sidecar_run ({collist}) SELECT DISTINCT ON (cluster, job_id_raw, host, source_file) "

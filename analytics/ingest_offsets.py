@@ -27,7 +27,7 @@ import duckdb
 import polars as pl
 
 from jobsight.analytics.ingest_load import FileReport, load_pieces
-from jobsight.analytics.ingest_merge import _q, _run
+from jobsight.analytics.ingest_merge import quote_name, run_sql
 from jobsight.analytics.ingest_routes import SourceFile, _pieces
 from jobsight.analytics.ingest_walk import open_regular
 
@@ -147,7 +147,7 @@ def write_offsets(con: duckdb.DuckDBPyConnection, rows: list[tuple]) -> None:
     if rows:
         con.execute("DELETE FROM file_offset WHERE list_contains(?, source_file)", [[r[0] for r in rows]])
         frame = pl.DataFrame(rows, schema=_OFFSET_SCHEMA, orient="row")
-        _run(con, f"INSERT INTO file_offset ({', '.join(map(_q, _OFFSET_SCHEMA))}) SELECT * FROM _incoming", _incoming=frame)
+        run_sql(con, f"INSERT INTO file_offset ({', '.join(map(quote_name, _OFFSET_SCHEMA))}) SELECT * FROM _incoming", _incoming=frame)
 
 
 def recorder(file: SourceFile, mark: Mark, offset: int, lines: int) -> Callable[[duckdb.DuckDBPyConnection, int], None]:

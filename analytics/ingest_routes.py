@@ -25,8 +25,8 @@ from typing import Callable, Optional
 import duckdb
 import polars as pl
 
-from jobsight.analytics.ingest_load import FileReport, _owners_with_samples, load_pieces, load_result
-from jobsight.analytics.ingest_merge import _q, _run, _select_casts, _table_columns
+from jobsight.analytics.ingest_load import FileReport, load_pieces, load_result, owners_with_samples
+from jobsight.analytics.ingest_merge import quote_name, run_sql, select_casts, table_columns
 from jobsight.analytics.ingest_trust import Ownership
 from jobsight.analytics.ingest_walk import FileScan
 from jobsight.analytics.records import BulkRead, ParseOptions, ParseResult
@@ -225,15 +225,15 @@ class _BulkInsert:
         self.inserted = {"sample": 0}
         self.ingest_id: Optional[int] = None
         owner = pl.DataFrame([bulk.owner], schema=["cluster", "job_id_raw", "host"], orient="row")
-        if _owners_with_samples(con, owner):
+        if owners_with_samples(con, owner):
             return
         con.execute("BEGIN TRANSACTION")
         self.open = True
         self.ingest_id = con.execute("SELECT nextval('ingest_id_seq')").fetchall()[0][0]
-        cols = [c for c, _ in _table_columns(con, "sample")]
-        values = ", ".join(str(int(self.ingest_id)) if c == "ingest_id" else _q(c) for c in cols)
+        cols = [c for c, _ in table_columns(con, "sample")]
+        values = ", ".join(str(int(self.ingest_id)) if c == "ingest_id" else quote_name(c) for c in cols)
         try:
-            self.inserted["sample"] = con.execute(f"INSERT INTO sample ({', '.join(_q(c) for c in cols)}) "
+            self.inserted["sample"] = con.execute(f"INSERT INTO sample ({', '.join(quote_name(c) for c in cols)}) "
                                                   f"SELECT {values} FROM ({bulk.select})").fetchall()[0][0]
             self.ok = self._one_owner(bulk.owner) and self._rising()
         except duckdb.Error:   # a line DuckDB cannot read, an empty key (NOT NULL), out of memory
@@ -319,9 +319,9 @@ class _EarlyInsert:
             try:
                 for frame, table in zip(item, ("job", "step")):
                     if frame.height:
-                        cols, sel = _select_casts(self.con, frame, table, self.ingest_id)
-                        self.inserted[table] += _run(
-                            self.con, f"INSERT INTO {table} ({', '.join(_q(c) for c in cols)}) SELECT {sel} FROM _incoming",
+                        cols, sel = select_casts(self.con, frame, table, self.ingest_id)
+                        self.inserted[table] += run_sql(
+                            self.con, f"INSERT INTO {table} ({', '.join(quote_name(c) for c in cols)}) SELECT {sel} FROM _incoming",
                             _incoming=frame)[0][0]
             except BaseException as exc:   # a repeated key (or anything else): load the ordinary way
                 self.error = exc

@@ -22,7 +22,7 @@ from typing import Optional
 
 import polars as pl
 
-from jobsight.analytics.ingest_merge import _ArrowStream, _q, _select_casts, _table_columns
+from jobsight.analytics.ingest_merge import ArrowStream, quote_name, select_casts, table_columns
 
 SAMPLE_FORMATS = ("sidecar", "nvidia-smi")
 KEY = ("cluster", "job_id_raw")
@@ -127,7 +127,7 @@ _OWNED = (*KEY, "owner_uid", "owner_user")
 def _owner_verdicts(con, keys: pl.DataFrame) -> pl.DataFrame:
     """Per distinct (cluster, job_id_raw, owner_uid, owner_user) of keys: _verdict of the job against
     that owner, and the job's _job_user."""
-    _keys = _ArrowStream(keys.select(_OWNED))   # noqa: F841 - read by DuckDB's replacement scan
+    _keys = ArrowStream(keys.select(_OWNED))   # noqa: F841 - read by DuckDB's replacement scan
     rows = con.execute(f"SELECT k.cluster, k.job_id_raw, k.owner_uid, k.owner_user, "
                        f"{_verdict_sql('j', 'k.owner_uid', 'k.owner_user')}, {_job_user('j')} "
                        "FROM (SELECT DISTINCT cluster, job_id_raw, owner_uid, owner_user FROM _keys) k "
@@ -201,10 +201,10 @@ def hold(con, frame: pl.DataFrame, ingest_id: int) -> tuple[int, int]:
         return 0, 0
     total = frame.height
     frame = frame.unique(subset=list(SAMPLE_KEY) + ["owner_uid"], keep="first", maintain_order=True)
-    cols, sel = _select_casts(con, frame, "sample_pending", ingest_id)
-    same = " AND ".join(f"p.{_q(c)} = i.{_q(c)}" for c in SAMPLE_KEY + ("owner_uid",))
-    _incoming = _ArrowStream(frame)   # noqa: F841 - read by DuckDB's replacement scan
-    stored = con.execute(f"INSERT INTO sample_pending ({', '.join(_q(c) for c in cols)}) SELECT * FROM "
+    cols, sel = select_casts(con, frame, "sample_pending", ingest_id)
+    same = " AND ".join(f"p.{quote_name(c)} = i.{quote_name(c)}" for c in SAMPLE_KEY + ("owner_uid",))
+    _incoming = ArrowStream(frame)   # noqa: F841 - read by DuckDB's replacement scan
+    stored = con.execute(f"INSERT INTO sample_pending ({', '.join(quote_name(c) for c in cols)}) SELECT * FROM "
                          f"(SELECT {sel} FROM _incoming) i WHERE NOT EXISTS (SELECT 1 FROM sample_pending p WHERE {same})"
                          ).fetchall()[0][0]
     return stored, total - stored
@@ -214,24 +214,24 @@ def promote(con, touched: pl.DataFrame, ingest_id: int) -> list[str]:
     """Move the held samples of the jobs an accounting file just touched into sample, where the job
     is their owner's (a key already in sample is dropped); those of another user's job stay held,
     never counted. Returns notes for the file's report."""
-    pending_cols = {c for c, _ in _table_columns(con, "sample_pending")}   # none: a database older than the rule
+    pending_cols = {c for c, _ in table_columns(con, "sample_pending")}   # none: a database older than the rule
     if not pending_cols or not con.execute("SELECT EXISTS (SELECT 1 FROM sample_pending)").fetchall()[0][0]:
         return []
-    _touched = _ArrowStream(touched.select(KEY))   # noqa: F841 - read by DuckDB's replacement scan
+    _touched = ArrowStream(touched.select(KEY))   # noqa: F841 - read by DuckDB's replacement scan
     con.execute(f"""CREATE OR REPLACE TEMP TABLE _held AS
         SELECT p.*, {_verdict_sql('j', 'p.owner_uid', 'p.owner_user')} AS _verdict, {_job_user('j')} AS _job_user
         FROM sample_pending p JOIN job j ON j.cluster = p.cluster AND j.job_id_raw = p.job_id_raw
         WHERE (p.cluster, p.job_id_raw) IN (SELECT cluster, job_id_raw FROM _touched)""")
     notes = []
-    cols = [c for c, _ in _table_columns(con, "sample") if c in pending_cols]
-    sel = ", ".join(f"{int(ingest_id)}::BIGINT" if c == "ingest_id" else f"h.{_q(c)}" for c in cols)
-    same = " AND ".join(f"s.{_q(c)} = h.{_q(c)}" for c in SAMPLE_KEY)
-    moved = con.execute(f"INSERT INTO sample ({', '.join(_q(c) for c in cols)}) SELECT {sel} FROM "
+    cols = [c for c, _ in table_columns(con, "sample") if c in pending_cols]
+    sel = ", ".join(f"{int(ingest_id)}::BIGINT" if c == "ingest_id" else f"h.{quote_name(c)}" for c in cols)
+    same = " AND ".join(f"s.{quote_name(c)} = h.{quote_name(c)}" for c in SAMPLE_KEY)
+    moved = con.execute(f"INSERT INTO sample ({', '.join(quote_name(c) for c in cols)}) SELECT {sel} FROM "
                         f"(SELECT DISTINCT ON ({', '.join(SAMPLE_KEY)}) * FROM _held WHERE _verdict = 'match') h "
                         f"WHERE NOT EXISTS (SELECT 1 FROM sample s WHERE {same})").fetchall()[0][0]
     if moved:
         notes.append(f"{moved} held samples now count: the accounting shows their jobs are their files' owners'")
-    held_key = " AND ".join(f"h.{_q(c)} = p.{_q(c)}" for c in SAMPLE_KEY + ("owner_uid",))
+    held_key = " AND ".join(f"h.{quote_name(c)} = p.{quote_name(c)}" for c in SAMPLE_KEY + ("owner_uid",))
     con.execute(f"DELETE FROM sample_pending p WHERE EXISTS (SELECT 1 FROM _held h WHERE h._verdict = 'match' AND {held_key})")
     for job, cluster, owner, job_user, n in con.execute(
             "SELECT job_id_raw, cluster, coalesce(owner_user, 'uid ' || owner_uid::VARCHAR), _job_user, count(*) "
