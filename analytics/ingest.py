@@ -30,29 +30,28 @@ from jobsight.analytics import ingest_trust as trust
 from jobsight.analytics.ingest_load import AccountingError, FileReport, load_pieces, load_result
 from jobsight.analytics.ingest_routes import (
     BulkCsvRoute,
+    EarlyInsert,
     EarlyInsertRoute,
+    ParserFailed,
     PiecesRoute,
     Route,
     SourceFile,
     WholeRoute,
-    _bulk_read,
-    _EarlyInsert,
-    _ParserFailed,
+    read_in_bulk,
 )
-from jobsight.analytics.ingest_routes import _BulkInsert as _BulkInsert
 from jobsight.analytics.ingest_walk import (
     Entry,
     FileScan,
     NotRegularFile,
-    _seen_name,
-    _start_scan,
     already_ingested,
     detect,
     import_parsers,
     open_regular,
     read_head,
     scan_file,
+    seen_name,
     sha256_file,
+    start_scan,
     walk,
 )
 from jobsight.analytics.parsers import PARSER_MODULES
@@ -63,7 +62,7 @@ __all__ = ["AccountingError", "Entry", "FileReport", "FileScan", "already_ingest
 
 BIG_FILE = 64 << 20     # progress lines for files this big even when ingesting just one
 STREAM_BYTES = 64 << 20   # files bigger than this whose parser has iter_parse are loaded in pieces this big (~0.8 GB peak)
-EARLY_INSERT_BYTES = 64 << 20   # files bigger than this whose parser has on_piece are inserted while parsed (_EarlyInsert)
+EARLY_INSERT_BYTES = 64 << 20   # files bigger than this whose parser has on_piece are inserted while parsed (EarlyInsert)
 
 
 def load_parsers(warn: Callable[[str], None] | None = None) -> dict[str, ModuleType]:
@@ -130,7 +129,7 @@ def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleTy
             rep.status, rep.error = ("unreadable" if explicit else "skipped"), refusal
             return rep
         size = path.stat().st_size
-        file = SourceFile(con, path, mod, opts, str(Path(path).resolve()), _options(opts, fmt, ownership.owner), t0,
+        file = SourceFile(con, path, mod, opts, str(Path(path).resolve()), recorded_options(opts, fmt, ownership.owner), t0,
                           ownership)
         tracked = mod.FORMAT in offsets.FORMATS
         file.end = mark.size if tracked else None   # lines written after the open wait for the next ingest
@@ -143,7 +142,7 @@ def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleTy
         rep.status, rep.error = ("unreadable" if explicit else "skipped"), str(exc).removeprefix(f"{path}: ")
         return rep
     except OSError as exc:
-        return _failed(rep, exc)
+        return failed_report(rep, exc)
     if resume is not None:
         return _appended(file, mark, resume, rep)
     if checksum.scan is not None and not checksum.new():   # hashed first: these bytes are in already
@@ -161,8 +160,8 @@ def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleTy
         if tracked:   # the next ingest goes on after the complete lines there were when it was opened
             file.before_commit = offsets.recorder(file, mark, checksum.scan.end_upto, checksum.scan.lines_upto)
         out = route.load(checksum.scan)
-    except (OSError, _ParserFailed, AccountingError, duckdb.Error) as exc:
-        return _failed(rep, exc)
+    except (OSError, ParserFailed, AccountingError, duckdb.Error) as exc:
+        return failed_report(rep, exc)
     out.path, out.seconds = str(path), time.monotonic() - t0
     out.notes[:0] = rep.notes
     return out
@@ -172,8 +171,8 @@ def _appended(file: SourceFile, mark: offsets.Mark, resume: offsets.Resume, rep:
     """Load the lines appended to a file since the last ingest of it."""
     try:
         out = offsets.load_tail(file, mark, resume)
-    except (OSError, _ParserFailed, AccountingError, duckdb.Error) as exc:
-        return _failed(rep, exc)
+    except (OSError, ParserFailed, AccountingError, duckdb.Error) as exc:
+        return failed_report(rep, exc)
     out.path, out.seconds = str(file.path), time.monotonic() - file.started
     return out
 
@@ -203,7 +202,7 @@ def _parser_for(path: Path, parsers: dict[str, ModuleType], fmt: Optional[str], 
     return mod
 
 
-def _options(opts: ParseOptions, fmt: Optional[str], owner: Optional[trust.Owner] = None) -> dict:
+def recorded_options(opts: ParseOptions, fmt: Optional[str], owner: Optional[trust.Owner] = None) -> dict:
     """The options recorded with an ingest: the same bytes read with others are read again. An
     untrusted owner is one: a user's copy of another's file must not stand for the original."""
     return {k: v for k, v in (("timezone", opts.timezone), ("cluster", opts.cluster),
@@ -215,13 +214,13 @@ def _pick_route(file: SourceFile, size: int, progress: Optional[Callable[[str], 
     """DuckDB's own read when the parser offers bulk_read, falling back to (else straight away):
     pieces for a big file whose parser has iter_parse, early inserts for a big accounting file into
     empty tables, else the whole file at once."""
-    bulk = _bulk_read(file.mod, file.path, file.opts)
+    bulk = read_in_bulk(file.mod, file.path, file.opts)
     owner = file.ownership.owner if file.ownership else None
     if bulk is not None and owner is not None and not trust.owns_job(file.con, owner, *bulk.owner[:2]):
         bulk = None   # DuckDB's read goes straight into sample: only for rows of the owner's own job
     if hasattr(file.mod, "iter_parse") and size > STREAM_BYTES:
         route: Route = PiecesRoute(file, STREAM_BYTES)
-    elif size > EARLY_INSERT_BYTES and _EarlyInsert.applies(file.con, file.mod):
+    elif size > EARLY_INSERT_BYTES and EarlyInsert.applies(file.con, file.mod):
         route = EarlyInsertRoute(file, progress if size > BIG_FILE else None)
     else:
         route = WholeRoute(file, progress if size > BIG_FILE else None)
@@ -242,8 +241,8 @@ class _Checksum:
         # is read (sha256 of a 1 GB dump takes seconds). A name seen before (the same folder
         # ingested again) is hashed first, so that unchanged files are not read for nothing.
         # upto: also count the complete lines below it (a growing file's offset, ingest_offsets).
-        if route.hash_alongside and size > BIG_FILE and not _seen_name(file.con, file.path):
-            return cls(file, rep, pending=_start_scan(file.path, route.delimiter, upto))
+        if route.hash_alongside and size > BIG_FILE and not seen_name(file.con, file.path):
+            return cls(file, rep, pending=start_scan(file.path, route.delimiter, upto))
         return cls(file, rep, scan=scan_file(file.path, route.delimiter, upto))
 
     def wait(self) -> None:
@@ -262,7 +261,7 @@ class _Checksum:
         if self.pending is not None:
             self.pending.join()
             if self.pending.error is not None:
-                _failed(self.rep, self.pending.error)
+                failed_report(self.rep, self.pending.error)
                 return False
             self.scan = self.pending.scan
         prior = already_ingested(self.file.con, self.scan.digest, self.file.options)
@@ -273,11 +272,11 @@ class _Checksum:
         return prior is None
 
 
-def _failed(rep: FileReport, exc: BaseException) -> FileReport:
+def failed_report(rep: FileReport, exc: BaseException) -> FileReport:
     """The report of a file that was not loaded (a failed load was rolled back: nothing of it is stored)."""
     if isinstance(exc, OSError):
         rep.status, rep.error = "unreadable", f"cannot read: {exc.strerror or exc}"
-    elif isinstance(exc, _ParserFailed):
+    elif isinstance(exc, ParserFailed):
         rep.status, rep.error = "failed", str(exc)
     else:
         rep.status, rep.error = "failed", f"not loaded ({type(exc).__name__}): {exc}"

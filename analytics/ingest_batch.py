@@ -29,7 +29,7 @@ from jobsight.analytics import ingest_offsets as offsets
 from jobsight.analytics import ingest_trust as trust
 from jobsight.analytics.ingest_load import AccountingError, FileReport, insert_rejects, stored_key
 from jobsight.analytics.ingest_merge import load_sidecar_runs, quote_name, run_sql, select_casts
-from jobsight.analytics.ingest_routes import SourceFile, _ParserFailed
+from jobsight.analytics.ingest_routes import ParserFailed, SourceFile
 from jobsight.analytics.ingest_walk import Entry, detect, open_regular
 from jobsight.analytics.records import ParseOptions, ParseResult
 
@@ -104,7 +104,7 @@ def _prepare(con, entry: Entry, opts: ParseOptions, parsers: dict, stored: dict)
         if mod is None or mod.FORMAT not in offsets.FORMATS or not hasattr(mod, "parse_parts"):
             return None
         resolved = str(path.resolve())
-        file = SourceFile(con, path, mod, opts, resolved, ingest._options(opts, None, ownership.owner), t0, ownership,
+        file = SourceFile(con, path, mod, opts, resolved, ingest.recorded_options(opts, None, ownership.owner), t0, ownership,
                           end=mark.size)
         resume, why = offsets.plan(file, mark, entry.within, stored.get(resolved))
         cut = mark.head.find(b"\n")
@@ -146,7 +146,7 @@ def _mark_known(con, parts: list[_Part]) -> None:
     if not parts:
         return
     keys = pl.DataFrame({"_i": range(len(parts)), "checksum": [p.digest for p in parts],
-                         "options": [offsets._options(p.file.options) for p in parts]},
+                         "options": [offsets.options_text(p.file.options) for p in parts]},
                         schema={"_i": pl.Int64, "checksum": pl.String, "options": pl.String})
     for i, prior in run_sql(con, "SELECT k._i, min(l.ingest_id) FROM _keys k JOIN ingest_log l ON l.checksum = k.checksum "
                               "AND l.options = k.options AND l.finished_at IS NOT NULL GROUP BY k._i", _keys=keys):
@@ -179,10 +179,10 @@ def _load_or_alone(con, batch: list[_Part], opts: ParseOptions, parsers: dict, s
         return _load(con, batch, opts, started)
     except _Changed as exc:
         gone = {id(p) for p in exc.parts}
-        reports = [ingest._failed(FileReport(path=str(p.file.path), format=p.file.mod.FORMAT),
+        reports = [ingest.failed_report(FileReport(path=str(p.file.path), format=p.file.mod.FORMAT),
                                   AccountingError(f"{p.file.source_file}: {why}")) for p, why in zip(exc.parts, exc.whys)]
         return reports + _load_or_alone(con, [p for p in batch if id(p) not in gone], opts, parsers, started)
-    except (OSError, _ParserFailed, AccountingError, duckdb.Error):
+    except (OSError, ParserFailed, AccountingError, duckdb.Error):
         return [ingest.ingest_file(con, p.entry.path, opts, parsers, explicit=p.entry.explicit, within=p.entry.within)
                 for p in batch]
 
@@ -204,7 +204,7 @@ def _load(con, batch: list[_Part], opts: ParseOptions, started: datetime) -> lis
     except OSError:
         raise
     except Exception as exc:
-        raise _ParserFailed(f"{mod.FORMAT} parser failed: {exc!r}") from exc
+        raise ParserFailed(f"{mod.FORMAT} parser failed: {exc!r}") from exc
     con.execute("BEGIN TRANSACTION")
     try:
         ids = sorted(r[0] for r in con.execute("SELECT nextval('ingest_id_seq') FROM range(?)", [len(todo)]).fetchall())
@@ -308,7 +308,7 @@ def _log_rows(con, todo: list[_Part], reports: list[FileReport], started: dateti
         rep.check_accounted(rep.path)
     finished = datetime.now(timezone.utc).replace(tzinfo=None)
     log = pl.DataFrame([(r.ingest_id, p.file.source_file, p.digest, r.format, r.rows_in, r.stored, r.updated, r.unchanged,
-                         r.rejected, r.dropped, started, finished, offsets._options(p.file.options))
+                         r.rejected, r.dropped, started, finished, offsets.options_text(p.file.options))
                         for p, r in zip(todo, reports)], orient="row",
                        schema={"ingest_id": pl.Int64, "source_file": pl.String, "checksum": pl.String, "format": pl.String,
                                "rows_in": pl.Int64, "stored": pl.Int64, "updated": pl.Int64, "unchanged": pl.Int64,

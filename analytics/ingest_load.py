@@ -56,7 +56,7 @@ class AccountingError(RuntimeError):
 
 class EarlyRows(Protocol):
     """Rows a route inserted before load_pieces runs, in a transaction it holds open for it
-    (_EarlyInsert, _BulkInsert): finish() says whether they stand; if not, it has rolled them back."""
+    (EarlyInsert, BulkInsert): finish() says whether they stand; if not, it has rolled them back."""
 
     ingest_id: Optional[int]
     inserted: dict[str, int]     # table -> rows inserted

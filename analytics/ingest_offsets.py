@@ -62,7 +62,7 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _options(options: dict) -> str:
+def options_text(options: dict) -> str:
     return json.dumps(options, sort_keys=True)
 
 
@@ -87,7 +87,7 @@ def plan(file: SourceFile, mark: Mark, within: Optional[str] = None,
         return None, None
     dev, ino, head_len, head_sha, tail_sha, offset, lines, options, ingest_id = row
     since = f"since ingest {ingest_id}"
-    if options != _options(file.options):
+    if options != options_text(file.options):
         return None, None          # other options read the same bytes again, as for any file
     if (dev, ino) != (mark.dev, mark.ino):
         return None, f"read from the start: replaced by another file (inode) {since}"
@@ -139,7 +139,7 @@ _OFFSET_SCHEMA = {"source_file": pl.String, "dev": pl.Int64, "ino": pl.Int64, "h
 def offset_row(file: SourceFile, mark: Mark, offset: int, lines: int, ingest_id: int, tail: bytes) -> tuple:
     """The file_offset row of a file read up to `offset` (`tail`: the block that ends there)."""
     return (file.source_file, mark.dev, mark.ino, len(mark.head), _sha(mark.head), _sha(tail[-BLOCK:]),
-            offset, lines, _options(file.options), ingest_id)
+            offset, lines, options_text(file.options), ingest_id)
 
 
 def write_offsets(con: duckdb.DuckDBPyConnection, rows: list[tuple]) -> None:

@@ -5,11 +5,11 @@ file's one transaction.
 
 - WholeRoute: the parser reads the whole file into one ParseResult, which is then merged.
 - EarlyInsertRoute: a big accounting file going into empty job and step tables: its rows are
-  inserted while it is parsed (_EarlyInsert), in the transaction load_pieces then completes.
+  inserted while it is parsed (EarlyInsert), in the transaction load_pieces then completes.
 - PiecesRoute: a big file whose parser offers iter_parse is parsed and loaded a piece at a time,
   still in its one transaction, so memory stays bounded (~0.8 GB at 50M rows).
 - BulkCsvRoute: a file whose parser offers bulk_read (sidecar CSV) is first read by DuckDB itself in
-  one INSERT (_BulkInsert), kept only where that is exactly what the line rules give; else one of
+  one INSERT (BulkInsert), kept only where that is exactly what the line rules give; else one of
   the routes above reads it, which says what is wrong with which line.
 """
 from __future__ import annotations
@@ -57,7 +57,7 @@ class Route:
     """One way to read a file into the database. read() does the work that may overlap the hash of
     the file; load(scan) loads it in its one transaction (load_pieces) and returns its report;
     drop() undoes read() when the file turns out known or unreadable, or read() failed. A failure
-    raises OSError (unreadable), _ParserFailed, AccountingError or duckdb.Error, nothing stored."""
+    raises OSError (unreadable), ParserFailed, AccountingError or duckdb.Error, nothing stored."""
 
     hash_alongside = True                 # read() is long enough to hash the file in a thread meanwhile
     delimiter: Optional[bytes] = None     # the hash also counts newlines and these (a BulkRead's checks)
@@ -84,7 +84,7 @@ class Route:
         return self.load(scan)
 
 
-class _ParserFailed(Exception):
+class ParserFailed(Exception):
     """The parser raised while a file was being read."""
 
 
@@ -94,7 +94,7 @@ class WholeRoute(Route):
     def __init__(self, file: SourceFile, progress: Optional[Callable[[str], None]] = None):
         super().__init__(file)
         self.progress = progress      # told when the file is read and its loading begins
-        self.early: Optional[_EarlyInsert] = None
+        self.early: Optional[EarlyInsert] = None
         self.result: Optional[ParseResult] = None
 
     def read(self) -> None:
@@ -103,7 +103,7 @@ class WholeRoute(Route):
         except OSError:
             raise
         except Exception as exc:
-            raise _ParserFailed(f"{self.file.mod.FORMAT} parser failed: {exc!r}") from exc
+            raise ParserFailed(f"{self.file.mod.FORMAT} parser failed: {exc!r}") from exc
 
     def _parse(self) -> ParseResult:
         return self.file.mod.parse(self.file.path, self.file.opts, **self.file.part())
@@ -117,12 +117,12 @@ class WholeRoute(Route):
 
 
 class EarlyInsertRoute(WholeRoute):
-    """A WholeRoute whose job and step rows are inserted while the file is parsed (_EarlyInsert).
+    """A WholeRoute whose job and step rows are inserted while the file is parsed (EarlyInsert).
     When a key repeats, the early inserts are rolled back and load_result merges the file the
     ordinary way."""
 
     def read(self) -> None:
-        self.early = _EarlyInsert(self.file.con)
+        self.early = EarlyInsert(self.file.con)
         super().read()
 
     def _parse(self) -> ParseResult:
@@ -153,7 +153,7 @@ class PiecesRoute(Route):
 
 def _pieces(mod: ModuleType, path: Path, opts: ParseOptions, piece_bytes: int, **part: int):
     """The parser's pieces (`part`: the start, end and first_line of a part of the file); a
-    parser's failure raises _ParserFailed."""
+    parser's failure raises ParserFailed."""
     it = mod.iter_parse(path, opts, piece_bytes, **part)
     while True:
         try:
@@ -163,21 +163,21 @@ def _pieces(mod: ModuleType, path: Path, opts: ParseOptions, piece_bytes: int, *
         except OSError:
             raise
         except Exception as exc:
-            raise _ParserFailed(f"{mod.FORMAT} parser failed: {exc!r}") from exc
+            raise ParserFailed(f"{mod.FORMAT} parser failed: {exc!r}") from exc
         yield piece
 
 
 class BulkCsvRoute(Route):
-    """DuckDB reads the file in one INSERT (_BulkInsert) while it is hashed; the rows stand only
+    """DuckDB reads the file in one INSERT (BulkInsert) while it is hashed; the rows stand only
     where that is exactly what the line rules give, else `fallback` reads the file."""
 
     def __init__(self, file: SourceFile, bulk: BulkRead, fallback: Route):
         super().__init__(file)
         self.bulk, self.fallback, self.delimiter = bulk, fallback, bulk.delimiter
-        self.inserted: Optional[_BulkInsert] = None
+        self.inserted: Optional[BulkInsert] = None
 
     def read(self) -> None:
-        self.inserted = _BulkInsert(self.file.con, self.bulk)
+        self.inserted = BulkInsert(self.file.con, self.bulk)
 
     def drop(self) -> None:
         if self.inserted is not None:
@@ -195,7 +195,7 @@ class BulkCsvRoute(Route):
         return self.fallback.read_and_load(scan)
 
 
-def _bulk_read(mod: ModuleType, path: Path, opts: ParseOptions) -> Optional[BulkRead]:
+def read_in_bulk(mod: ModuleType, path: Path, opts: ParseOptions) -> Optional[BulkRead]:
     """The parser's BulkRead of this file, if it offers one; a file it trips on is read the ordinary
     way, which says what is wrong with it."""
     reader = getattr(mod, "bulk_read", None)
@@ -209,9 +209,9 @@ def _bulk_read(mod: ModuleType, path: Path, opts: ParseOptions) -> Optional[Bulk
         return None
 
 
-class _BulkInsert:
+class BulkInsert:
     """The samples of a BulkRead, inserted by DuckDB itself in the file's transaction before
-    load_pieces records the file (the protocol of _EarlyInsert: ingest_id, inserted per table,
+    load_pieces records the file (the protocol of EarlyInsert: ingest_id, inserted per table,
     finish(), rollback()). They stand only as a plain insert: DuckDB read every line, the rows are
     one owner with no samples stored before (else each row needs the duplicate check), and each
     device's times rise in file order (no duplicates within the file). `ok` is False, and nothing is kept, otherwise;
@@ -276,7 +276,7 @@ class _BulkInsert:
         self.ok = False
 
 
-class _EarlyInsert:
+class EarlyInsert:
     """Inserts a big accounting file's job and step rows while the file is still being parsed: the
     parser hands over each block's rows (its on_piece) and a worker thread inserts them, in the
     file's transaction, while the next block is parsed (polars and DuckDB both release the GIL, so

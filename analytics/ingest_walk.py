@@ -165,13 +165,13 @@ class _ScanThread(threading.Thread):
             self.error = exc
 
 
-def _start_scan(path: Path, delimiter: Optional[bytes] = None, upto: Optional[int] = None) -> _ScanThread:
+def start_scan(path: Path, delimiter: Optional[bytes] = None, upto: Optional[int] = None) -> _ScanThread:
     t = _ScanThread(path, delimiter, upto)
     t.start()
     return t
 
 
-def _seen_name(con, path: Path) -> bool:
+def seen_name(con, path: Path) -> bool:
     return bool(con.execute("SELECT 1 FROM ingest_log WHERE source_file = ? LIMIT 1",
                             [str(Path(path).resolve())]).fetchall())
 

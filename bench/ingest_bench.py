@@ -200,8 +200,8 @@ class _Phases:
         self.wrap(ingest_walk, "scan_file", "sha256", cpu="thread")
         self.wrap(ingest, "scan_file", "sha256", cpu="thread")
         self.wrap(sacct_text, "parse_file", "parse")
-        self.wrap(ingest_routes._EarlyInsert, "_work", "early_insert", cpu="thread")   # its thread, beside the parse
-        self.wrap(ingest_routes._EarlyInsert, "finish", "early_finish")
+        self.wrap(ingest_routes.EarlyInsert, "_work", "early_insert", cpu="thread")   # its thread, beside the parse
+        self.wrap(ingest_routes.EarlyInsert, "finish", "early_finish")
         self.wrap(ingest_load, "load_pieces", "load")
         self.wrap(store, "refresh", "refresh")
         self.wrap(snapshot, "publish", "publish")

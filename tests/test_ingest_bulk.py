@@ -1,4 +1,4 @@
-"""A sidecar CSV read by DuckDB itself (sidecar_csv.bulk_read + ingest._BulkInsert) must store exactly
+"""A sidecar CSV read by DuckDB itself (sidecar_csv.bulk_read + ingest_routes.BulkInsert) must store exactly
 what the polars readers store for the same file: the same samples, rejects, counts and metadata row.
 Each case is ingested twice, with and without the bulk road, and compared; the road each took is
 asserted too, so a case meant to exercise a refusal cannot silently pass through DuckDB."""
@@ -10,7 +10,7 @@ from datetime import datetime
 import pytest
 from conftest import record_instances
 
-from jobsight.analytics import db, ingest
+from jobsight.analytics import db, ingest, ingest_routes
 from jobsight.analytics.parsers import sidecar_csv
 from jobsight.analytics.records import ParseOptions
 from jobsight.collector.csv_schema import HEADER
@@ -39,7 +39,7 @@ def text(lines: list[str], newline: str = "\n", end: str = "\n") -> str:
 
 
 def kept(made: list) -> list[bool]:
-    """Per _BulkInsert made, once the ingest is over: did its rows stand (a refused or rolled-back one has ok False)."""
+    """Per BulkInsert made, once the ingest is over: did its rows stand (a refused or rolled-back one has ok False)."""
     return [b.ok for b in made]
 
 
@@ -72,7 +72,7 @@ def both_roads(tmp_path, monkeypatch, contents: list[bytes], meta: dict | None =
         if meta is not None:
             f.with_name(f.name[:-4] + ".meta.json").write_text(json.dumps(meta), encoding="utf-8")
         files.append(f)
-    made = record_instances(monkeypatch, ingest, "_BulkInsert")
+    made = record_instances(monkeypatch, ingest_routes, "BulkInsert")
     _, with_bulk = ingest_into(tmp_path / "bulk.duckdb", files)
     with monkeypatch.context() as m:
         m.delattr(sidecar_csv, "bulk_read")

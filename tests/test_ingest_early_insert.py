@@ -1,4 +1,4 @@
-"""Big sacct files into empty tables are inserted while parsed (ingest._EarlyInsert): the database
+"""Big sacct files into empty tables are inserted while parsed (ingest.EarlyInsert): the database
 and the counts must be exactly those of the ordinary load, also when the file repeats a key (the
 early inserts are rolled back and the file merged the ordinary way) or the tables are not empty."""
 from pathlib import Path
@@ -20,8 +20,8 @@ UNIQUE = MIXED.replace(REQUEUED + "\n", "")
 
 @pytest.fixture
 def spy(monkeypatch):
-    """Every _EarlyInsert made, so a test can tell the early path ran and how it ended."""
-    return record_instances(monkeypatch, ingest, "_EarlyInsert")
+    """Every EarlyInsert made, so a test can tell the early path ran and how it ended."""
+    return record_instances(monkeypatch, ingest, "EarlyInsert")
 
 
 def _ingest(tmp_path, name, text, early: bool, monkeypatch, *, block=None, before=None):

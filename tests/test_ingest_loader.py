@@ -281,8 +281,8 @@ def test_big_new_file_hashed_while_parsed(con, tmp_path, monkeypatch):
     import hashlib
     monkeypatch.setattr(ingest, "BIG_FILE", 0)       # every file counts as big here
     calls = []
-    real = ingest._start_scan
-    monkeypatch.setattr(ingest, "_start_scan", lambda p, *a: calls.append(p) or real(p, *a))
+    real = ingest.start_scan
+    monkeypatch.setattr(ingest, "start_scan", lambda p, *a: calls.append(p) or real(p, *a))
     (a,) = run(con, FIX / "mixed-jobs.txt")
     assert a.status == "ingested" and len(calls) == 1
     want = hashlib.sha256((FIX / "mixed-jobs.txt").read_bytes()).hexdigest()

@@ -71,11 +71,11 @@ def ingest_limited(db: Path, folder: Path, limit: int, whole_file: bool = False)
     code = ("import sys, jobsight.analytics.ingest as i, jobsight.analytics.ingest_routes as r\n"
             f"if {stream}: i.STREAM_BYTES = {stream}\n"
             "made = []\n"
-            "class Bulk(r._BulkInsert):\n"          # which files DuckDB read itself, and whether that stood
+            "class Bulk(r.BulkInsert):\n"          # which files DuckDB read itself, and whether that stood
             "    def __init__(self, *a):\n"
             "        made.append(self)\n"
             "        super().__init__(*a)\n"
-            "i._BulkInsert = r._BulkInsert = Bulk\n"
+            "r.BulkInsert = Bulk\n"
             "from jobsight.analytics.cli import main\n"
             "rc = main(sys.argv[1:])\n"
             "st = dict(l.split(':', 1) for l in open('/proc/self/status'))\n"
@@ -171,7 +171,7 @@ def test_ingest_streams_under_an_address_space_limit(tmp_path):
 
 
 def test_one_job_file_read_by_duckdb_under_the_limit(tmp_path):
-    """A sidecar file of one job is read by DuckDB's own CSV reader (ingest._BulkInsert), which must
+    """A sidecar file of one job is read by DuckDB's own CSV reader (ingest_routes.BulkInsert), which must
     keep to the same limit: its memory_limit follows RLIMIT_AS and it streams the file."""
     folder = tmp_path / "samples"
     folder.mkdir()
