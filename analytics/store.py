@@ -100,6 +100,9 @@ INPUTS = {
 PRICING = ("lake_config", "lake_job_charge")
 REQUEST_VIEW = "lake_job_request"
 REQUEST_METRICS = "lake_job_metrics"     # one row per row of lake_jobs
+# The schema's views INPUTS read (sql/schema/): their text and the macros they call are part of the
+# portable tables' checksums (the `samples` view applies a MIG instance's utilisation rule).
+SCHEMA_VIEWS_READ = ("samples", "jobs")
 # Tables besides `setting` a definition may read; their rows are part of its checksum.
 TABLES_READ = ("charge_rate", "billing_weight")
 # A full rebuild's scope is every job: it reads every sample rather than probe 10^7 samples against
@@ -206,7 +209,8 @@ def dependencies(files: Optional[dict[Path, str]] = None) -> dict[str, list[str]
 
 def definitions_checksums(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     """What each stored table depends on besides the data: its definition files, the settings they
-    read, the charging table if they read it (and, for the portable SQL, the inputs it reads here),
+    read, the charging table if they read it (and, for the portable SQL, the inputs it reads here and
+    the schema's views under them, ``_schema_inputs``),
     and the checksums of the stored tables it is computed from (``dependencies``): a table's
     checksum changes with that of any table it reads, and only those."""
     settings = {name: (value, text) for name, value, text in con.execute(
@@ -215,6 +219,7 @@ def definitions_checksums(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     views = dict(lake.lake_views())       # each file read once per call, not once per table
     files = {p: p.read_text(encoding="utf-8") for p in metric_files()}
     deps = dependencies(files)
+    schema_inputs = _schema_inputs(con)
     out, digests = {}, {}
     for s in STORED:
         h = hashlib.sha256()
@@ -230,10 +235,20 @@ def definitions_checksums(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
             if table in text:
                 h.update(repr(con.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall()).encode())
         if _portable(s):
-            h.update(repr((sorted(INPUTS.items()), EVERY_SAMPLE, EVERY_JOB)).encode())
+            h.update(repr((sorted(INPUTS.items()), EVERY_SAMPLE, EVERY_JOB, schema_inputs)).encode())
         out[s.table] = h.hexdigest()[:16]
         digests[s.table] = h.digest()
     return out
+
+
+def _schema_inputs(con) -> str:
+    """The text of SCHEMA_VIEWS_READ and of the macros they call, as DuckDB keeps them."""
+    views = con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal AND schema_name = 'main' "
+                        "AND list_contains(?, view_name) ORDER BY view_name", [list(SCHEMA_VIEWS_READ)]).fetchall()
+    text = " ".join(sql for _, sql in views)
+    macros = con.execute("SELECT DISTINCT function_name, macro_definition FROM duckdb_functions() "
+                         "WHERE function_type = 'macro' AND NOT internal ORDER BY ALL").fetchall()
+    return repr((views, [m for m in macros if re.search(rf"\b{re.escape(m[0])}\s*\(", text)]))
 
 
 def _check_settings(con) -> None:

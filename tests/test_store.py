@@ -252,6 +252,21 @@ def test_a_setting_of_the_per_job_sql_rebuilds_from_the_stored_devices(base, tmp
     assert stored_of(base) == recomputed(base, tmp_path)
 
 
+def test_a_change_of_the_samples_views_rule_rebuilds_every_table(base):
+    """The portable SQL reads the schema's `samples` view, whose MIG rule is a macro: a new body of
+    that macro (a migration's) makes every table stale; a macro the view does not call does not."""
+    con = duckdb.connect(str(base))
+    try:
+        assert store.rebuild_plan(con) == ()
+        con.execute("CREATE OR REPLACE MACRO some_other_rule(x) AS x + 1")
+        assert store.rebuild_plan(con) == ()
+        con.execute("CREATE OR REPLACE MACRO sample_util_pct(util_pct, device, sm_active_pct) AS "
+                    "COALESCE(util_pct, sm_active_pct)")
+        assert store.rebuild_plan(con) == tuple(s.table for s in store.STORED)
+    finally:
+        con.close()
+
+
 def test_a_setting_of_the_sample_weights_rebuilds_every_table(base, tmp_path, capsys):
     """samples.max_gap_s weighs each sample: every table is rebuilt from the samples."""
     before = con_rows(base, "SELECT util_weight_s FROM job_gpu_devices WHERE job_id_raw = '201'")
