@@ -252,16 +252,23 @@ def test_a_setting_of_the_per_job_sql_rebuilds_from_the_stored_devices(base, tmp
     assert stored_of(base) == recomputed(base, tmp_path)
 
 
-def test_a_change_of_the_samples_views_rule_rebuilds_every_table(base):
-    """The portable SQL reads the schema's `samples` view, whose MIG rule is a macro: a new body of
-    that macro (a migration's) makes every table stale; a macro the view does not call does not."""
+def test_a_migration_of_the_samples_view_rebuilds_every_table(base):
+    """The portable SQL reads the schema's `samples` view, whose MIG rule is a macro that migrations
+    define: a new migration, or a new text of the view, makes every table stale; another view's
+    new text does not."""
     con = duckdb.connect(str(base))
     try:
         assert store.rebuild_plan(con) == ()
-        con.execute("CREATE OR REPLACE MACRO some_other_rule(x) AS x + 1")
+        con.execute("CREATE OR REPLACE VIEW rejects AS SELECT 1 AS x")
         assert store.rebuild_plan(con) == ()
+        con.execute("BEGIN")
         con.execute("CREATE OR REPLACE MACRO sample_util_pct(util_pct, device, sm_active_pct) AS "
                     "COALESCE(util_pct, sm_active_pct)")
+        con.execute("INSERT INTO schema_version VALUES (99, 'another_rule', now()::TIMESTAMP)")
+        assert store.rebuild_plan(con) == tuple(s.table for s in store.STORED)
+        con.execute("ROLLBACK")
+        assert store.rebuild_plan(con) == ()
+        con.execute("CREATE OR REPLACE VIEW samples AS SELECT * FROM sample")
         assert store.rebuild_plan(con) == tuple(s.table for s in store.STORED)
     finally:
         con.close()
