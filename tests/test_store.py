@@ -113,7 +113,9 @@ def base(tmp_path) -> Path:
 def test_a_second_ingest_recomputes_only_the_jobs_it_changed(base, tmp_path):
     con = Database.open(base, parse_config({}))
     before = stored(con)
+    flags_before = con.execute("SELECT job_id_raw, code FROM job_flags").fetchall()
     con.close()
+    assert ("200", "gpu_idle") in flags_before          # 200 sampled at 0 %
     # 103 comes back FAILED (was COMPLETED); 202 gets samples; 100 is repeated unchanged
     dump = tmp_path / "b.txt"
     dump.write_text(HDR + job_line("103", state="FAILED", cpu="03:30:00") + job_line("100", cpu="00:30:00"),
@@ -126,7 +128,7 @@ def test_a_second_ingest_recomputes_only_the_jobs_it_changed(base, tmp_path):
     state = dict(con_rows(base, "SELECT job_id_raw, state FROM job_metrics"))
     assert state["103"] == "FAILED"
     assert ("202", "gpu_idle") in con_rows(base, "SELECT job_id_raw, code FROM job_flags")
-    assert ("202", "gpu_idle") not in [(r[1], r[13]) for r in before["job_flags"]]   # job_id_raw, code
+    assert ("202", "gpu_idle") not in flags_before
     # every other job's rows are the very same stored rows
     per_job = [s.table for s in store.STORED if s.key == store.KEY]
     others = {t: [r for r in before[t] if r[1] not in ("103", "202")] for t in per_job}
