@@ -477,8 +477,8 @@ def _incremental(con, watermark: int, upto: int = len(STORED)) -> Refresh:
         # count on its days) and after the refresh
         days_of = f"SELECT DISTINCT day FROM job_day SEMI JOIN {{}} USING ({KEY})"
         con.execute(f"INSERT INTO metric_day_scope {days_of.format('metric_flag_scope')}")
-    _scoped_views(con, everything=False)     # every stored table exists: once for all the files
     if job_day in active:
+        _scoped_views(con, everything=False)     # every stored table exists: once for all the files
         _replace(con, job_day)
     if flags in active:
         con.execute(f"INSERT INTO metric_day_scope {days_of.format('metric_scope')} EXCEPT SELECT day FROM metric_day_scope")

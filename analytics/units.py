@@ -23,6 +23,8 @@ NO_VAL_MIB = (2.0 ** 64 * (1 - 1e-9), 2.0 ** 64 * (1 + 1e-9))      # the range t
 
 def is_no_val_mib(mib: float) -> bool:
     return NO_VAL_MIB[0] <= mib <= NO_VAL_MIB[1]
+
+
 _MEM_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTPE]?)(i?B?)\s*([nc]?)\s*$", re.IGNORECASE)
 _MEM_POW = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
 
