@@ -11,7 +11,9 @@ The inputs are generated: a PBS Pro / Torque accounting log (Q, S, E, D records 
 and R records; PBS Pro select/exec_vnode and Torque nodes=N:ppn=M jobs, GPUs, arrays, a value with
 spaces now and then) and an LSF 10.1 lsb.acct of JOB_FINISH records (the real field layout, exec
 hosts as 'N*host', host rusage entries, quoted scripts with "" and a newline now and then).
-Target: jobsight <= 3x DuckDB (wall and CPU), peak RSS <= 3 GB. This prints figures; it asserts nothing.
+Target: jobsight <= 3x DuckDB (wall and CPU), peak RSS <= 3 GB. Under each run, where jobsight's time
+went (as in ingest_bench: parse, load/merge, store refresh, snapshot publish), and "ingest alone", the
+ratio without the stored metrics' refresh and the publish. This prints figures; it asserts nothing.
 """
 from __future__ import annotations
 
@@ -29,6 +31,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from measure import Phases, alone_ratio, peak_rss_mb, phase_line  # noqa: E402
 
 T0 = 1_735_689_600   # 2025-01-01 UTC
 QUEUES = ["batch", "long", "short", "gpu", "debug", "bigmem"]
@@ -182,8 +187,8 @@ GENERATORS = {"pbs": gen_pbs, "lsf": gen_lsf}
 
 
 def child(kind: str, src: str, dbpath: str, fmt: str) -> None:
-    from measure import peak_rss_mb  # the child runs as a script, bench/ first on sys.path
     t0 = time.perf_counter()
+    phases = None
     if kind == "duckdb":
         import duckdb
         con = duckdb.connect(dbpath)
@@ -196,6 +201,9 @@ def child(kind: str, src: str, dbpath: str, fmt: str) -> None:
         import io
 
         from jobsight.analytics import cli
+        from jobsight.analytics.parsers import lsf, pbs
+        phases = Phases()
+        phases.install({"pbs": pbs, "lsf": lsf}[fmt], "parse")
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             rc = cli.main(["ingest", "--db", dbpath, "--timezone", "UTC", "--format", fmt, "--quiet", "--json", src])
@@ -205,7 +213,8 @@ def child(kind: str, src: str, dbpath: str, fmt: str) -> None:
               file=sys.stderr)
     secs = time.perf_counter() - t0
     ru = resource.getrusage(resource.RUSAGE_SELF)
-    print(json.dumps({"seconds": secs, "cpu_seconds": ru.ru_utime + ru.ru_stime, "maxrss_mb": peak_rss_mb()}))
+    print(json.dumps({"seconds": secs, "cpu_seconds": ru.ru_utime + ru.ru_stime, "maxrss_mb": peak_rss_mb(),
+                      "phases": phases.t if phases else {}}))
 
 
 def measure(kind: str, src: Path, workdir: Path, fmt: str) -> dict:
@@ -230,7 +239,7 @@ def _row(name, n, size, d, j, load) -> str:
     met = max(ratio, cpu_ratio) <= 3 and j["maxrss_mb"] <= 3072
     return (f"{name:5} {n:>10,} {size / 1e6:>6.0f} | {d['seconds']:>7.2f} {d['cpu_seconds']:>6.1f} {d['maxrss_mb']:>6.0f} | "
             f"{j['seconds']:>7.2f} {j['cpu_seconds']:>6.1f} {j['maxrss_mb']:>6.0f} | {ratio:>5.2f}x {cpu_ratio:>5.2f}x "
-            f"{load:>5.1f} {'met' if met else 'over target'}")
+            f"{load:>5.1f} {'met' if met else 'over target'}" + alone_ratio(d, j))
 
 
 def main() -> int:
@@ -261,6 +270,7 @@ def main() -> int:
                 rows.append((fmt, n, src.stat().st_size, measure("duckdb", src, work, fmt),
                              measure("jobsight", src, work, fmt), load))
                 print(_row(*rows[-1]), file=sys.stderr)
+                print(phase_line(rows[-1][4]), file=sys.stderr)
             if not args.keep:
                 src.unlink()
     print(f"{'input':5} {'lines':>10} {'MB':>6} | {'duckdb s':>7} {'cpu s':>6} {'RSS MB':>6} | {'jobsight s':>7} "
@@ -273,7 +283,9 @@ def main() -> int:
             mine = [r for r in rows if r[0] == name]
             d, j = ({k: statistics.median(r[i][k] for r in mine) for k in ("seconds", "cpu_seconds", "maxrss_mb")}
                     for i in (3, 4))
+            j["phases"] = {k: statistics.median(r[4]["phases"].get(k, 0) for r in mine) for k in mine[0][4]["phases"]}
             print(_row(name, mine[0][1], mine[0][2], d, j, statistics.median(r[5] for r in mine)))
+            print(phase_line(j))
     return 0
 
 

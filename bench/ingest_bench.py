@@ -35,11 +35,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))   # measure, also when imported as bench.ingest_bench
 
+from measure import Phases, alone_ratio, peak_rss_mb, phase_line  # noqa: E402
 
 NARROW_COLUMNS = ["JobID", "JobIDRaw", "JobName", "User", "Account", "Partition", "State", "ExitCode", "Submit",
                   "Start", "End", "Elapsed", "ElapsedRaw", "Timelimit", "NCPUS", "NNodes", "ReqMem", "AllocTRES",
@@ -166,50 +167,7 @@ def gen_sidecar(path: Path, nrows: int) -> int:
     return df.height
 
 
-class _Phases:
-    """Wall (and where it can be told, CPU) seconds of each part of a `jobsight ingest` run, taken by
-    wrapping the functions that do them (this process only: the child of measure())."""
-
-    def __init__(self):
-        self.t: dict[str, float] = {}
-
-    def add(self, name: str, secs: float) -> None:
-        self.t[name] = self.t.get(name, 0.0) + secs
-
-    def wrap(self, owner, attr: str, name: str, cpu: Optional[str] = None) -> None:
-        """owner.attr timed as `name`; cpu="thread": also the calling thread's CPU seconds, "process":
-        the whole process's (for a part that runs alone), as name + '_cpu'."""
-        fn = getattr(owner, attr, None)
-        if fn is None:
-            return
-        clock = {"thread": time.thread_time, "process": time.process_time}.get(cpu or "", time.thread_time)
-
-        def timed(*a, **k):
-            t0, c0 = time.perf_counter(), clock()
-            try:
-                return fn(*a, **k)
-            finally:
-                self.add(name, time.perf_counter() - t0)
-                if cpu:
-                    self.add(name + "_cpu", clock() - c0)
-        setattr(owner, attr, timed)
-
-    def install(self) -> None:
-        from jobsight.analytics import ingest, ingest_cli, ingest_load, ingest_routes, ingest_walk, snapshot, store
-        from jobsight.analytics.parsers import sacct_text
-        self.wrap(ingest_walk, "scan_file", "sha256", cpu="thread")
-        self.wrap(ingest, "scan_file", "sha256", cpu="thread")
-        self.wrap(sacct_text, "parse_file", "parse")
-        self.wrap(ingest_routes.EarlyInsert, "_work", "early_insert", cpu="thread")   # its thread, beside the parse
-        self.wrap(ingest_routes.EarlyInsert, "finish", "early_finish")
-        self.wrap(ingest_load, "load_pieces", "load")
-        self.wrap(store, "refresh", "refresh")
-        self.wrap(snapshot, "publish", "publish")
-        self.wrap(ingest_cli, "_refresh_and_publish", "after", cpu="process")
-
-
 def child(kind: str, src: str, dbpath: str) -> None:
-    from measure import peak_rss_mb  # the child runs as a script, bench/ first on sys.path
     t0 = time.perf_counter()
     phases = None
     if kind == "duckdb":
@@ -227,8 +185,9 @@ def child(kind: str, src: str, dbpath: str) -> None:
         import io
 
         from jobsight.analytics import cli
-        phases = _Phases()
-        phases.install()
+        from jobsight.analytics.parsers import sacct_text
+        phases = Phases()
+        phases.install(sacct_text, "parse_file")
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             rc = cli.main(["ingest", "--db", dbpath, "--timezone", "UTC", "--quiet", "--json", src])
@@ -253,18 +212,6 @@ def measure(kind: str, src: Path, workdir: Path) -> dict:
         raise SystemExit(f"{kind} on {src} failed:\n{out.stderr[-3000:]}")
     clean()
     return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def _phase_line(j: dict) -> str:
-    """Where a jobsight run's wall time went, each part's share of the total."""
-    p, total = j["phases"], j["seconds"]
-    parse, load, after, publish = p.get("parse", 0), p.get("load", 0), p.get("after", 0), p.get("publish", 0)
-    parts = [("parse", parse), ("early insert (beside it)", p.get("early_insert", 0)),
-             ("insert tail + key check", p.get("early_finish", 0)), ("load/merge", load),
-             ("store refresh", after - publish), ("snapshot publish", publish), ("sha256 (beside it)", p.get("sha256", 0)),
-             ("other (start-up, open, detect)", total - parse - load - after)]
-    return "    " + ", ".join(f"{name} {secs:.1f} s ({100 * secs / total:.0f} %)" for name, secs in parts) + \
-        f"; CPU of the insert thread {p.get('early_insert_cpu', 0):.1f} s, of the hash {p.get('sha256_cpu', 0):.1f} s"
 
 
 def main() -> int:
@@ -302,7 +249,7 @@ def main() -> int:
                     rows.append((f"sacct {cset}", n, src.stat().st_size, measure("duckdb", src, work),
                                  measure("jobsight", src, work), 2.5, os.getloadavg()[0]))
                     print("measured: " + _row(*rows[-1]), file=sys.stderr)
-                    print(_phase_line(rows[-1][4]), file=sys.stderr)
+                    print(phase_line(rows[-1][4]), file=sys.stderr)
         if "sidecar" not in args.skip:
             src = work / "jobsight-bench-4242-gpu01-20261101T000000Z-1.csv"
             t = time.perf_counter()
@@ -325,7 +272,7 @@ def main() -> int:
                     for i in (3, 4))
             j["phases"] = {k: statistics.median(r[4]["phases"].get(k, 0) for r in mine) for k in mine[0][4]["phases"]}
             print(_row(name, mine[0][1], mine[0][2], d, j, mine[0][5], statistics.median(r[6] for r in mine)))
-            print(_phase_line(j))
+            print(phase_line(j))
     return 0
 
 
@@ -333,10 +280,7 @@ def _row(name, n, size, d, j, target, load) -> str:
     ratio = j["seconds"] / d["seconds"]
     cpu_ratio = j["cpu_seconds"] / d["cpu_seconds"]
     cpu = f"{d['cpu_seconds']:5.0f}/{j['cpu_seconds']:<5.0f} {cpu_ratio:>8.2f}x"
-    p = j.get("phases", {})
-    # the ingest alone: the command less the stored metrics' refresh and the snapshot publish after it
-    alone = (f" | ingest alone {(j['seconds'] - p['after']) / d['seconds']:.2f}x, "
-             f"CPU {(j['cpu_seconds'] - p['after_cpu']) / d['cpu_seconds']:.2f}x" if "after_cpu" in p else "")
+    alone = alone_ratio(d, j)
     return (f"{name:15} {n:>11,} {size / 1e6:>6.0f} | {d['seconds']:>8.2f} {d['maxrss_mb']:>6.0f} | "
             f"{j['seconds']:>10.2f} {j['maxrss_mb']:>6.0f} | {ratio:>5.2f}x {target:>5.1f}x {load:>5.1f} | {cpu}"
             + ("" if max(ratio, cpu_ratio) <= target and j["maxrss_mb"] <= 3072 else "  (over target)") + alone)

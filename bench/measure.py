@@ -1,13 +1,15 @@
-"""What the bench scripts share: a process's own peak RSS, and running a bench script as a child
+"""What the bench scripts share: a process's own peak RSS, running a bench script as a child
 process whose last stdout line is a JSON dict of its figures (so each figure's peak RSS is that
-process's own, not the sum of everything run before it)."""
+process's own, not the sum of everything run before it), and where a `jobsight ingest` run's time went."""
 from __future__ import annotations
 
 import json
 import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,3 +52,67 @@ def last_json(lines: list[str]) -> dict:
 
 def run_json(args: list[str], prefix: str = "") -> dict:
     return last_json(run_script(args, prefix))
+
+
+class Phases:
+    """Wall (and where it can be told, CPU) seconds of each part of a `jobsight ingest` run, taken by
+    wrapping the functions that do them (this process only: a bench's child process)."""
+
+    def __init__(self):
+        self.t: dict[str, float] = {}
+
+    def add(self, name: str, secs: float) -> None:
+        self.t[name] = self.t.get(name, 0.0) + secs
+
+    def wrap(self, owner, attr: str, name: str, cpu: Optional[str] = None) -> None:
+        """owner.attr timed as `name`; cpu="thread": also the calling thread's CPU seconds, "process":
+        the whole process's (for a part that runs alone), as name + '_cpu'."""
+        fn = getattr(owner, attr, None)
+        if fn is None:
+            return
+        clock = {"thread": time.thread_time, "process": time.process_time}.get(cpu or "", time.thread_time)
+
+        def timed(*a, **k):
+            t0, c0 = time.perf_counter(), clock()
+            try:
+                return fn(*a, **k)
+            finally:
+                self.add(name, time.perf_counter() - t0)
+                if cpu:
+                    self.add(name + "_cpu", clock() - c0)
+        setattr(owner, attr, timed)
+
+    def install(self, parser, parse_attr: str) -> None:
+        """Wrap the ingest's parts; the parse is parser.parse_attr (the format's own entry)."""
+        from jobsight.analytics import ingest, ingest_cli, ingest_load, ingest_routes, ingest_walk, snapshot, store
+        self.wrap(ingest_walk, "scan_file", "sha256", cpu="thread")
+        self.wrap(ingest, "scan_file", "sha256", cpu="thread")
+        self.wrap(parser, parse_attr, "parse")
+        self.wrap(ingest_routes.EarlyInsert, "_work", "early_insert", cpu="thread")   # its thread, beside the parse
+        self.wrap(ingest_routes.EarlyInsert, "finish", "early_finish")
+        self.wrap(ingest_load, "load_pieces", "load")
+        self.wrap(store, "refresh", "refresh")
+        self.wrap(snapshot, "publish", "publish")
+        self.wrap(ingest_cli, "_refresh_and_publish", "after", cpu="process")
+
+
+def phase_line(j: dict) -> str:
+    """Where a jobsight run's wall time went, each part's share of the total."""
+    p, total = j["phases"], j["seconds"]
+    parse, load, after, publish = p.get("parse", 0), p.get("load", 0), p.get("after", 0), p.get("publish", 0)
+    parts = [("parse", parse), ("early insert (beside it)", p.get("early_insert", 0)),
+             ("insert tail + key check", p.get("early_finish", 0)), ("load/merge", load),
+             ("store refresh", after - publish), ("snapshot publish", publish), ("sha256 (beside it)", p.get("sha256", 0)),
+             ("other (start-up, open, detect)", total - parse - load - after)]
+    return "    " + ", ".join(f"{name} {secs:.1f} s ({100 * secs / total:.0f} %)" for name, secs in parts) + \
+        f"; CPU of the insert thread {p.get('early_insert_cpu', 0):.1f} s, of the hash {p.get('sha256_cpu', 0):.1f} s"
+
+
+def alone_ratio(d: dict, j: dict) -> str:
+    """The ingest alone against DuckDB: the command less the stored metrics' refresh and the
+    snapshot publish after it ("" when the run has no phases)."""
+    p = j.get("phases", {})
+    if "after_cpu" not in p:
+        return ""
+    return (f" | ingest alone {(j['seconds'] - p['after']) / d['seconds']:.2f}x, "
+            f"CPU {(j['cpu_seconds'] - p['after_cpu']) / d['cpu_seconds']:.2f}x")
