@@ -15,7 +15,9 @@ import polars as pl
 from jobsight.analytics.parsers import lsf
 
 PLAIN = r'^"[\n\x20-\x7e]*$'
-_TOKEN = r'"(?:[^"]|"")*"|[^ "]+'   # lsf._TOKEN for a plain record: only blanks between words
+# lsf._TOKEN for a plain record (only blanks between words); a quoted field's "" written unrolled,
+# which the regex engine runs faster than an alternation per character
+_TOKEN = r'"[^"]*(?:""[^"]*)*"|[^ "]+'
 # an unquoted word without a letter or digit (after whole quoted fields, alone or after a blank)
 _STRAY = r'^(?:[^"]*"[^"]*")*(?:[^"]* )?[^ "0-9A-Za-z]+(?:[ "]|$)'
 # a count, a number, an integer as written (a quoted field holds no quote when it is one)
