@@ -167,45 +167,6 @@ def test_lsf_records_delimited_by_their_quotes():
     assert lsf.records(lines, final=False)[-1] == (6, None, "more")
 
 
-def _records_line_by_line(lines: list[str], final: bool, most: int) -> list:
-    """The record cut written plainly, one line at a time: the oracle for lsf.cut_records."""
-    n, out, i = len(lines), [], 0
-    odd = [k for k, ln in enumerate(lines) if ln.count('"') % 2]
-    o = 0
-    while True:
-        k = odd[o] if o < len(odd) else n
-        out += [(j, ln, "comment" if ln[0] == "#" else None) for j, ln in enumerate(lines[i:k], i) if ln and not ln.isspace()]
-        if k >= n:
-            return out
-        o += 1
-        if lines[k].startswith("#"):
-            out.append((k, lines[k], "comment"))
-            i = k + 1
-            continue
-        close = odd[o] if o < len(odd) else n
-        if close - k <= most and close < n:
-            out.append((k, "\n".join(lines[k:close + 1]), None))
-            o, i = o + 1, close + 1
-            continue
-        last = min(n - 1, k + most)
-        if not final and last + 1 >= n and last - k < most:
-            return out + [(k, None, "more")]
-        out.append((k, lines[k], "a quoted field is never closed"))
-        i = k + 1
-
-
-@settings(max_examples=150, deadline=None)
-@given(lines=st.lists(st.sampled_from(['"A" 1', '"B" "x', 'y" 2', 'z', '', '  ', '\x1c', '# c', '#"odd', '"C" "a""b" 3',
-                                       '"D" "never', '""', '"']), max_size=14),
-       final=st.booleans(), most=st.integers(1, 4))
-def test_lsf_records_cut_column_wise_as_line_by_line(lines, final, most):
-    """Blank lines (str.isspace's blanks too), comments, records over several lines, a quote never
-    closed, a record left open at the end of a block: as the plain line-by-line walk cuts them."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(lsf, "MAX_RECORD_LINES", most)
-        assert lsf.records(lines, final) == _records_line_by_line(lines, final, most)
-
-
 def test_lsf_null_reasons_written_as_json_dumps_writes_them():
     values = [None, "-1", "0", "", 'a"b', "back\\slash", "ø", "tab\t", "<b>", "=1+1", "1e999 nan"]
     rnd = random.Random(5)

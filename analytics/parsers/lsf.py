@@ -91,56 +91,38 @@ def tokenize(text: str) -> list[tuple[str, bool]]:
     return [(w, False) if w else ((q.replace('""', '"') if '""' in q else q), True) for q, w in _TOKEN.findall(text)]
 
 
-_BLANK = r"^[\s\x1c-\x1f]*$"   # what str.isspace calls blank (polars' \s lacks \x1c-\x1f)
-_RECORD_SCHEMA = {"i": pl.Int64, "text": pl.String, "err": pl.String}
-
-
-def cut_records(lines: pl.Series, final: bool = True) -> tuple[pl.DataFrame, Optional[int]]:
-    """A block's lines -> (records: i (the index of the record's first line), text, err, in order;
-    err says why a record could not be delimited, or "comment"), and when not final (more lines
-    follow) the index of a record whose quote is still open at the last line: the caller reads it
-    again with the lines after it (else None).
+def records(lines: list[str], final: bool = True) -> list[tuple[int, Optional[str], Optional[str]]]:
+    """(line index, text, error) per record; error says why a record could not be delimited.
+    Not final (more lines follow): stop before a record whose quote is still open at the last line,
+    giving (index, None, "more") so that the caller reads it again with the lines after it.
     A line with an even number of quotes is a record of its own; one with an odd number opens a
-    record that the next such line closes (quotes inside a record come in pairs otherwise). Only
-    the few lines with an odd number are walked here; the others are kept column-wise."""
+    record that the next such line closes (quotes inside a record come in pairs otherwise)."""
     n = len(lines)
-    odd = (lines.str.count_matches('"', literal=True) % 2 == 1).arg_true().to_list()
-    special, absorbed, carry = [], [], None
-    o = 0
-    while o < len(odd):
-        k = odd[o]
+    odd = [k for k, ln in enumerate(lines) if ln.count('"') & 1]
+    out: list = []
+    i = o = 0
+    while True:
+        k = odd[o] if o < len(odd) else n
+        out.extend((j, ln, "comment" if ln[0] == "#" else None)
+                   for j, ln in enumerate(lines[i:k], i) if ln and not ln.isspace())
+        if k >= n:
+            return out
         o += 1
-        line = lines[k]
-        if line.startswith("#"):
-            special.append((k, line, "comment"))
+        if lines[k].startswith("#"):
+            out.append((k, lines[k], "comment"))
+            i = k + 1
             continue
         close = odd[o] if o < len(odd) else n
         if close - k <= MAX_RECORD_LINES and close < n:
-            special.append((k, "\n".join(lines.slice(k, close - k + 1).to_list()), None))
-            absorbed.extend(range(k + 1, close + 1))
-            o += 1
+            out.append((k, "\n".join(lines[k:close + 1]), None))
+            o, i = o + 1, close + 1
             continue
         last = min(n - 1, k + MAX_RECORD_LINES)
         if not final and last + 1 >= n and last - k < MAX_RECORD_LINES:
-            carry = k
-            break
-        special.append((k, line, "a quoted field is never closed"))
-    skip = pl.Series([k for k, _, _ in special] + absorbed, dtype=pl.Int64)
-    text = pl.col("text")
-    plain = (pl.DataFrame({"text": lines}).with_row_index("i").with_columns(pl.col("i").cast(pl.Int64))
-             .head(n if carry is None else carry)
-             .filter(~pl.col("i").is_in(skip.implode()) & ~text.str.contains(_BLANK))
-             .with_columns(err=pl.when(text.str.starts_with("#")).then(pl.lit("comment"))))
-    if special:
-        plain = pl.concat([plain, pl.DataFrame(special, schema=_RECORD_SCHEMA, orient="row")]).sort("i")
-    return plain, carry
-
-
-def records(lines: list[str], final: bool = True) -> list[tuple[int, Optional[str], Optional[str]]]:
-    """cut_records for a list of lines: (line index, text, error) per record, and (index, None,
-    "more") last for a record whose quote is still open at the end when not final."""
-    recs, carry = cut_records(pl.Series(lines, dtype=pl.String), final)
-    return list(recs.iter_rows()) + ([] if carry is None else [(carry, None, "more")])
+            out.append((k, None, "more"))
+            return out
+        out.append((k, lines[k], "a quoted field is never closed"))
+        i = k + 1
 
 
 _STRAY = re.compile(r"(?:^|\s)[^\s0-9A-Za-z]+(?=\s|$)")   # an unquoted word without a letter or digit
@@ -328,23 +310,26 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
 
 
 def _record_blocks(path: pathlib.Path):
-    """(first line number, cut_records' records) per block of the file, records whole."""
-    carry: Optional[pl.Series] = None
+    """(first line number, [(line index, text, error)]) per block of the file, records whole."""
+    carry: list[str] = []
     carry_first = 1
     blocks = iter_blocks(path)
     nxt = next(blocks, None)
     while nxt is not None:
         first, text = nxt
         nxt = next(blocks, None)
-        lines = pl.Series([text]).str.split("\n").explode()
+        lines = text.split("\n")
         if "\r" in text:
-            lines = lines.str.strip_suffix("\r")
-        if carry is not None:
-            first, lines = carry_first, pl.concat([carry, lines])
-            carry = None
-        recs, at = cut_records(lines, final=nxt is None)
-        if at is not None:
-            carry, carry_first = lines.slice(at), first + at
+            lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+        if carry:
+            first, lines = carry_first, carry + lines
+            carry = []
+        recs = []
+        for i, rec, err in records(lines, final=nxt is None):
+            if err == "more":
+                carry, carry_first = lines[i:], first + i
+                break
+            recs.append((i, rec, err))
         yield first, recs
 
 
@@ -352,29 +337,31 @@ _WALK_SCHEMA = {"_line": pl.Int64, **{k: pl.String for k in WALKED}, "slots": pl
                 "hosts": pl.String, "gpus": pl.Int64}
 
 
-def _block(first: int, recs: pl.DataFrame, cluster: str, bulk: bool = True):
-    """A block's records (cut_records') -> (job rows, rejects, comments, rows read, notes, other
-    events). ``bulk``: plain records walked column-wise (lsf_walk), the rest one by one; else all
-    one by one."""
-    walked = []
+def _block(first: int, recs: list, cluster: str, bulk: bool = True):
+    """A block's records -> (job rows, rejects, comments, rows read, notes, other events). ``bulk``:
+    plain records walked column-wise (lsf_walk), the rest one by one; else all one by one."""
+    rejects, walked, texts = [], [], {}
     notes: Counter = Counter()
     other: Counter = Counter()
-    err = pl.col("err")
-    comments = recs.filter(err == "comment").height
-    rejects = [Reject(first + i, f"lsb.acct record: {e}", text[:1000])
-               for i, text, e in recs.filter(err.is_not_null() & (err != "comment")).iter_rows()]
-    frame = recs.filter(err.is_null()).select(_line=pl.col("i") + first, text="text")
-
-    def texts(lines: pl.Series) -> dict:
-        """The text of the records on these lines (for the few rejected ones)."""
-        return dict(frame.filter(pl.col("_line").is_in(lines.implode())).iter_rows())
+    comments = 0
+    good = []
+    for i, text, err in recs:
+        line = first + i
+        if err == "comment":
+            comments += 1
+        elif err:
+            rejects.append(Reject(line, f"lsb.acct record: {err}", text[:1000]))
+        else:
+            good.append((line, text))
+            texts[line] = text
     parts = []
-    good = frame
-    if bulk and frame.height:
-        rows, events, good = lsf_walk.walk_block(frame)
+    if bulk and good:
+        frame = pl.DataFrame(good, schema={"_line": pl.Int64, "text": pl.String}, orient="row")
+        rows, events, left = lsf_walk.walk_block(frame)
         parts.append(rows)
         other.update(dict(events["event"].value_counts().iter_rows()))
-    for line, text in good.sort("_line").iter_rows():
+        good = sorted(left.iter_rows())
+    for line, text in good:
         vals = fields_of(text, notes)
         if vals is None:
             rejects.append(Reject(line, "not an lsb.acct record (does not start with a quoted event name)", text[:1000]))
@@ -390,20 +377,17 @@ def _block(first: int, recs: pl.DataFrame, cluster: str, bulk: bool = True):
         parts.append(pl.DataFrame(walked, schema=_WALK_SCHEMA, orient="row"))
     walked = pl.concat(parts).sort("_line") if parts else None
     if walked is None or not walked.height:
-        return pl.DataFrame(schema=SCHEMA), rejects, comments, recs.height, notes, other
+        return pl.DataFrame(schema=SCHEMA), rejects, comments, len(recs), notes, other
     rows = lsf_frame.convert(walked, cluster)
     failed = rows.filter(pl.col("_check").is_not_null())
-    failed_text = texts(failed["_line"]) if failed.height else {}
     for line, code, raw in failed.select("_line", "_check", "_raw").iter_rows():
-        rejects.append(Reject(line, f"JOB_FINISH: {lsf_frame.CHECKS[code][1](raw)}", failed_text[line][:1000]))
+        rejects.append(Reject(line, f"JOB_FINISH: {lsf_frame.CHECKS[code][1](raw)}", texts[line][:1000]))
     rows = lsf_frame.null_reasons(rows.filter(pl.col("_check").is_null()))
     cols = {c: rows.schema[c] for c in SCHEMA if c in limits.RECORD}
     over = (limits.out_of_range(cols) | (pl.col("_mem_f") > limits.MAX_BYTES).fill_null(False))
     rows = rows.with_columns(_over=over)
     keep = []
-    beyond = rows.filter(pl.col("_over"))
-    beyond_text = texts(beyond["_line"]) if beyond.height else {}
-    for r in beyond.iter_rows(named=True):
+    for r in rows.filter(pl.col("_over")).iter_rows(named=True):
         row = {c: r[c] for c in SCHEMA}
         if (r["_mem_f"] or 0) > limits.MAX_BYTES:
             row["mem_peak_bytes"] = lsf_frame.exact_mem(r["_raw"]["maxRMem"])
@@ -411,6 +395,6 @@ def _block(first: int, recs: pl.DataFrame, cluster: str, bulk: bool = True):
             limits.check(row)
             keep.append(r["_line"])
         except (ValueError, KeyError) as exc:
-            rejects.append(Reject(r["_line"], f"JOB_FINISH: {exc}", beyond_text[r["_line"]][:1000]))
+            rejects.append(Reject(r["_line"], f"JOB_FINISH: {exc}", texts[r["_line"]][:1000]))
     rows = rows.filter(~pl.col("_over") | pl.col("_line").is_in(keep))
-    return rows.select([pl.col(c).cast(t, strict=False) for c, t in SCHEMA.items()]), rejects, comments, recs.height, notes, other
+    return rows.select([pl.col(c).cast(t, strict=False) for c, t in SCHEMA.items()]), rejects, comments, len(recs), notes, other
