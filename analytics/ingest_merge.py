@@ -85,21 +85,20 @@ def merge_records(con, frame: pl.DataFrame, table: str, keys: list[str], time_co
             n = run_sql(con, f"INSERT INTO {table} ({', '.join(quote_name(c) for c in cols)}) SELECT {sel} FROM _incoming",
                      _incoming=frame)[0][0]
             return n, 0, 0
-    cols = _stage(con, frame, table, "_in", ingest_id)
+    cols, sel = select_casts(con, frame, table, ingest_id)
     finals = ", ".join(f"'{s}'" for s in FINAL_STATES)
     rank_t = _as_of(time_cols)
     keyl = ", ".join(quote_name(k) for k in keys)
-    total = con.execute("SELECT count(*) FROM _in").fetchall()[0][0]
-    # best record per key within the file: best rank, then the later line
-    con.execute(f"""
+    total = frame.height
+    # best record per key within the file: best rank, then the later line (read from the frame
+    # once: no staged copy of every row)
+    run_sql(con, f"""
         CREATE OR REPLACE TEMP TABLE _w AS
-        SELECT * EXCLUDE (_rn) FROM (
-            SELECT *, (state IN ({finals}))::INT AS _final, {rank_t} AS _t,
-                   row_number() OVER (PARTITION BY {keyl}
-                       ORDER BY (state IN ({finals}))::INT DESC, {rank_t} DESC NULLS LAST, _row DESC) AS _rn
-            FROM _in) WHERE _rn = 1""")
+        SELECT *, (state IN ({finals}))::INT AS _final, {rank_t} AS _t FROM (SELECT {sel}, _row FROM _incoming)
+        QUALIFY row_number() OVER (PARTITION BY {keyl}
+                    ORDER BY (state IN ({finals}))::INT DESC, {rank_t} DESC NULLS LAST, _row DESC) = 1""",
+            _incoming=frame.with_row_index("_row"))
     winners = con.execute("SELECT count(*) FROM _w").fetchall()[0][0]
-    con.execute("DROP TABLE _in")  # keep one staged copy at a time (memory on 1M-job files)
     data_cols = [c for c in cols if c not in keys and c != "ingest_id"]
     con.execute(f"CREATE OR REPLACE TEMP TABLE _act AS {_merge_sql(table, keys, data_cols, time_cols)}")
     con.execute("DROP TABLE _w")
@@ -115,7 +114,7 @@ def merge_records(con, frame: pl.DataFrame, table: str, keys: list[str], time_co
     stored = counts.get("insert", 0)
     updated = counts.get("update", 0)
     unchanged = counts.get("same", 0) + (total - winners)
-    for t in ("_in", "_w", "_act"):
+    for t in ("_w", "_act"):
         con.execute(f"DROP TABLE IF EXISTS {t}")
     return stored, updated, unchanged
 

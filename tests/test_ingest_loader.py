@@ -40,6 +40,18 @@ def test_mixed_counts_and_duplicates(con):
     assert log[:4] == ("sacct", 15, 14, 1) and len(log[4]) == 64
 
 
+def test_a_key_twice_in_one_file_keeps_the_final_record_then_the_later_line(con, tmp_path):
+    """Within one file a finished record beats a later running one; of two records that rank
+    alike (same state and times) the later line wins."""
+    head, done = (FIX / "completed-3001.txt").read_text().splitlines()[:2]
+    running = done.replace("|2026-11-02T07:00:10|01:00:00|0:0|COMPLETED|", "|Unknown|00:30:00|0:0|RUNNING|")
+    f = tmp_path / "twice.txt"
+    f.write_text("\n".join([head, done[:-len("long")] + "first", done[:-len("long")] + "second", running]) + "\n")
+    (rep,) = run(con, f)
+    assert (rep.rows_in, rep.stored, rep.unchanged) == (3, 1, 2)
+    assert one(con, "SELECT state, job_name FROM jobs WHERE job_id_raw = '3001'") == ("COMPLETED", "second")
+
+
 def test_same_file_twice_changes_nothing(con, tmp_path):
     run(con, FIX / "mixed-jobs.txt")
     before = con.execute("SELECT * FROM jobs ORDER BY job_id_raw").fetchall()
