@@ -14,6 +14,7 @@ without TRESBillingWeights is billed its CPUs (Slurm's default), so it gets `cpu
 """
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Optional
 
 from jobsight.analytics import db as dbmod
+from jobsight.analytics.errors import shown
 
 # A weight's unit suffix (memory and other sizes): the weight is per this many MiB.
 _UNIT_MIB = {"K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0 ** 2, "P": 1024.0 ** 3}
@@ -40,13 +42,15 @@ def parse_weights(text: str) -> dict[str, float]:
     for item in (p.strip() for p in text.split(",")):
         m = _WEIGHT.match(item)
         if not m:
-            raise WeightsError(f"not a TRES weight: {item!r} (expected e.g. CPU=1.0, Mem=0.25G, GRES/gpu=32)")
+            raise WeightsError(f"not a TRES weight: {shown(item)} (expected e.g. CPU=1.0, Mem=0.25G, GRES/gpu=32)")
         tres, value, unit = m.group(1).lower(), float(m.group(2)), m.group(3)
         if tres == "mem":
             value *= 1024.0 / _UNIT_MIB[unit or "M"]     # per MiB (or per unit) -> per GiB
         elif unit:
-            raise WeightsError(f"{item!r}: a unit only applies to memory")
+            raise WeightsError(f"{shown(item)}: a unit only applies to memory")
         out[tres] = out.get(tres, 0.0) + value
+        if not math.isfinite(out[tres]):    # 400 digits read as a float are inf
+            raise WeightsError(f"{shown(item)}: the weight is too large")
     if not out:
         raise WeightsError("no TRES weights given")
     return out

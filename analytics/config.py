@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from jobsight.analytics import billing_weights, budgets
+from jobsight.analytics.errors import shown as _show
 from jobsight.analytics.render import select_list
 
 # Defaults follow the anchors (../shared/docs/metrics-anchors.md): jobstats' GPU 25/15 %,
@@ -216,12 +217,6 @@ def key_line(text: str | None, key: str) -> int | None:
 def _name(key: str) -> str:
     """A key in an error message: as written when it is a plain name, else quoted and cut short."""
     return key if re.fullmatch(r"[A-Za-z0-9_-]{1,60}", key) else _show(key)
-
-
-def _show(value: Any) -> str:
-    """A value in an error message: its repr, cut short (a config may hold a megabyte string)."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 class _Checker:

@@ -325,6 +325,13 @@ def test_tres_billing_weights_parse_as_slurm_reads_them():
     for bad in ("CPU", "CPU=x", "CPU=1G", ""):
         with pytest.raises(billing_weights.WeightsError):
             billing_weights.parse_weights(bad)
+    # a number too large for a float, or made so by the unit, and a long word: each refused, the
+    # message short whatever the value's length
+    for bad, why in (("CPU=" + "9" * 400, "the weight is too large"), ("Mem=1e306K", "the weight is too large"),
+                     ("9" * 5000 + "CPU=1.0", "not a TRES weight")):
+        with pytest.raises(billing_weights.WeightsError, match=why) as err:
+            billing_weights.parse_weights(bad)
+        assert len(str(err.value)) < 200
 
 
 def test_real_scontrol_show_partition_output():
