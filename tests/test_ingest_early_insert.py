@@ -1,4 +1,4 @@
-"""Big sacct files into empty tables are inserted while parsed (ingest.EarlyInsert): the database
+"""Big sacct files into empty tables are inserted while parsed (ingest_routes.EarlyInsert): the database
 and the counts must be exactly those of the ordinary load, also when the file repeats a key (the
 early inserts are rolled back and the file merged the ordinary way) or the tables are not empty."""
 from pathlib import Path
