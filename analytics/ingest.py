@@ -75,6 +75,7 @@ def ingest_paths(con, paths: Iterable[str | Path], opts: ParseOptions, fmt: Opti
                  on_file: Optional[Callable[[FileReport], None]] = None) -> list[FileReport]:
     parsers = load_parsers(warn=progress)
     entries = walk(paths)
+    judge = trust.PathJudge()   # each folder's chain checked once for the whole run
     n = sum(1 for e in entries if e.skip is None)
     reports, i = [], 0
     for entry in entries:
@@ -95,7 +96,7 @@ def ingest_paths(con, paths: Iterable[str | Path], opts: ParseOptions, fmt: Opti
                 rep = FileReport(path=str(path), status="unreadable", error="no such file or directory")
             else:
                 rep = ingest_file(con, path, opts, parsers, fmt=fmt, explicit=entry.explicit, progress=progress,
-                                  within=entry.within)
+                                  within=entry.within, given=entry.given, judge=judge)
         reports.append(rep)
         if on_file:
             on_file(rep)
@@ -104,27 +105,33 @@ def ingest_paths(con, paths: Iterable[str | Path], opts: ParseOptions, fmt: Opti
 
 def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleType],
                 fmt: Optional[str] = None, explicit: bool = True,
-                progress: Optional[Callable[[str], None]] = None, within: Optional[str] = None) -> FileReport:
+                progress: Optional[Callable[[str], None]] = None, within: Optional[str] = None,
+                given: Optional[str] = None, judge: Optional[trust.PathJudge] = None) -> FileReport:
     """Ingest one file: pick its route, run it (while the file is hashed, where that pays) and report.
     Only a regular file is read (a FIFO would block the run); `within`: the file was found by a
-    walk of this (real) folder, and is not read if it now leads outside it. Its owner decides what
-    it may change (ingest_trust): accounting is not read from an untrusted owner's file. A sidecar
-    file read before is read from where that ingest stopped (ingest_offsets)."""
+    walk of this (real) folder, and is not read if it now leads outside it. Who answers for it,
+    judged by its whole path (`given`: the root named on the command line it was found under),
+    decides what it may change (ingest_trust): accounting is read only from a trusted file. A
+    sidecar file read before is read from where that ingest stopped (ingest_offsets)."""
     rep = FileReport(path=str(path))
     t0 = time.monotonic()
     try:
         fd = open_regular(path, within)
         try:
             st = os.fstat(fd)
-            ownership = trust.Ownership.of(path, st)   # the file as opened: inside the folder, regular
+            verdict = trust.judge_opened(fd, path, st, judge, given)
+            ownership = trust.Ownership.of(path, st, verdict)   # the file as opened: inside the folder, regular
             mark = offsets.Mark.of(fd, st)
         finally:
             os.close(fd)
+        if verdict.refused:
+            raise NotRegularFile(f"{path}: {verdict.refused}")
         mod = _parser_for(path, parsers, fmt, explicit, rep, within)
         if mod is None:
             return rep
         rep.format = mod.FORMAT
-        refusal = trust.accounting_refusal(mod.FORMAT, ownership.owner)
+        rep.trust = trust.trust_note(verdict, mod.FORMAT)
+        refusal = trust.accounting_refusal(mod.FORMAT, ownership.owner, verdict)
         if refusal:   # like a file that is not regular: a note in a folder, an input not read when named
             rep.status, rep.error = ("unreadable" if explicit else "skipped"), refusal
             return rep
@@ -162,7 +169,7 @@ def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleTy
         out = route.load(checksum.scan)
     except (OSError, ParserFailed, AccountingError, duckdb.Error) as exc:
         return failed_report(rep, exc)
-    out.path, out.seconds = str(path), time.monotonic() - t0
+    out.path, out.seconds, out.trust = str(path), time.monotonic() - t0, rep.trust
     out.notes[:0] = rep.notes
     return out
 
@@ -173,7 +180,7 @@ def _appended(file: SourceFile, mark: offsets.Mark, resume: offsets.Resume, rep:
         out = offsets.load_tail(file, mark, resume)
     except (OSError, ParserFailed, AccountingError, duckdb.Error) as exc:
         return failed_report(rep, exc)
-    out.path, out.seconds = str(file.path), time.monotonic() - file.started
+    out.path, out.seconds, out.trust = str(file.path), time.monotonic() - file.started, rep.trust
     return out
 
 

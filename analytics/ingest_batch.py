@@ -53,6 +53,7 @@ class _Part:
     digest: str              # ingest_log's checksum: of the part read on, or of the file read whole
     notes: list[str] = field(default_factory=list)
     known: Optional[int] = None   # read from the start: the ingest that loaded these bytes already
+    trust: Optional[str] = None   # why it was or was not trusted (ingest_trust.trust_note)
 
     @property
     def lines(self) -> int:
@@ -66,10 +67,11 @@ def ingest_files(con: duckdb.DuckDBPyConnection, entries: list[Entry], folder: s
     together, the others one by one. on_file is told each file's report once it is committed."""
     started = datetime.now(timezone.utc).replace(tzinfo=None)   # before any file is looked at
     stored = offsets.stored(con, folder)
+    judge = trust.PathJudge()   # each folder's chain checked once
     reports, parts, alone = [], [], []
     for entry in entries:
         try:
-            got = _prepare(con, entry, opts, parsers, stored)
+            got = _prepare(con, entry, opts, parsers, stored, judge)
         except OSError:   # gone, not regular, unreadable: ingest_file says which
             got = None
         if got is None:
@@ -85,20 +87,24 @@ def ingest_files(con: duckdb.DuckDBPyConnection, entries: list[Entry], folder: s
             reports.append(rep)
             on_file(rep)
     for entry in alone:
-        rep = ingest.ingest_file(con, entry.path, opts, parsers, explicit=entry.explicit, within=entry.within)
+        rep = ingest.ingest_file(con, entry.path, opts, parsers, explicit=entry.explicit, within=entry.within,
+                                 given=entry.given, judge=judge)
         reports.append(rep)
         on_file(rep)
     return reports
 
 
-def _prepare(con, entry: Entry, opts: ParseOptions, parsers: dict, stored: dict):
+def _prepare(con, entry: Entry, opts: ParseOptions, parsers: dict, stored: dict, judge: trust.PathJudge):
     """The file's _Part; or its report (no complete line added); or None: ingest it alone."""
     t0 = time.monotonic()
     path = entry.path
     fd = open_regular(path, entry.within)
     try:
         st = os.fstat(fd)
-        ownership = trust.Ownership.of(path, st)
+        verdict = trust.judge_opened(fd, path, st, judge, entry.given)
+        if verdict.refused:
+            return None   # ingested alone, which reports why it is not read
+        ownership = trust.Ownership.of(path, st, verdict)
         mark = offsets.Mark.of(fd, st)
         mod = detect(path, parsers, entry.within)
         if mod is None or mod.FORMAT not in offsets.FORMATS or not hasattr(mod, "parse_parts"):
@@ -137,7 +143,8 @@ def _prepare(con, entry: Entry, opts: ParseOptions, parsers: dict, stored: dict)
             notes = [why] if why else []
     finally:
         os.close(fd)
-    return _Part(entry, file, mark, resume, header, data, rest, first_line, end, buf[-offsets.BLOCK:], digest, notes)
+    return _Part(entry, file, mark, resume, header, data, rest, first_line, end, buf[-offsets.BLOCK:], digest, notes,
+                 trust=trust.trust_note(verdict, mod.FORMAT))
 
 
 def _mark_known(con, parts: list[_Part]) -> None:
@@ -183,7 +190,8 @@ def _load_or_alone(con, batch: list[_Part], opts: ParseOptions, parsers: dict, s
                                   AccountingError(f"{p.file.source_file}: {why}")) for p, why in zip(exc.parts, exc.whys)]
         return reports + _load_or_alone(con, [p for p in batch if id(p) not in gone], opts, parsers, started)
     except (OSError, ParserFailed, AccountingError, duckdb.Error):
-        return [ingest.ingest_file(con, p.entry.path, opts, parsers, explicit=p.entry.explicit, within=p.entry.within)
+        return [ingest.ingest_file(con, p.entry.path, opts, parsers, explicit=p.entry.explicit, within=p.entry.within,
+                                   given=p.entry.given)
                 for p in batch]
 
 
@@ -225,7 +233,7 @@ def _load(con, batch: list[_Part], opts: ParseOptions, started: datetime) -> lis
     out = []
     for p in batch:
         rep = by_part[id(p)] if p.known is None else _known_report(p)
-        rep.seconds = now - p.file.started
+        rep.seconds, rep.trust = now - p.file.started, p.trust
         out.append(rep)
     return out
 

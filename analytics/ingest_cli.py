@@ -7,6 +7,7 @@ import re
 import sys
 
 from jobsight.analytics.errors import UserError
+from jobsight.analytics.render import terminal_safe
 
 FORMATS = ("sacct", "sacct-json", "seff", "sidecar", "nvidia-smi", "pbs", "lsf")
 
@@ -56,17 +57,18 @@ def _options(args):
 
 
 def _line(rep) -> str:
+    path = terminal_safe(rep.path)   # a user's file name may hold line breaks and escape sequences
     if rep.status in ("unreadable", "unrecognised", "failed", "skipped"):
-        return f"{rep.path}: {rep.status}: {rep.error}"
+        return f"{path}: {rep.status}: {terminal_safe(rep.error or '')}"
     if rep.status == "already ingested":
-        return f"{rep.path}: {rep.format}, already ingested (ingest {rep.ingest_id}), nothing changed"
+        return f"{path}: {rep.format}, already ingested (ingest {rep.ingest_id}), nothing changed"
     extra = []
     if rep.unchanged:
         extra.append(f"{rep.unchanged} unchanged")
     if rep.dropped:
         extra.append(f"{rep.dropped} dropped")
     tail = (", " + ", ".join(extra)) if extra else ""
-    return (f"{rep.path}: {rep.format}, {rep.rows_in} rows: {rep.stored} stored, {rep.updated} updated, "
+    return (f"{path}: {rep.format}, {rep.rows_in} rows: {rep.stored} stored, {rep.updated} updated, "
             f"{rep.rejected} rejected{tail}")
 
 
@@ -83,13 +85,15 @@ def run(args) -> int:
     cfg = _config(args)   # a bad config is an error before anything is ingested
     writer = Database.connect(args.db)
     con = writer.con
-    progress = None if args.quiet else (lambda msg: print(f"jobsight ingest: {msg}", file=sys.stderr, flush=True))
+    progress = None if args.quiet else (lambda msg: print(f"jobsight ingest: {terminal_safe(msg)}", file=sys.stderr, flush=True))
 
     def show(rep):
         if not args.json:
             print(_line(rep), flush=True)
+            if rep.trust:
+                print(f"  trust: {terminal_safe(rep.trust)}", flush=True)
             for note in rep.notes:
-                print(f"  note: {note}", flush=True)
+                print(f"  note: {terminal_safe(note)}", flush=True)
             if rep.rejected:
                 print(f"  see: SELECT line_no, reason FROM rejects WHERE ingest_id = {rep.ingest_id}", flush=True)
 

@@ -37,6 +37,7 @@ class FileReport:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     error: Optional[str] = None
+    trust: Optional[str] = None        # why the file was or was not trusted (ingest_trust.trust_note)
 
     def as_dict(self) -> dict:
         return asdict(self)

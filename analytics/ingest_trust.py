@@ -3,10 +3,13 @@
 `jobsight ingest` often runs as root over folders users write to, so a file's owner decides what it
 may change:
 
-- Scheduler accounting (every format but SAMPLE_FORMATS) is read only from a file owned by root or
-  by the user running the ingest; any other file is not read (`skipped` in a folder walk,
-  `unreadable` when named), so no user can rewrite a job's user, account or billing.
-- Samples (sidecar CSV and its metadata, nvidia-smi logs) from a file owned by anyone else count
+- Who answers for a file is judged by its whole path (ingest_trust_path): the file and every
+  folder from / down to it, as given and as resolved.
+- Scheduler accounting (every format but SAMPLE_FORMATS) is read only from a trusted file: it and
+  its whole path owned by root or by the user running the ingest, writable by no one else; any
+  other file is not read (`skipped` in a folder walk, `unreadable` when named), so no user can
+  rewrite a job's user, account or billing.
+- Samples (sidecar CSV and its metadata, nvidia-smi logs) from a file another user answers for count
   only for that user's jobs: the owner's uid against the job's uid, else the owner's passwd name
   against the job's user. Rows of another user's job are rejected; rows of a job that no accounting
   names a user for yet are held in sample_pending with the owner, and moved into sample by the
@@ -16,13 +19,13 @@ may change:
 from __future__ import annotations
 
 import os
-import pwd
 from dataclasses import dataclass
 from typing import Optional
 
 import polars as pl
 
 from jobsight.analytics.ingest_merge import ArrowStream, quote_name, select_casts, table_columns
+from jobsight.analytics.ingest_trust_path import PathJudge, Verdict, opened_where, trusted_uid, user_name
 
 SAMPLE_FORMATS = ("sidecar", "nvidia-smi")
 KEY = ("cluster", "job_id_raw")
@@ -50,8 +53,8 @@ class Ownership:
     owner: Optional[Owner]     # None: a trusted file
 
     @classmethod
-    def of(cls, path, st: os.stat_result) -> "Ownership":
-        return cls(str(path), st.st_dev, st.st_ino, st.st_uid, owner_of(st))
+    def of(cls, path, st: os.stat_result, verdict: Verdict) -> "Ownership":
+        return cls(str(path), st.st_dev, st.st_ino, st.st_uid, owner_of(verdict))
 
     def changed(self) -> Optional[str]:
         """Why the path is no longer the file whose owner was checked, or None."""
@@ -64,30 +67,44 @@ class Ownership:
         return None
 
 
-def user_name(uid: int) -> Optional[str]:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except (KeyError, OverflowError):
-        return None
-
-
 def trusted(uid: int) -> bool:
     """Root and the user running the ingest: their files are the site's own."""
-    return uid in (0, os.geteuid())
+    return trusted_uid(uid)
 
 
-def owner_of(st: os.stat_result) -> Optional[Owner]:
-    """The Owner of a file with this stat, or None when the file is trusted."""
-    return None if trusted(st.st_uid) else Owner(st.st_uid, user_name(st.st_uid))
+def owner_of(verdict: Verdict) -> Optional[Owner]:
+    """The Owner who answers for a file with this verdict (ingest_trust_path), or None when it is trusted."""
+    return None if verdict.controller is None else Owner(verdict.controller, user_name(verdict.controller))
 
 
-def accounting_refusal(fmt: str, owner: Optional[Owner]) -> Optional[str]:
-    """Why a file of this format and untrusted owner (None: trusted) is not read, or None."""
+def judge_opened(fd: int, path, st: os.stat_result, judge: Optional[PathJudge] = None,
+                 given: Optional[str] = None) -> Verdict:
+    """The whole-path verdict of the file open on fd (fstat st), found under `given` (the root named
+    on the command line; the file itself when None)."""
+    real = opened_where(fd, path)
+    return (judge or PathJudge()).file(real, st, given if given is not None else os.path.abspath(path))
+
+
+def trust_note(verdict: Verdict, fmt: Optional[str]) -> str:
+    """Why a file was or was not trusted, for the ingest summary."""
+    if verdict.refused:
+        return f"not read: {verdict.why}"
+    if verdict.controller is None:
+        return f"trusted: {verdict.why}"
+    who = Owner(verdict.controller, user_name(verdict.controller))
+    what = "accounting is never read from it" if fmt not in SAMPLE_FORMATS else f"its samples count for {who.user or who}'s jobs only"
+    return f"read as {who}'s: {verdict.why}; {what}"
+
+
+def accounting_refusal(fmt: str, owner: Optional[Owner], verdict: Optional[Verdict] = None) -> Optional[str]:
+    """Why a file of this format, answered for by `owner` (None: trusted), is not read, or None."""
     if fmt in SAMPLE_FORMATS or owner is None:
         return None
     me = os.geteuid()
     by = "root" if me == 0 else f"root or {user_name(me) or f'uid {me}'} (the user running the ingest)"
-    return f"{fmt} accounting in a file owned by {owner}: accounting is read only from files owned by {by}: not read"
+    where = verdict.why if verdict is not None and verdict.why else f"owned by {owner}"
+    return (f"{fmt} accounting in a file {owner} answers for ({where}): accounting is read only from files that, "
+            f"with every folder above them, are owned by {by} and writable by no one else: not read")
 
 
 def meta_refusal(meta_st: os.stat_result, csv_st: os.stat_result) -> Optional[str]:

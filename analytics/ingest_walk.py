@@ -22,6 +22,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable, Iterable, NamedTuple, Optional
 
+from jobsight.analytics.ingest_trust_path import opened_where, pseudo_fs
+
 HEAD_BYTES = 65536
 
 
@@ -72,20 +74,12 @@ def _inside(root: str, real: str) -> bool:
     return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def _opened_where(fd: int, path: Path) -> str:
-    """The real path of the file open on fd (Linux: /proc/self/fd), else of path (racy, but the
-    best there is)."""
-    try:
-        return os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:
-        return os.path.realpath(path)
-
-
 def open_regular(path: Path, within: Optional[str] = None) -> int:
     """A read-only descriptor of the regular file `path`, or NotRegularFile: stat first (nothing
     else is ever opened), then an O_NONBLOCK open (a FIFO swapped in after the stat does not block
-    it) and an fstat of what was opened; with `within` (a folder walk's real folder), also where
-    the opened file really is. The caller closes the descriptor."""
+    it) and an fstat of what was opened, which must not be on a pseudo file system (/proc, /sys:
+    the kernel's, with whatever a user put in a command line or environment); with `within` (a
+    folder walk's real folder), also where the opened file really is. The caller closes the descriptor."""
     st = os.stat(path)
     if not stat.S_ISREG(st.st_mode):
         raise NotRegularFile(f"{path}: {not_regular(st.st_mode)}")
@@ -94,8 +88,11 @@ def open_regular(path: Path, within: Optional[str] = None) -> int:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise NotRegularFile(f"{path}: {not_regular(st.st_mode)} (replaced after it was listed)")
-        if within is not None and not _inside(within, _opened_where(fd, path)):
+        real = opened_where(fd, path)
+        if within is not None and not _inside(within, real):
             raise NotRegularFile(f"{path}: leads outside {within} (changed after it was listed): not read")
+        if (why := pseudo_fs(real, st.st_dev)) is not None:
+            raise NotRegularFile(f"{path}: {why}")
     except BaseException:
         os.close(fd)
         raise
@@ -182,6 +179,7 @@ class Entry(NamedTuple):
     explicit: bool                  # named on the command line (not found by a folder walk)
     skip: Optional[str] = None      # why it is not read: not a regular file, a link out of the folder, ...
     within: Optional[str] = None    # found by a folder walk: the real path of the folder given
+    given: Optional[str] = None     # the path named on the command line it was found under (trust judges it too)
 
 
 def walk(paths: Iterable[str | Path]) -> list[Entry]:
@@ -191,17 +189,20 @@ def walk(paths: Iterable[str | Path]) -> list[Entry]:
     out: list[Entry] = []
     for p in paths:
         p = Path(p)
+        given = os.path.abspath(p)
         try:
             st = os.stat(p)
         except OSError:
-            out.append(Entry(p, True))        # missing or unreadable: ingest_paths says which
+            out.append(Entry(p, True, given=given))        # missing or unreadable: ingest_paths says which
             continue
-        if stat.S_ISDIR(st.st_mode):
-            out += _walk_folder(p)
+        if (why := pseudo_fs(os.path.realpath(p), st.st_dev)) is not None:
+            out.append(Entry(p, True, why, given=given))   # never listed, never read
+        elif stat.S_ISDIR(st.st_mode):
+            out += [e._replace(given=given) for e in _walk_folder(p)]
         elif stat.S_ISREG(st.st_mode):
-            out.append(Entry(p, True))
+            out.append(Entry(p, True, given=given))
         else:
-            out.append(Entry(p, True, not_regular(st.st_mode)))
+            out.append(Entry(p, True, not_regular(st.st_mode), given=given))
     return out
 
 
