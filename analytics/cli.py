@@ -8,15 +8,22 @@ is heavy (duckdb, the reports, the dashboard) inside ``run``, so `--help` stays 
 
 `jobsight sidecar ...` is handed to the collector untouched, before anything heavy is imported,
 so the in-job sidecar starts fast and behaves exactly like `python3 collector/sidecar.py`.
+`jobsight sidecar prolog|epilog` (as root, in an environment a job may have written) restarts as
+`python -I -m jobsight.collector` with a clean environment before this module imports anything more.
 """
 from __future__ import annotations
 
-import argparse
-import importlib
-import os
 import sys
 
-from jobsight.analytics.errors import UserError
+if sys.argv[1:2] == ["sidecar"]:
+    from jobsight.collector.isolate import restart_isolated
+    restart_isolated(sys.argv[2:], ["-m", "jobsight.collector"])
+
+import argparse  # noqa: E402
+import importlib  # noqa: E402
+import os  # noqa: E402
+
+from jobsight.analytics.errors import UserError  # noqa: E402
 
 # subcommand -> (module, one-line help). A module is imported only when its parser is built.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {

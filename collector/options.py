@@ -55,16 +55,23 @@ def build_parser(wrapper: bool = False, mode: str | None = None) -> argparse.Arg
     p = argparse.ArgumentParser(prog=prog, description=descriptions[mode])
     if mode == "epilog":
         p.add_argument("--spool", default=DEFAULT_SPOOL, metavar="DIR", help=f"the site spool (default {DEFAULT_SPOOL})")
-        p.add_argument("--job-id", default=None, help="the job (default: SLURM_JOB_ID / PBS_JOBID / LSB_JOBID)")
+        p.add_argument("--job-id", default=None, help="the job (default: the scheduler's LSB_JOBID / PBS_JOBID / SLURM_JOB_ID)")
+        p.add_argument("--scheduler", choices=("slurm", "pbs", "lsf"), default=None,
+                       help="whose epilog this is (default: LSF with LSB_JOBID, else PBS with PBS_JOBID, else Slurm)")
         return p
     _common(p)
     if mode == "prolog":
         p.add_argument("--spool", default=DEFAULT_SPOOL, metavar="DIR",
                        help=f"the site spool, created root-only (0711) if missing (default {DEFAULT_SPOOL})")
         p.add_argument("--user", default=None, metavar="USER",
-                       help="the job's user, name or uid (default: SLURM_JOB_UID, else LSFUSER / PBS_O_LOGNAME)")
+                       help="the job's user, name or uid (default: SLURM_JOB_UID under Slurm, LSFUSER under LSF; "
+                            "under PBS the prologue's $2 or qstat's Job_Owner)")
         p.add_argument("--scheduler", choices=("slurm", "pbs", "lsf"), default=None,
-                       help="whose job --job-id names, when the environment has no SLURM_JOB_ID / PBS_JOBID / LSB_JOBID (default slurm)")
+                       help="whose prolog this is (default: LSF with LSB_JOBID, else PBS with PBS_JOBID, else Slurm); "
+                            "the job and its user are read from its variables only")
+        p.add_argument("--scheduler-bin", default=None, metavar="DIR",
+                       help="where the scheduler's scontrol / qstat / bjobs are, when not in /usr/sbin:/usr/bin:/sbin:/bin "
+                            "(they check the job's user)")
         return p
     p.add_argument("--out", default=".", metavar="DIR", help="output directory, created 0750 if missing (default: current directory)")
     p.add_argument("--idle-alert", type=_minutes, default=30.0, metavar="MINUTES",

@@ -28,6 +28,12 @@ if not __package__:
     sys.path.insert(0, os.path.dirname(_HERE))
     __package__ = "collector"
 
+if __name__ == "__main__":
+    # prolog / epilog run as root: an isolated interpreter and a clean environment before anything
+    # else is imported (isolate.py)
+    from .isolate import restart_isolated
+    restart_isolated(sys.argv[1:], ["-m", __package__] if __package__ == "jobsight.collector" else [os.path.abspath(__file__)])
+
 import time  # noqa: E402
 
 from . import csv_schema, jobenv, site_mode, writer  # noqa: E402

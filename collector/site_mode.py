@@ -9,6 +9,9 @@ written its marker, `<spool>/.site-<job>@<host>` (root-owned, 0644: pid, start t
 The epilog finds the sampler through it, and so does a job's own sidecar, which then writes no
 files (the job is recorded once, by the site) and keeps only its idle alert.
 
+The prolog and epilog take the job and its user from the running scheduler's own variables only
+(isolate.py keeps those in a clean environment; site_identity.py checks the user with the scheduler).
+
 The sampler reads the job's cgroup, found through /proc/<pid>/cgroup of one of the job's processes
 (its own cgroup is the scheduler daemon's); until the job has a process, or on a node without job
 cgroups, it sums the job's processes (the job's uid and SLURM_JOB_ID / PBS_JOBID / LSB_JOBID in
@@ -25,8 +28,9 @@ import signal
 import stat
 import time
 
-from . import jobenv
+from . import jobenv, site_identity
 from .cgroup import find_job_cgroup
+from .isolate import JOB_ID_VARS, clean_environ, decide_scheduler
 from .problems import stderr_line
 from .procs import start_ticks
 from .sources import CpuReading
@@ -36,7 +40,7 @@ ORPHAN_S = 600.0     # no job process for this long after some were seen: the jo
 READY_S = 1.0        # the prolog waits this long at most for the sampler's marker
 MARKER_PREFIX = ".site-"
 SPOOL_MODE = 0o711   # users may stat their job's marker, not list the spool
-SCHEDULER_VARS = {"slurm": "SLURM_JOB_ID", "pbs": "PBS_JOBID", "lsf": "LSB_JOBID"}
+SCHEDULER_VARS = JOB_ID_VARS
 
 
 def spool_dir(env: dict[str, str]) -> str:
@@ -179,10 +183,10 @@ def make_site_cpu(env: dict[str, str], uid: int, cgroup_root: str) -> SiteCpu:
 
 # ----------------------------------------------------------------------------------- prolog / epilog
 
-def job_user(given: str | None, env: dict[str, str]) -> tuple[int | None, str | None]:
-    """(uid, name) of the job's user: --user (name or uid), else the scheduler's variables."""
+def job_user(text: str | None, env: dict[str, str]) -> tuple[int | None, str | None]:
+    """(uid, name) of a user given as a name or a uid; (None, None) when not known."""
     import pwd
-    text = (given or env.get("SLURM_JOB_UID") or env.get("LSFUSER") or env.get("PBS_O_LOGNAME") or "").strip()
+    text = (text or "").strip()
     if not text:
         return None, None
     try:
@@ -190,6 +194,35 @@ def job_user(given: str | None, env: dict[str, str]) -> tuple[int | None, str | 
         return entry.pw_uid, entry.pw_name
     except (KeyError, OverflowError):
         return (int(text), env.get("SLURM_JOB_USER") or None) if text.isdigit() else (None, None)
+
+
+def site_scheduler(given: str | None, job_id: str | None) -> str:
+    """Whose job the prolog or epilog is for; --job-id alone names a Slurm job."""
+    scheduler = decide_scheduler(os.environ, given)
+    return "slurm" if scheduler == "none" and job_id else scheduler
+
+
+def checked_user(args, scheduler: str, job_id: str, env: dict[str, str]) -> tuple[int | None, str | None]:
+    """The job's user: --user, else the scheduler's own variable, checked with the scheduler. On a
+    mismatch (or no user at all) one stderr line and (None, None): nothing is to be started."""
+    where = "--user" if args.user else site_identity.USER_VARS.get(scheduler, "--user")
+    uid, user = job_user(args.user or site_identity.user_from_env(env, scheduler), env)
+    owner = site_identity.ask_owner(scheduler, job_id, env, args.scheduler_bin)
+    said = f"{site_identity.COMMANDS[scheduler]} says its user is {owner.user or owner.uid!r}"
+    if owner.problem is None and uid is None:
+        uid, user = job_user(str(owner.uid) if owner.uid is not None else owner.user, env)
+        where = site_identity.COMMANDS[scheduler]
+    elif owner.problem is None and not site_identity.same_user(uid, user, owner):
+        stderr_line(f"jobsight sidecar prolog: job {job_id!r}: {said}, not {user or uid!r} ({where}); nothing started")
+        return None, None
+    if uid is None:
+        why = f"; the scheduler cannot tell: {owner.problem}" if owner.problem else f"; {said}, unknown here"
+        stderr_line(f"jobsight sidecar prolog: job {job_id!r}: its user is not known ({where}){why}; nothing started")
+        return None, None
+    if owner.problem is not None:
+        stderr_line(f"jobsight sidecar prolog: job {job_id!r}: its user is not checked ({owner.problem}); "
+                    f"sampling for {user or uid!r} ({where})")
+    return uid, user
 
 
 def prepare_spool(spool: str) -> str | None:
@@ -237,23 +270,21 @@ def prolog(args) -> int:
 
 
 def _prolog(args) -> int:
-    env = dict(os.environ)
-    _scheduler, sched_id = jobenv.detect_scheduler(env)
-    job_id = args.job_id or sched_id
+    scheduler = site_scheduler(args.scheduler, args.job_id)
+    env = clean_environ(os.environ, scheduler)   # the sampler's and its children's environment
+    job_id = args.job_id or site_identity.job_id_from_env(env, scheduler)
     if not job_id:
         stderr_line("jobsight sidecar prolog: no job id (SLURM_JOB_ID, PBS_JOBID, LSB_JOBID or --job-id); nothing started")
         return 0
-    uid, user = job_user(args.user, env)
+    uid, user = checked_user(args, scheduler, job_id, env)
     if uid is None:
-        stderr_line(f"jobsight sidecar prolog: job {job_id}: its user is not known (SLURM_JOB_UID or --user); nothing started")
         return 0
     problem = prepare_spool(args.spool)
     if problem:
         stderr_line(f"jobsight sidecar prolog: {problem}; nothing started")
         return 0
-    if job_id != sched_id:   # --job-id: a PBS prologue gets the id as $1, not in its environment
-        scheduler = args.scheduler or (_scheduler if _scheduler != "none" else "slurm")
-        env[SCHEDULER_VARS[scheduler]] = job_id
+    env[JOB_ID_VARS[scheduler]] = job_id   # --job-id: a PBS prologue gets the id as $1, not in its environment
+    args.job_id = job_id
     job = jobenv.detect_job(env, job_id, args.cluster)
     marker = marker_path(args.spool, job.job_id, job.host)
     if read_marker(marker) is not None:
@@ -292,8 +323,7 @@ def _sampler(args, env: dict[str, str], uid: int, user: str | None, marker: str,
     os.closerange(ready_fd + 1, 1 << 16)
     os.chdir("/")
     pid = os.getpid()
-    _write_marker(marker, {"pid": pid, "start": start_ticks(pid), "job_id": args.job_id or jobenv.detect_scheduler(env)[1],
-                           "uid": uid})
+    _write_marker(marker, {"pid": pid, "start": start_ticks(pid), "job_id": args.job_id, "uid": uid})
     os.write(ready_fd, b"1")
     os.close(ready_fd)
     os.environ.clear()
@@ -330,8 +360,9 @@ def _wait_gone(pid: int, start: int, seconds: float) -> bool:
 
 
 def _epilog(args) -> None:
-    env = dict(os.environ)
-    job_id = args.job_id or jobenv.detect_scheduler(env)[1]
+    scheduler = site_scheduler(args.scheduler, args.job_id)
+    env = clean_environ(os.environ, scheduler)
+    job_id = args.job_id or site_identity.job_id_from_env(env, scheduler)
     if not job_id:
         stderr_line("jobsight sidecar epilog: no job id (SLURM_JOB_ID, PBS_JOBID, LSB_JOBID or --job-id)")
         return

@@ -8,6 +8,24 @@ import sys
 from .problems import stderr_line
 
 
+def found_command(name: str, path: str | None = None) -> bool:
+    """Whether a shell would find `name` (a file that exists, executable or not): then a failed
+    exec is 126, else 127 "command not found". As bash: a PATH folder this user cannot search
+    hides what is in it, so it finds nothing there (the exec's EACCES is not the answer)."""
+    if "/" in name:
+        candidates = [name]
+    else:
+        folders = (os.environ.get("PATH", os.defpath) if path is None else path).split(os.pathsep)
+        candidates = [os.path.join(folder or ".", name) for folder in folders]
+    for candidate in candidates:
+        try:
+            os.stat(candidate)
+        except (OSError, ValueError):
+            continue
+        return True
+    return False
+
+
 class Command:
     def __init__(self, argv: list[str]) -> None:
         self.argv = argv
@@ -28,8 +46,10 @@ class Command:
             else:  # older python3 on a node, running this file directly
                 self.child = subprocess.Popen(self.argv, preexec_fn=os.setpgrp)
         except OSError as exc:
-            stderr_line(f"jobsight sidecar: cannot run {self.argv[0]}: {exc.strerror or exc}")
-            return 126 if isinstance(exc, PermissionError) else 127
+            found = found_command(self.argv[0])
+            why = (exc.strerror or str(exc)) if found or "/" in self.argv[0] else "command not found"
+            stderr_line(f"jobsight sidecar: cannot run {self.argv[0]}: {why}")
+            return 126 if found else 127
         signals.child_pgid = self.child.pid
         for sig in list(signals.received):  # arrived while the command was being started
             try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import shlex
 import signal
 import subprocess
 import sys
@@ -19,13 +20,31 @@ from test_sidecar_run import clean_env, csv_files
 from jobsight.collector import loop, procs, site_mode
 from jobsight.collector.problems import Problems
 
-PROLOG_LIMIT_S = 1.0     # a hang guard on a loaded 2-core machine; typical figures are printed
+PROLOG_LIMIT_S = 2.0     # a hang guard on a loaded 2-core machine (two interpreter starts); typical figures are printed
 EPILOG_LIMIT_S = 1.0 + 0.6
 
 
 def jobsight_sidecar(*args: str, env: dict, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "jobsight.collector", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=30, **kw)
+
+
+def fake_scheduler(folder: Path, name: str, body: str) -> str:
+    """A stand-in for scontrol / qstat / bjobs in `folder`, for the prolog's --scheduler-bin: it
+    writes its arguments (one a line) to NAME.args and its environment to NAME.env, then runs `body`."""
+    folder.mkdir(exist_ok=True)
+    script = folder / name
+    script.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {shlex.quote(str(folder / name))}.args\n"
+                      f"env > {shlex.quote(str(folder / name))}.env\n{body}\n")
+    script.chmod(0o755)
+    return str(folder)
+
+
+def scontrol_owner(tmp_path: Path, uid: int | None = None) -> str:
+    """--scheduler-bin with an scontrol that says the job is this user's (or uid's)."""
+    uid = os.getuid() if uid is None else uid
+    return fake_scheduler(tmp_path / "sched-bin", "scontrol",
+                          f'echo "JobId=$4 JobName=job UserId={pwd.getpwuid(uid).pw_name}({uid}) GroupId=x(1) JobState=RUNNING"')
 
 
 def site_env(job_id: str, **extra) -> dict:
@@ -52,9 +71,11 @@ def test_prolog_samples_the_job_and_the_epilog_stops_it(tmp_path, job):
     spool = tmp_path / "spool"
     env = site_env(job)
     t0 = time.monotonic()
-    res = jobsight_sidecar("prolog", "--spool", str(spool), "--interval", "0.1", "--gpus", "none", env=env)
+    res = jobsight_sidecar("prolog", "--spool", str(spool), "--interval", "0.1", "--gpus", "none",
+                           "--scheduler-bin", scontrol_owner(tmp_path), env=env)
     prolog_s = time.monotonic() - t0
     assert (res.returncode, res.stdout, res.stderr) == (0, "", "")
+    assert (tmp_path / "sched-bin" / "scontrol.args").read_text() == f"show\njob\n-o\n{job}\n"
     assert prolog_s < PROLOG_LIMIT_S, prolog_s
     marker = spool / f".site-{job}@node9"
     info = json.loads(marker.read_text())
@@ -95,7 +116,8 @@ def test_prolog_samples_the_job_and_the_epilog_stops_it(tmp_path, job):
 def test_the_jobs_own_sidecar_writes_nothing_while_the_site_records_the_job(tmp_path, job):
     spool = tmp_path / "spool"
     env = site_env(job)
-    jobsight_sidecar("prolog", "--spool", str(spool), "--interval", "0.2", "--gpus", "none", env=env)
+    jobsight_sidecar("prolog", "--spool", str(spool), "--interval", "0.2", "--gpus", "none",
+                     "--scheduler-bin", scontrol_owner(tmp_path), env=env)
     own = tmp_path / "own"
     try:
         res = jobsight_sidecar("run", "--gpus", "none", "--out", str(own), "--", "sh", "-c", "echo job-out; exit 4",
@@ -133,12 +155,13 @@ def test_prolog_and_epilog_never_fail(tmp_path):
     env = clean_env()
     res = jobsight_sidecar("prolog", "--spool", str(tmp_path / "s"), env=env)
     assert res.returncode == 0 and "no job id" in res.stderr and not (tmp_path / "s").exists()
-    res = jobsight_sidecar("prolog", "--spool", str(tmp_path / "s"), env=clean_env(SLURM_JOB_ID="5"))
-    assert res.returncode == 0 and "its user is not known" in res.stderr
+    no_answer = fake_scheduler(tmp_path / "no-answer", "scontrol", "echo 'slurm_load_jobs error: Invalid job id' >&2; exit 1")
+    res = jobsight_sidecar("prolog", "--spool", str(tmp_path / "s"), "--scheduler-bin", no_answer, env=clean_env(SLURM_JOB_ID="5"))
+    assert res.returncode == 0 and "its user is not known" in res.stderr and res.stderr.count("\n") == 1
     open_spool = tmp_path / "open"
     open_spool.mkdir()
     open_spool.chmod(0o777)
-    res = jobsight_sidecar("prolog", "--spool", str(open_spool), env=site_env("5"))
+    res = jobsight_sidecar("prolog", "--spool", str(open_spool), "--scheduler-bin", scontrol_owner(tmp_path), env=site_env("5"))
     assert res.returncode == 0 and "not be writable by group or others" in res.stderr and not os.listdir(open_spool)
     res = jobsight_sidecar("epilog", "--spool", str(tmp_path / "none"), env=site_env("5"))
     assert (res.returncode, res.stderr) == (0, "")
