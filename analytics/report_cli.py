@@ -1,5 +1,6 @@
 """`jobsight report`: weekly reports per user, per project (account) and for the admins, as HTML,
-Markdown and CSV files named <out>/<window>/<kind>-<name>.<ext>, and by e-mail.
+Markdown and CSV files named <out>/<window>/<kind>-<name>.<ext> (reports/report.py: file_stem),
+and by e-mail.
 
     jobsight report --db jobs.duckdb --week last --for all-users --for all-accounts --for admin \\
         --format html,md,csv --out reports/ [--self-contained] [--email [--smtp host:port | --eml-dir DIR] [--dry-run]]
@@ -8,13 +9,19 @@ Every number comes from the report macros in sql/views/50_report.sql (see analyt
 Reports for named users and accounts only read those subjects' rows; `admin`, `all-users` and
 `all-accounts` read the whole cluster's.
 
+Exit codes: 0 when every file and e-mail was written or sent; 1 when some were not (each listed,
+the others still done: reports/files.py, reports/mailer.py); 2 for a usage error (a bad option,
+an --out or --eml-dir that cannot be a folder, an SMTP server not reached at all).
+
 The reports, mailer and database modules are imported when the command runs, not to build its
 parser (analytics/cli.py).
 """
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from jobsight.analytics.errors import UserError
@@ -90,28 +97,34 @@ def named_only(targets: list[str]) -> tuple[list[str], list[str]] | None:
     return [n for k, n in parsed if k == "user"], [n for k, n in parsed if k == "account"]
 
 
-def write_files(reports: list, formats: list[str], out: Path, self_contained: bool = False) -> list[Path]:
-    """The report files; HTML ones share a plotly-<version>.min.js in their folder, written once
-    (not counted), unless ``self_contained``."""
+def write_files(reports: list, formats: list[str], out: Path, self_contained: bool = False) -> tuple[list, list]:
+    """(written paths, failures). HTML reports share a plotly-<version>.min.js in their folder,
+    written once (not counted), unless ``self_contained``."""
+    from jobsight.analytics.reports.files import make_folder, write_each
     from jobsight.analytics.reports.html import write_plotly_js
-    written = []
     render_with = renderers()
     shared: dict[Path, str] = {}        # folder -> the name of its copy of Plotly
-    for rep in reports:
-        folder = out / rep.period.label
-        folder.mkdir(parents=True, exist_ok=True)
-        for fmt in formats:
-            path = folder / f"{rep.stem}.{fmt}"
+
+    def content(rep, fmt: str, folder: Path):
+        def chunks():
             if fmt == "html" and not self_contained:
                 if folder not in shared:
                     shared[folder] = write_plotly_js(folder)
-                content = render_with[fmt](rep, plotly_src=shared[folder])
+                out = render_with[fmt](rep, plotly_src=shared[folder])
             else:
-                content = render_with[fmt](rep)
-            with open(path, "wb") as f:
-                f.writelines([content.encode("utf-8")] if isinstance(content, str) else content)
-            written.append(path)
-    return written
+                out = render_with[fmt](rep)
+            return [out.encode("utf-8")] if isinstance(out, str) else out
+        return chunks
+
+    for folder in dict.fromkeys(out / rep.period.label for rep in reports):
+        make_folder(folder, "--out")        # before any file: a bad --out is a usage error (exit 2)
+    return write_each((out / rep.period.label / f"{rep.stem}.{fmt}", content(rep, fmt, out / rep.period.label))
+                      for rep in reports for fmt in formats)
+
+
+def report_failures(failures: list, what: str) -> None:
+    for f in failures:
+        print(f"jobsight report: {what}: {f.describe()}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,11 +138,12 @@ def run(args: argparse.Namespace) -> int:
     from jobsight.analytics.database import Database
     from jobsight.analytics.reports.csvout import render_csv
     from jobsight.analytics.reports.data import gather
+    from jobsight.analytics.reports.files import make_folder
     from jobsight.analytics.reports.period import resolve
     from jobsight.analytics.reports.settings import from_config
     period = resolve(args.week, args.since, args.until)
     only = named_only(targets)
-    with Database.open(args.db, args.config, must_exist=True) as db:
+    with Database.read(args.db, args.config) as db:
         settings = from_config(db.config)
         ds = gather(db, period, settings) if only is None else gather(db, period, settings, *only)
     reports = [ds.build(kind, name) for kind, name in subjects(ds, targets)]
@@ -138,34 +152,70 @@ def run(args: argparse.Namespace) -> int:
 
     to_stdout = (not args.out and not args.email and len(reports) == 1 and len(formats) == 1
                  and formats[0] in ("md", "csv"))
-    if to_stdout:
-        rep = reports[0]
-        # CSV to a terminal shows control characters escaped, as every CSV writer does
-        text = render_csv(rep, terminal=render.is_terminal()) if formats[0] == "csv" else renderers()[formats[0]](rep)
-        sys.stdout.write(text)
-    elif args.out or not args.email:
-        out = Path(args.out or "reports")
-        written = write_files(reports, formats, out, self_contained=args.self_contained)
-        print(f"jobsight report: wrote {len(written)} file(s) for {len(reports)} report(s) to {out / period.label}",
-              file=sys.stderr)
-
-    if args.email:
-        from jobsight.analytics.reports import mailer  # smtplib, email: only to send
-        deliveries = [mailer.plan(rep, settings) for rep in reports]
-        sendable = [d for d in deliveries if d.recipients]
-        if sendable and not settings.sender and not args.dry_run:
-            raise UserError("--email needs a sender: set `from` in [email] of jobsight.toml")
-        if args.dry_run:
-            for d in deliveries:
-                print(d.describe())
-            return 0
-        for d in deliveries:
-            if not d.recipients:
-                print(f"jobsight report: {d.describe()}", file=sys.stderr)
-        if args.eml_dir:
-            paths = mailer.write_eml(sendable, settings, Path(args.eml_dir))
-            print(f"jobsight report: wrote {len(paths)} e-mail(s) to {Path(args.eml_dir) / period.label}", file=sys.stderr)
-        else:
-            sent = mailer.send_smtp(sendable, settings, args.smtp or settings.smtp)
-            print(f"jobsight report: sent {sent} e-mail(s) via {args.smtp or settings.smtp}", file=sys.stderr)
+    to_files = not to_stdout and (args.out or not args.email)
+    out = Path(args.out or "reports")
+    eml_dir = Path(args.eml_dir) if args.eml_dir and not args.dry_run else None
+    # Both folders before anything is written: a bad one is a usage error, not a half-done run.
+    if to_files:
+        make_folder(out, "--out")
+    if eml_dir is not None:
+        make_folder(eml_dir, "--eml-dir")
+    failed = 0
+    previous = _on_sigterm(_stop)     # a run stopped by SIGTERM removes its temporary file
+    try:
+        if to_stdout:
+            rep = reports[0]
+            # CSV to a terminal shows control characters escaped, as every CSV writer does
+            text = render_csv(rep, terminal=render.is_terminal()) if formats[0] == "csv" else renderers()[formats[0]](rep)
+            sys.stdout.write(text)
+        elif to_files:
+            written, failures = write_files(reports, formats, out, self_contained=args.self_contained)
+            print(f"jobsight report: wrote {len(written)} file(s) for {len(reports)} report(s) to {out / period.label}",
+                  file=sys.stderr)
+            report_failures(failures, "not written")
+            failed += len(failures)
+        if args.email:
+            failed += email(args, reports, settings, eml_dir, period.label)
+    finally:
+        _on_sigterm(previous)
+    if failed:
+        print(f"jobsight report: {failed} file(s) or e-mail(s) failed (listed above)", file=sys.stderr)
+        return 1
     return 0
+
+
+def _stop(signum, _frame):
+    raise SystemExit(128 + signum)
+
+
+def _on_sigterm(handler):
+    """Set SIGTERM's handler (None: the default), returning the one before; only the main thread can."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, signal.SIG_DFL if handler is None else handler)
+
+
+def email(args: argparse.Namespace, reports: list, settings, eml_dir: Path | None, label: str) -> int:
+    """Send or write the e-mails (or list them with --dry-run); the number that failed."""
+    from jobsight.analytics.reports import mailer  # smtplib, email: only to send
+    deliveries = [mailer.plan(rep, settings) for rep in reports]
+    sendable = [d for d in deliveries if d.recipients]
+    if sendable and not settings.sender and not args.dry_run:
+        raise UserError("--email needs a sender: set `from` in [email] of jobsight.toml")
+    if args.dry_run:
+        for d in deliveries:
+            print(d.describe())
+        return 0
+    for d in deliveries:
+        if not d.recipients:
+            print(f"jobsight report: {d.describe()}", file=sys.stderr)
+    if eml_dir is not None:
+        paths, failures = mailer.write_eml(sendable, settings, eml_dir)
+        print(f"jobsight report: wrote {len(paths)} e-mail(s) to {eml_dir / label}", file=sys.stderr)
+        report_failures(failures, "not written")
+    else:
+        server = args.smtp or settings.smtp
+        sent, failures = mailer.send_smtp(sendable, settings, server)
+        print(f"jobsight report: sent {sent} e-mail(s) via {server}", file=sys.stderr)
+        report_failures(failures, "not sent")
+    return len(failures)

@@ -67,7 +67,7 @@ def pages(tmp_path_factory):
         path = d / f"{kind}-{rep.period.label}.html"
         path.write_bytes(render_html_bytes(rep))
         out["single", kind] = path
-    written = write_files(list(reports.values()), ["html"], d / "folder")     # one shared plotly.js
+    written, _failed = write_files(list(reports.values()), ["html"], d / "folder")     # one shared plotly.js
     for kind, rep in reports.items():
         out["folder", kind] = next(p for p in written if p.name == f"{rep.stem}.html")
         assert (out["folder", kind].parent / plotly_js_name()).is_file()

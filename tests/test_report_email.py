@@ -2,6 +2,7 @@
 to a small SMTP sink on 127.0.0.1 written here; no e-mail for a report without jobs."""
 from __future__ import annotations
 
+import contextlib
 import email
 import email.policy
 import socket
@@ -87,21 +88,38 @@ def test_dry_run_lists_and_writes_nothing(setup, tmp_path):
 
 
 class SmtpSink:
-    """Just enough SMTP (RFC 5321) to accept messages: HELO/EHLO, MAIL, RCPT, DATA, RSET, QUIT."""
+    """Just enough SMTP (RFC 5321) to accept messages: HELO/EHLO, MAIL, RCPT, DATA, RSET, QUIT, one
+    session after another until stop(). ``refuse``: addresses refused at RCPT as a relay does;
+    ``drop_after``: close the session, unanswered, at the MAIL after this many messages (once)."""
 
-    def __init__(self):
+    def __init__(self, refuse=(), drop_after=None):
         self.messages: list[tuple[str, list[str], bytes]] = []
+        self.refuse, self.drop_after, self.sessions = set(refuse), drop_after, 0
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(1)
+        self.sock.listen(4)
         self.port = self.sock.getsockname()[1]
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
-    def _serve(self):
-        conn, _ = self.sock.accept()
-        f = conn.makefile("rwb")
+    def stop(self):
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)    # wakes the accept() of the serving thread
+        self.sock.close()
+        self.thread.join(timeout=10)
+        assert not self.thread.is_alive()
 
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:         # stop() closed the listening socket
+                return
+            self.sessions += 1
+            with conn:
+                self._session(conn.makefile("rwb"))
+
+    def _session(self, f):
         def reply(text):
             f.write(text.encode() + b"\r\n")
             f.flush()
@@ -112,12 +130,19 @@ class SmtpSink:
             verb = line[:4].upper()
             if verb in ("EHLO", "HELO"):
                 reply("250 sink")
+            elif verb == "MAIL" and self.drop_after is not None and len(self.messages) == self.drop_after:
+                self.drop_after = None
+                return
             elif verb == "MAIL":
                 sender, rcpts = line.split(":", 1)[1].strip(" <>"), []
                 reply("250 OK")
             elif verb == "RCPT":
-                rcpts.append(line.split(":", 1)[1].strip(" <>"))
-                reply("250 OK")
+                rcpt = line.split(":", 1)[1].strip(" <>")
+                if rcpt in self.refuse:
+                    reply(f"550 5.1.1 <{rcpt}>: Recipient address rejected: no such user")
+                else:
+                    rcpts.append(rcpt)
+                    reply("250 OK")
             elif verb == "DATA":
                 reply("354 go ahead")
                 data = []
@@ -129,24 +154,51 @@ class SmtpSink:
                 reply("250 OK")
             elif verb == "QUIT" or not line:
                 reply("221 bye")
-                break
+                return
             else:
                 reply("502 not implemented")
-        conn.close()
-        self.sock.close()
 
 
 def test_smtp_to_local_sink(setup):
     sink = SmtpSink()
     rc, _, err = run_cli(_args(setup, "--smtp", f"127.0.0.1:{sink.port}"))
+    sink.stop()
     assert rc == 0, err
-    sink.thread.join(timeout=10)
-    assert "sent 5 e-mail(s)" in err
+    assert "sent 5 e-mail(s)" in err and sink.sessions == 1
     assert sorted(r for _s, rs, _d in sink.messages for r in rs) == [
         "alice@example.org", "alice@example.org", "carol@example.org", "ops@hpc.example.org", "robert@elsewhere.example"]
     assert {s for s, _r, _d in sink.messages} == {"jobsight@hpc.example.org"}
     for _s, rcpts, data in sink.messages:
         _check_message(_parse(data), rcpts[0])
+
+
+ALL_RECIPIENTS = ["alice@example.org", "alice@example.org", "carol@example.org", "ops@hpc.example.org",
+                  "robert@elsewhere.example"]
+
+
+def test_refused_recipient_costs_only_its_own_message(setup):
+    # bob's address is the second of five messages: the three after it still go
+    sink = SmtpSink(refuse={"robert@elsewhere.example"})
+    rc, _, err = run_cli(_args(setup, "--smtp", f"127.0.0.1:{sink.port}"))
+    sink.stop()
+    assert rc == 1, err
+    assert sorted(r for _s, rs, _d in sink.messages for r in rs) == [a for a in ALL_RECIPIENTS if a != "robert@elsewhere.example"]
+    lines = err.splitlines()
+    assert f"jobsight report: sent 4 e-mail(s) via 127.0.0.1:{sink.port}" in lines
+    assert ("jobsight report: not sent: user-bob to robert@elsewhere.example: refused: 550 5.1.1 "
+            "<robert@elsewhere.example>: Recipient address rejected: no such user") in lines
+    assert lines[-1] == "jobsight report: 1 file(s) or e-mail(s) failed (listed above)"
+    assert sink.sessions == 1
+
+
+def test_dropped_session_is_opened_again(setup):
+    sink = SmtpSink(drop_after=2)      # the relay hangs up at the third message
+    rc, _, err = run_cli(_args(setup, "--smtp", f"127.0.0.1:{sink.port}"))
+    sink.stop()
+    assert rc == 0, err
+    assert "sent 5 e-mail(s)" in err and "not sent" not in err
+    assert sorted(r for _s, rs, _d in sink.messages for r in rs) == ALL_RECIPIENTS
+    assert sink.sessions == 2
 
 
 def test_smtp_refused_is_a_clear_error(setup):

@@ -84,6 +84,6 @@ def test_csv_neutralises_formula(ds):
 
 def test_file_names_cannot_escape_the_folder():
     from jobsight.analytics.reports.report import file_stem
-    assert file_stem("user", "../../etc/passwd") == "user-_._.._etc_passwd"
-    assert file_stem("account", ".hidden") == "account-_hidden"
-    assert "/" not in file_stem("user", "a/b") and file_stem("user", "") == "user-_"
+    assert file_stem("user", "../../etc/passwd") == "user-_._.._etc_passwd~3754d6cb3a38"
+    assert file_stem("account", ".hidden") == "account-_hidden~1692419006a8"
+    assert "/" not in file_stem("user", "a/b") and file_stem("user", "") == "user-_~e3b0c44298fc"

@@ -1,6 +1,7 @@
 """One report: its subject, period and rows, as every renderer (HTML, Markdown, text, CSV, mail) reads it."""
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -9,14 +10,26 @@ from jobsight.analytics.reports.period import Period
 
 ADMIN_NAME = "cluster"
 _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._@+-]")
+# A name this long or longer is cut: a stem stays far below NAME_MAX (255 bytes) with its kind,
+# hash, extension, e-mail recipient number and the folder's temporary names.
+MAX_SLUG = 100
+HASH_CHARS = 12     # 48 bits of SHA-256: a name made to take another's file needs ~2**48 tries
 
 
 def file_stem(kind: str, name: str) -> str:
-    """<kind>-<name> with the name made safe as one path component (no '/', no leading dot)."""
-    safe = _UNSAFE_FILE_CHARS.sub("_", name) or "_"
-    if safe.startswith("."):
-        safe = "_" + safe[1:]
-    return f"{kind}-{safe}"
+    """<kind>-<name> as one path component that no other name of that kind maps to.
+
+    A name of at most MAX_SLUG safe characters (not starting with a dot) is used as it is. Any
+    other gets a readable slug (unsafe characters as '_', cut to MAX_SLUG) plus '~' and a hash of
+    the whole name: '~' is never in a name used as it is, so `proj a`, `proj/a` and `proj_a` map
+    to three files."""
+    slug = _UNSAFE_FILE_CHARS.sub("_", name)[:MAX_SLUG] or "_"
+    if slug.startswith("."):
+        slug = "_" + slug[1:]
+    if slug == name:
+        return f"{kind}-{name}"
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_CHARS]
+    return f"{kind}-{slug}~{digest}"
 
 
 @dataclass
