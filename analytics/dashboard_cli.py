@@ -6,7 +6,8 @@
     jobsight dashboard --db jobs.duckdb --publish   # publish the read-only snapshot now
 
 Without --debug the app is served by waitress (a production WSGI server); --debug uses Dash's
-development server with hot reload (never expose it).
+development server with hot reload and Werkzeug's debugger, so it is refused on any --host but a
+loopback one.
 
 SIGINT stops it as SIGTERM does, also when it was started without a terminal: a shell starts a
 background command (`jobsight dashboard ... &` in a script, a CI step) with SIGINT ignored, and
@@ -45,7 +46,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--users-file", help="for --auth basic: lines 'name:hash' (make them with --hash-password NAME)")
     p.add_argument("--url-prefix", default="/", help="path the app is served under behind a proxy, e.g. /jobsight/")
     p.add_argument("--threads", type=int, default=8, help="waitress worker threads (default 8)")
-    p.add_argument("--debug", action="store_true", help="Dash development server with debug tools (local use only)")
+    p.add_argument("--debug", action="store_true", help="Dash development server with debug tools (loopback --host only)")
     p.add_argument("--publish", action="store_true",
                    help="publish <db>.snapshot now and exit (ingest does this after each successful run)")
     p.add_argument("--hash-password", metavar="NAME",
@@ -71,12 +72,17 @@ def hash_password_line(name: str, stdin=sys.stdin) -> str:
 def build(args: argparse.Namespace):
     """The Dash app for the options (also used by the tests and the benchmark)."""
     from jobsight.analytics.config import ConfigError, load_config
+    from jobsight.analytics.render import terminal_safe
     from jobsight.analytics.snapshot import SnapshotReader, publish, snapshot_path
     from jobsight.dashboard.app import create_app
-    from jobsight.dashboard.auth import TOKEN_RE, Auth, AuthError, Roles, load_users_file
+    from jobsight.dashboard.auth import TOKEN_RE, Auth, AuthError, Roles, is_loopback, load_users_file
 
     if not args.db:
         raise UserError("--db is required")
+    if args.debug and not is_loopback(args.host):
+        # Werkzeug's debugger (/console) runs Python for whoever reaches it, before any --auth
+        raise UserError(f"--debug runs code for anyone who can reach the server: only allowed on a loopback "
+                        f"--host (127.0.0.1, ::1, localhost), not on {terminal_safe(args.host)}")
     try:
         cfg = load_config(args.config)
         roles = Roles.from_config(cfg.roles, str(cfg.path or "jobsight.toml"))

@@ -7,6 +7,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -61,6 +62,30 @@ def test_refusals(db, tmp_path):
     bad.write_text('[roles]\nadmins = "root"\n')
     with pytest.raises(UserError, match="roles.admins must be a list"):
         dashboard_cli.build(parse("--db", str(db), "--config", str(bad)))
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3", "dashboard.example.org", ""])
+def test_debug_is_refused_off_loopback(db, host):
+    # Werkzeug's /console would run Python for anyone reaching the port, whatever --auth says
+    with pytest.raises(UserError, match="--debug runs code for anyone who can reach the server: only allowed on a "
+                                        rf"loopback --host \(127.0.0.1, ::1, localhost\), not on {re.escape(host)}$"):
+        dashboard_cli.build(parse("--db", str(db), "--host", host, "--debug", "--auth", "header",
+                                  "--trusted-proxy", "10.0.0.1"))
+
+
+def test_debug_on_a_public_host_exits_2_before_serving(db):
+    proc = subprocess.run([*jobsight_cmd(), "dashboard", "--db", str(db), "--host", "0.0.0.0", "--port", str(free_port()),
+                           "--debug", "--auth", "header", "--trusted-proxy", "10.0.0.1"],
+                          cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "jobsight dashboard: error: --debug runs code for anyone who can reach the server: only allowed on a loopback "
+        "--host (127.0.0.1, ::1, localhost), not on 0.0.0.0"]
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1", "localhost"])
+def test_debug_is_allowed_on_loopback(db, host):
+    assert dashboard_cli.build(parse("--db", str(db), "--host", host, "--debug")) is not None
 
 
 def test_roles_come_from_the_config_file(db, tmp_path):
