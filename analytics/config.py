@@ -75,6 +75,33 @@ RATE_KEYS = ("per_core_h", "per_gpu_h", "per_gb_h", "min_cores", "min_gpus",
              "mem_per_core_gb", "cores_per_gpu", "mem_per_gpu_gb")
 RATE_DIVISORS = ("mem_per_core_gb", "cores_per_gpu", "mem_per_gpu_gb")
 
+# The range of every number in jobsight.toml that must be more than "not negative" (the rule of all
+# the others: rates, sizes, counts, times, SBU and budgets), checked by _Checker.number. A
+# threshold outside its range would flag every job or none; a factor of -1 would make every SBU
+# negative; a headroom under 1 would advise requests the job already outgrew.
+PCT, POSITIVE, NOT_NEGATIVE, AT_LEAST_1 = "pct", ">0", ">=0", ">=1"
+RANGES: dict[str, str] = {
+    "charging.factor": POSITIVE,
+    **{f"flags.{k}": PCT for k in DEFAULT_FLAGS if k.endswith("_pct")},
+    "flags.mem_headroom": AT_LEAST_1,
+    "flags.time_headroom": AT_LEAST_1,
+    "flags.running_gpu_idle_min": POSITIVE,     # 0 would call every running GPU idle now
+    "samples.max_gap_s": POSITIVE,              # 0 would weigh every sample 0
+    "watch.idle_hours": POSITIVE,
+    "budget_options.warn_pct": POSITIVE,
+    "budget_options.over_pct": POSITIVE,
+    **{f"charging.rates.{k}": POSITIVE for k in RATE_DIVISORS},   # they divide requests
+}
+_RANGE_TEXT = {PCT: "must be from 0 to 100", POSITIVE: "must be greater than 0", NOT_NEGATIVE: "must not be negative",
+               AT_LEAST_1: "must be at least 1"}
+_IN_RANGE = {PCT: lambda x: 0 <= x <= 100, POSITIVE: lambda x: x > 0, NOT_NEGATIVE: lambda x: x >= 0,
+             AT_LEAST_1: lambda x: x >= 1}
+
+
+def range_of(key: str) -> str:
+    """The range rule of a dotted key ("flags.gpu_idle_pct"; a rate by "charging.rates.per_gpu_h")."""
+    return RANGES.get(key, NOT_NEGATIVE)
+
 # SURF Snellius, from SURF's published partition weights (../shared/docs/charging.md).
 SNELLIUS_RATES: list[dict[str, Any]] = [
     {"partition": "rome", "per_core_h": 1.0, "min_cores": 16, "mem_per_core_gb": 1.75},
@@ -240,7 +267,8 @@ class _Checker:
             self.fail(key, f"{key} must be a string, got {_show(value)}")
         return value
 
-    def number(self, key: str, value: Any) -> float:
+    def number(self, key: str, value: Any, within: str = NOT_NEGATIVE) -> float:
+        """A finite number in the range ``within`` (RANGES)."""
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             self.fail(key, f"{key} must be a number, got {_show(value)}")
         try:
@@ -249,6 +277,8 @@ class _Checker:
             out = math.inf
         if not math.isfinite(out):
             self.fail(key, f"{key} must be a finite number, got {_show(value)}")
+        if not _IN_RANGE[within](out):
+            self.fail(key, f"{key} {_RANGE_TEXT[within]}, got {_show(value)}")
         return out
 
 
@@ -274,7 +304,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None, text: str | Non
     if not isinstance(cfg.policy, str) or cfg.policy not in POLICIES:
         check.fail("charging.policy", f"charging.policy must be one of {', '.join(POLICIES)}, got {_show(cfg.policy)}")
     if "factor" in charging:
-        cfg.factor = check.number("charging.factor", charging["factor"])
+        cfg.factor = check.number("charging.factor", charging["factor"], range_of("charging.factor"))
     if "preset" in charging:
         preset = charging["preset"]
         if not isinstance(preset, str) or preset not in PRESETS:
@@ -292,12 +322,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None, text: str | Non
             if key not in RATE_KEYS + ("partition", "gpu_type"):
                 check.fail(f"{where}.{key}", f"unknown key {where}.{_name(key)}")
             if key in RATE_KEYS:
-                number = check.number(f"{where}.{key}", value)
-                # the sizes divide requests (x / 0 would charge infinite SBU); nothing is charged below 0
-                if key in RATE_DIVISORS and number <= 0:
-                    check.fail(f"{where}.{key}", f"{where}.{key} must be greater than 0, got {_show(value)}")
-                if number < 0:
-                    check.fail(f"{where}.{key}", f"{where}.{key} must not be negative, got {_show(value)}")
+                check.number(f"{where}.{key}", value, range_of(f"charging.rates.{key}"))
             else:
                 check.string(f"{where}.{key}", value)
         # a rate given for a partition replaces the preset's for that partition and GPU type
@@ -308,11 +333,11 @@ def parse_config(data: dict[str, Any], path: Path | None = None, text: str | Non
         for key, value in data.get(section, {}).items():
             if key not in target:
                 check.fail(f"{section}.{key}", f"unknown key {section}.{_name(key)} (known: {', '.join(sorted(target))})")
-            target[key] = check.number(f"{section}.{key}", value)
+            target[key] = check.number(f"{section}.{key}", value, range_of(f"{section}.{key}"))
     _parse_advice(cfg, check, data.get("advice", {}))
     _parse_watch(cfg, check, data.get("watch", {}))
     for account, value in data.get("budgets", {}).items():
-        cfg.budgets[account] = check.number(f"budgets.{_name(account)}", value)
+        cfg.budgets[account] = check.number(f"budgets.{_name(account)}", value)   # not negative
         parts = account.split("/")
         if len(parts) > 2 or not all(parts):
             check.fail(f"budgets.{account}", f"budgets.{_name(account)}: a budget key is an account or "
@@ -332,9 +357,7 @@ def _parse_advice(cfg: Config, check: _Checker, advice: dict[str, Any]) -> None:
         if key not in known:
             check.fail(where, f"unknown key advice.{_name(key)} (known: {', '.join(known)})")
         if key == "mem_partition_node_gib":
-            cfg.advice[key] = check.number(where, value)
-            if cfg.advice[key] < 0:
-                check.fail(where, f"{where} must not be negative, got {_show(value)}")
+            cfg.advice[key] = check.number(where, value, range_of(where))
         elif key == "fat_partitions":
             if not isinstance(value, list):
                 check.fail(where, f"{where} must be a list of partition names, got {_show(value)}")
@@ -363,9 +386,7 @@ def _parse_watch(cfg: Config, check: _Checker, watch: dict[str, Any]) -> None:
         if key not in WATCH_KEYS:
             check.fail(where, f"unknown key watch.{_name(key)} (known: {', '.join(sorted(WATCH_KEYS))})")
         if key == "idle_hours":
-            cfg.watch[key] = check.number(where, value)
-            if cfg.watch[key] <= 0:
-                check.fail(where, f"{where} must be greater than 0, got {_show(value)}")
+            cfg.watch[key] = check.number(where, value, range_of(where))
         elif key == "max_per_user_per_day":
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 check.fail(where, f"{where} must be a whole number >= 1, got {_show(value)}")
@@ -415,9 +436,7 @@ def _parse_budget(cfg: Config, check: _Checker, options: dict[str, Any], report:
             except budgets.AssocError as exc:
                 check.fail(where, f"{where}: {exc}")
         else:
-            cfg.budget[key] = check.number(where, value)
-            if cfg.budget[key] <= 0:
-                check.fail(where, f"{where} must be greater than 0, got {_show(value)}")
+            cfg.budget[key] = check.number(where, value, range_of(where))
     if cfg.budget["warn_pct"] > cfg.budget["over_pct"]:
         check.fail("budget_options", "budget_options.warn_pct must not be above over_pct, got "
                    f"{_show(cfg.budget['warn_pct'])} > {_show(cfg.budget['over_pct'])}")

@@ -44,6 +44,42 @@ def test_bad_config_names_file_and_key(tmp_path, text, message):
     assert str(p) in str(err.value)
 
 
+@pytest.mark.parametrize("text,message", [
+    ("[charging]\nfactor = -1\n", "line 2: charging.factor must be greater than 0, got -1"),
+    ("[charging]\nfactor = 0\n", "line 2: charging.factor must be greater than 0, got 0"),
+    ("[flags]\ngpu_idle_pct = 150\n", "line 2: flags.gpu_idle_pct must be from 0 to 100, got 150"),
+    ("[flags]\ncpu_low_eff_pct = -5\n", "line 2: flags.cpu_low_eff_pct must be from 0 to 100, got -5"),
+    ("[flags]\nmin_runtime_s = 60\ntime_oversized_pct = 100.5\n",
+     "line 3: flags.time_oversized_pct must be from 0 to 100, got 100.5"),
+    ("[flags]\nmem_headroom = 0.5\n", "line 2: flags.mem_headroom must be at least 1, got 0.5"),
+    ("[flags]\ntime_headroom = 0\n", "line 2: flags.time_headroom must be at least 1, got 0"),
+    ("[flags]\nmin_runtime_s = -300\n", "line 2: flags.min_runtime_s must not be negative, got -300"),
+    ("[flags]\nfailed_burn_alarm_sbu = -1\n", "line 2: flags.failed_burn_alarm_sbu must not be negative, got -1"),
+    ("[flags]\nrunning_gpu_idle_min = 0\n", "line 2: flags.running_gpu_idle_min must be greater than 0, got 0"),
+    ("[samples]\nmax_gap_s = 0\n", "line 2: samples.max_gap_s must be greater than 0, got 0"),
+    ("[budgets]\nproj-a = 100\nproj-b = -5\n", "line 3: budgets.proj-b must not be negative, got -5"),
+    ('[budgets]\n"proj-a/alice" = -1\n', "budgets.'proj-a/alice' must not be negative, got -1"),
+    ("[budget_options]\nwarn_pct = 0\n", "line 2: budget_options.warn_pct must be greater than 0, got 0"),
+    ("[advice]\nmem_partition_node_gib = -224\n",
+     "line 2: advice.mem_partition_node_gib must not be negative, got -224"),
+    ("[watch]\nidle_hours = -2\n", "line 2: watch.idle_hours must be greater than 0, got -2"),
+])
+def test_numbers_out_of_range_are_refused_with_the_key(tmp_path, text, message):
+    p = tmp_path / "jobsight.toml"
+    p.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    assert str(err.value) in (f"{p}, {message}", f"{p}: {message}")
+
+
+def test_numbers_at_the_ends_of_their_ranges_load():
+    cfg = parse_config({"charging": {"factor": 0.01}, "budgets": {"proj-a": 0},
+                        "flags": {"gpu_idle_pct": 0, "gpu_low_util_pct": 100, "mem_headroom": 1, "time_headroom": 1,
+                                  "min_runtime_s": 0, "failed_burn_alarm_sbu": 0, "running_gpu_idle_min": 0.5},
+                        "samples": {"max_gap_s": 1}})
+    assert (cfg.factor, cfg.budgets, cfg.flags["gpu_low_util_pct"], cfg.flags["mem_headroom"]) == (0.01, {"proj-a": 0}, 100, 1)
+
+
 def test_rate_overrides_preset_partition():
     cfg = parse_config({"charging": {"policy": "table", "preset": "snellius",
                                      "rates": [{"partition": "rome", "per_core_h": 2.0}]}})

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from relhelp import ROOT
 
 from jobsight.analytics import cli, db, ingest
-from jobsight.analytics.config import DEFAULT_FLAGS, DEFAULT_SAMPLES, RATE_KEYS, ConfigError, load_config
+from jobsight.analytics.config import DEFAULT_FLAGS, DEFAULT_SAMPLES, RATE_KEYS, ConfigError, load_config, range_of
 from jobsight.analytics.parsers import lsf, nvidia_smi, pbs, sacct_json, sacct_text, seff, sidecar_csv
 from jobsight.analytics.records import ParseOptions
 
@@ -119,17 +119,24 @@ def test_wrong_type_at_every_key_names_file_line_and_key(tmp_path, data, key):
     assert shown_key(key) in err, (err, text)
 
 
+IN_RANGE = {"pct": lambda x: 0 <= x <= 100, ">0": lambda x: x > 0, ">=0": lambda x: x >= 0, ">=1": lambda x: x >= 1}
+
+
 @fuzz(40)
 @given(key=st.sampled_from(NUMBER_KEYS), value=NUMBERS)
-def test_valid_number_at_every_numeric_key_loads(tmp_path, key, value):
+def test_number_at_every_numeric_key_loads_or_names_its_range(tmp_path, key, value):
     assume(not key.startswith("charging.rates."))
-    text, _ = toml_with(key, value)
-    p = tmp_path / "jobsight.toml"
-    p.write_text(text, encoding="utf-8")
+    text, line = toml_with(key, value)
+    p, err = config_error(tmp_path, text)
+    want = float(value)
+    if not IN_RANGE[range_of(key)](want):
+        assert err is not None and err.startswith(f"{p}, line {line}: {key} must "), (err, text)
+        assert "\n" not in err and len(err) < 400
+        return
+    assert err is None, err
     cfg = load_config(p)
     section, name = key.split(".", 1)
     got = {"flags": cfg.flags, "samples": cfg.samples, "budgets": cfg.budgets}.get(section)
-    want = float(value)
     assert (cfg.factor if key == "charging.factor" else got[name]) == want
 
 
@@ -200,11 +207,12 @@ COMMANDS = [["ingest", "--db", "{db}", "{data}"], ["flags", "--db", "{db}"], ["u
 BAD_CONFIGS = [('[flags]\nmin_runtime_s = "long"\n', "line 2: flags.min_runtime_s must be a number"),
                ('flags = 3\n', "line 1: flags must be a table"),
                ('[[charging.rates]]\npartition = 1\n', "line 2: charging.rates[0].partition must be a string"),
-               (b'[budgets]\nproj = 1\xff\n', "line 2: not valid TOML: not UTF-8")]
+               (b'[budgets]\nproj = 1\xff\n', "line 2: not valid TOML: not UTF-8"),
+               ('[charging]\nfactor = -1\n', "line 2: charging.factor must be greater than 0, got -1")]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=[c[0] for c in COMMANDS])
-@pytest.mark.parametrize("text,message", BAD_CONFIGS, ids=["type", "section", "rates", "utf8"])
+@pytest.mark.parametrize("text,message", BAD_CONFIGS, ids=["type", "section", "rates", "utf8", "range"])
 def test_every_command_reports_a_bad_config_in_one_line(tmp_path, command, text, message):
     cfg = tmp_path / "bad.toml"
     cfg.write_bytes(text if isinstance(text, bytes) else text.encode())
