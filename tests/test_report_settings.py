@@ -23,7 +23,10 @@ def test_defaults_and_addresses():
 
 @pytest.mark.parametrize("data, needle", [
     ({"report": {"top_job": 3}}, "unknown key report.top_job"),
-    ({"report": {"top_jobs": 0}}, "report.top_jobs must be a whole number >= 1"),
+    ({"report": {"top_jobs": 0}}, "report.top_jobs must be a whole number from 1 to 1000, got 0"),
+    ({"report": {"top_jobs": 10**19}}, "report.top_jobs must be a whole number from 1 to 1000, got 10000000000000000000"),
+    ({"report": {"trend_weeks": 10**10}}, "report.trend_weeks must be a whole number from 1 to 520, got 10000000000"),
+    ({"report": {"trend_weeks": -4}}, "report.trend_weeks must be a whole number from 1 to 520, got -4"),
     ({"email": {"user_address": "alice@example.org"}}, "must contain {user}"),
     ({"email": {"user_address": "{user}@{domain}"}}, "may use only {user}"),
     ({"email": {"user_address": "{user:>999999999}@x.org"}}, "email.user_address"),   # never formatted: no 1 GB string

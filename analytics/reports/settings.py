@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobsight.analytics.config import BUDGET_PERIODS, Config  # noqa: F401 - BUDGET_PERIODS: for the docs test
-from jobsight.analytics.errors import UserError
+from jobsight.analytics.errors import UserError, shown
 
 
 @dataclass
@@ -52,9 +52,14 @@ def _where(cfg: Config) -> str:
     return str(cfg.path) if cfg.path else "config"
 
 
-def _int(cfg: Config, key: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise UserError(f"{_where(cfg)}: {key} must be a whole number >= {low}, got {value!r}")
+# A report lists at most MAX_TOP_JOBS jobs (its page stays readable) and compares at most
+# MAX_TREND_WEEKS earlier windows (ten years; far more would reach dates before year 1).
+MAX_TOP_JOBS, MAX_TREND_WEEKS = 1000, 520
+
+
+def _int(cfg: Config, key: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise UserError(f"{_where(cfg)}: {key} must be a whole number from {low} to {high}, got {shown(value)}")
     return value
 
 
@@ -68,9 +73,9 @@ def from_config(cfg: Config) -> ReportSettings:
     s = ReportSettings(cluster=cfg.cluster)
     for key, value in cfg.report.items():
         if key == "top_jobs":
-            s.top_jobs = _int(cfg, "report.top_jobs", value, 1)
+            s.top_jobs = _int(cfg, "report.top_jobs", value, 1, MAX_TOP_JOBS)
         elif key == "trend_weeks":
-            s.trend_weeks = _int(cfg, "report.trend_weeks", value, 1)
+            s.trend_weeks = _int(cfg, "report.trend_weeks", value, 1, MAX_TREND_WEEKS)
         elif key in ("budget_period", "budget_start"):
             pass        # checked where it is read: analytics/config.py (the budget settings)
         else:
