@@ -3,6 +3,7 @@ group, sent the signals the sidecar receives, and its exit code returned as the 
 from __future__ import annotations
 
 import os
+import stat
 import sys
 
 from .problems import stderr_line
@@ -14,15 +15,18 @@ def found_command(name: str, path: str | None = None) -> bool:
     hides what is in it, so it finds nothing there (the exec's EACCES is not the answer)."""
     if "/" in name:
         candidates = [name]
+    elif not name:
+        return False
     else:
         folders = (os.environ.get("PATH", os.defpath) if path is None else path).split(os.pathsep)
         candidates = [os.path.join(folder or ".", name) for folder in folders]
     for candidate in candidates:
         try:
-            os.stat(candidate)
+            st = os.stat(candidate)
         except (OSError, ValueError):
             continue
-        return True
+        if "/" in name or not stat.S_ISDIR(st.st_mode):   # a search skips folders; a path to one is 126
+            return True
     return False
 
 

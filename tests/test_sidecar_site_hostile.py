@@ -325,3 +325,6 @@ def test_found_command_is_what_a_shell_finds(tmp_path):
     assert wrapper.found_command("a", path=str(tmp_path)) and not wrapper.found_command("b", path=str(tmp_path))
     assert wrapper.found_command(str(tmp_path / "a")) and not wrapper.found_command(str(tmp_path / "b"))
     assert not wrapper.found_command("a", path="")   # "" is the current directory, as for a shell
+    (tmp_path / "sub").mkdir()
+    assert not wrapper.found_command("sub", path=str(tmp_path)) and wrapper.found_command(str(tmp_path / "sub"))
+    assert not wrapper.found_command("", path=str(tmp_path))
