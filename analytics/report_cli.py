@@ -155,7 +155,13 @@ def run(args: argparse.Namespace) -> int:
     to_files = not to_stdout and (args.out or not args.email)
     out = Path(args.out or "reports")
     eml_dir = Path(args.eml_dir) if args.eml_dir and not args.dry_run else None
-    # Both folders before anything is written: a bad one is a usage error, not a half-done run.
+    deliveries = None
+    if args.email:
+        from jobsight.analytics.reports import mailer  # smtplib, email: only to send
+        deliveries = [mailer.plan(rep, settings) for rep in reports]
+        if not args.dry_run and not settings.sender and any(d.recipients for d in deliveries):
+            raise UserError("--email needs a sender: set `from` in [email] of jobsight.toml")
+    # Usage errors before anything is written, not a half-done run: the sender above, the folders here.
     if to_files:
         make_folder(out, "--out")
     if eml_dir is not None:
@@ -174,8 +180,8 @@ def run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             report_failures(failures, "not written")
             failed += len(failures)
-        if args.email:
-            failed += email(args, reports, settings, eml_dir, period.label)
+        if deliveries is not None:
+            failed += email(args, deliveries, settings, eml_dir, period.label)
     finally:
         _on_sigterm(previous)
     if failed:
@@ -195,13 +201,10 @@ def _on_sigterm(handler):
     return signal.signal(signal.SIGTERM, signal.SIG_DFL if handler is None else handler)
 
 
-def email(args: argparse.Namespace, reports: list, settings, eml_dir: Path | None, label: str) -> int:
+def email(args: argparse.Namespace, deliveries: list, settings, eml_dir: Path | None, label: str) -> int:
     """Send or write the e-mails (or list them with --dry-run); the number that failed."""
-    from jobsight.analytics.reports import mailer  # smtplib, email: only to send
-    deliveries = [mailer.plan(rep, settings) for rep in reports]
+    from jobsight.analytics.reports import mailer
     sendable = [d for d in deliveries if d.recipients]
-    if sendable and not settings.sender and not args.dry_run:
-        raise UserError("--email needs a sender: set `from` in [email] of jobsight.toml")
     if args.dry_run:
         for d in deliveries:
             print(d.describe())

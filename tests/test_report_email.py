@@ -214,5 +214,7 @@ def test_email_without_sender_is_refused(tmp_path):
     build_db(tmp_path / "n.duckdb")[0].close()
     (tmp_path / "j.toml").write_text('[email]\nuser_address = "{user}@x.org"\n', encoding="utf-8")
     rc, _, err = run_cli(["report", "--db", str(tmp_path / "n.duckdb"), "--config", str(tmp_path / "j.toml"),
-                          "--week", "2026-W47", "--for", "user:alice", "--email", "--eml-dir", str(tmp_path / "e")])
+                          "--week", "2026-W47", "--for", "user:alice", "--email", "--eml-dir", str(tmp_path / "e"),
+                          "--out", str(tmp_path / "r")])
     assert rc == 2 and "needs a sender" in err
+    assert not (tmp_path / "r").exists() and not (tmp_path / "e").exists()     # found before anything is written
