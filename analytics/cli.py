@@ -33,6 +33,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "usage": ("jobsight.analytics.usage_cli", "SBU burned and wasted by user, account, partition or period"),
     "report": ("jobsight.analytics.report_cli", "weekly reports per user, project and cluster: HTML, Markdown, CSV, e-mail"),
     "dashboard": ("jobsight.analytics.dashboard_cli", "web dashboard: burn, waste and flagged jobs per user and project, job time series"),
+    "settings": ("jobsight.analytics.settings_cli", "the settings a database holds: show them, or apply a jobsight.toml"),
     "lake": ("jobsight.analytics.lake_cli", "export samples and jobs to a Parquet lake (cluster/month) and query it in place"),
     "watch": ("jobsight.analytics.watch_cli", "every 15 minutes: ingest sacct and the site spool, e-mail owners of jobs with idle GPUs"),
     "demo": ("jobsight.analytics.demo_cli", "generate a realistic cluster's data, ingest it, write reports and serve the dashboard"),

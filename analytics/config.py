@@ -18,7 +18,6 @@ from typing import Any
 
 from jobsight.analytics import billing_weights, budgets
 from jobsight.analytics.errors import shown as _show
-from jobsight.analytics.render import select_list
 
 # Defaults follow the anchors (../shared/docs/metrics-anchors.md): jobstats' GPU 25/15 %,
 # CPU 65 %, its 300 s minimum runtime; Job Defense Shield's time-limit ratio 0.2.
@@ -144,6 +143,7 @@ class Config:
     watch: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WATCH))
     watch_opt_out: list[str] = field(default_factory=list)
     watch_every: str = DEFAULT_WATCH_EVERY
+    db_group: str | None = None   # [database] group: may read the database files (0640); None: the owner only (0600)
 
     def settings(self) -> list[tuple[str, float | None, str | None]]:
         rows: list[tuple[str, float | None, str | None]] = [
@@ -287,7 +287,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None, text: str | Non
     cfg = Config(path=path)
     check = _Checker(path, text)
     known = {"charging", "flags", "samples", "budgets", "budget_options", "roles", "cluster", "dashboard", "report", "email", "advice",
-             "watch"}
+             "watch", "database"}
     for key in data:
         if key not in known:
             check.fail(key, f"unknown section or key [{_name(key)}] (known: {', '.join(sorted(known))})")
@@ -347,7 +347,22 @@ def parse_config(data: dict[str, Any], path: Path | None = None, text: str | Non
     cfg.report = dict(data.get("report", {}))
     cfg.email = dict(data.get("email", {}))
     _parse_dashboard(cfg, check, data.get("dashboard", {}))
+    _parse_database(cfg, check, data.get("database", {}))
     return cfg
+
+
+def _parse_database(cfg: Config, check: _Checker, database: dict[str, Any]) -> None:
+    """[database] group: the Unix group that may read the database and its snapshot (0640)."""
+    import grp
+    for key, value in database.items():
+        if key != "group":
+            check.fail(f"database.{key}", f"unknown key database.{_name(key)} (known: group)")
+        name = check.string("database.group", value)
+        try:
+            grp.getgrnam(name)
+        except KeyError:
+            check.fail("database.group", f"database.group: no such group {_show(name)}")
+        cfg.db_group = name
 
 
 def _parse_advice(cfg: Config, check: _Checker, advice: dict[str, Any]) -> None:
@@ -474,28 +489,3 @@ def _parse_dashboard(cfg: Config, check: _Checker, dashboard: dict[str, Any]) ->
         if not path.is_absolute() and cfg.path is not None:
             path = cfg.path.parent / path       # beside the config file, whatever the working directory
         cfg.metrics_token_file = path
-
-
-def apply_to_db(con, cfg: Config) -> None:
-    """Write settings, charge rates and the configured billing weights into the database the SQL
-    views read (one transaction)."""
-    con.execute("BEGIN TRANSACTION")
-    try:
-        con.execute("DELETE FROM setting")
-        con.executemany("INSERT INTO setting (name, value, text) VALUES (?, ?, ?)", cfg.settings())
-        con.execute("DELETE FROM charge_rate")
-        cols = ("partition", "gpu_type") + RATE_KEYS
-        for rate in cfg.rates:
-            values = [rate.get("partition"), rate.get("gpu_type")]
-            values += [rate.get(k, 0 if k in ("per_core_h", "per_gpu_h", "per_gb_h", "min_cores", "min_gpus") else None)
-                       for k in RATE_KEYS]
-            placeholders = ", ".join("?" for _ in cols)
-            con.execute(f"INSERT INTO charge_rate ({select_list(cols)}) VALUES ({placeholders})", values)
-        billing_weights.replace(con, billing_weights.rows(cfg.weights, "config"), "config")
-        billing_weights.replace(con, billing_weights.rows(cfg.file_weights, "file"), "file")
-        budgets.replace(con, cfg.budget_rows(), "config")
-        budgets.replace(con, budgets.rows(cfg.file_budgets, "file"), "file")
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise

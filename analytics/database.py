@@ -22,8 +22,9 @@ from typing import Any, Callable, Optional, Sequence
 import duckdb
 
 from jobsight.analytics import db, store
-from jobsight.analytics.config import Config, ConfigError, apply_to_db, load_config
+from jobsight.analytics.config import Config, ConfigError, load_config
 from jobsight.analytics.errors import UserError
+from jobsight.analytics.settings_store import apply_to_db, has_settings
 
 VIEWS_DIR = Path(__file__).resolve().parents[1] / "sql" / "views"
 
@@ -79,28 +80,34 @@ class Database:
 
     @classmethod
     def open(cls, path: str | Path, config: Config | str | None = None, read_only: bool = False,
-             say: Optional[Callable[[str], None]] = say, must_exist: bool = False) -> "Database":
-        """Connect, migrate, write the settings, refresh the stored results and the views (see the
-        module docstring). ``config``: a Config, a jobsight.toml path, or None for the usual search.
-        ``must_exist``: refuse a path that holds no database rather than create one (the commands
-        that only read: a mistyped --db is an error, not an empty database); read-only implies it."""
+             say: Optional[Callable[[str], None]] = say, must_exist: bool = False,
+             progress: Optional[Callable[[str], None]] = None, write_settings: Optional[bool] = None) -> "Database":
+        """The writer's open: connect, migrate, write the settings, refresh the stored results and
+        the views (see the module docstring). ``config``: a Config (written), a jobsight.toml path,
+        or None for the usual search; settings found in a file are written, and with no file the
+        database keeps the settings it holds (the defaults go into a database that has none).
+        ``write_settings``: write the config's settings (default: when a Config is passed or a file
+        was found). ``must_exist``: refuse a path that holds no database rather than create one.
+        ``read_only=True`` (tests): nothing is written; readers use ``Database.read``."""
         try:
             cfg = config if isinstance(config, Config) else load_config(config)
         except ConfigError as exc:
             raise UserError(str(exc)) from None
+        given = (isinstance(config, Config) or cfg.path is not None) if write_settings is None else write_settings
         path = Path(path)
         if (read_only or must_exist) and not path.is_file():
             what = "not a file" if path.exists() else "no such database"
             raise UserError(f"{path}: {what} (create it with `jobsight ingest --db {path} ...`)")
-        con = db.connect(path, read_only=read_only)
+        con = db.connect(path, read_only=read_only, group=cfg.db_group)
         try:
             if read_only:
                 if stored_views_checksum(con) != views_checksum():
                     raise UserError(f"{path}: its metric views are from another jobsight version; "
-                                    "open it once read-write (e.g. `jobsight flags --db ...`) to refresh them")
+                                    f"run `jobsight settings --db {path}` once to bring them up to date")
             else:
-                apply_to_db(con, cfg)
-                store.refresh(con, say=say)
+                if given or not has_settings(con):
+                    apply_to_db(con, cfg)
+                store.refresh(con, say=say, progress=progress)
                 apply_views(con)
         except BaseException:
             con.close()
@@ -108,10 +115,56 @@ class Database:
         return cls(con, path, cfg, read_only)
 
     @classmethod
-    def connect(cls, path: str | Path) -> "Database":
+    def read(cls, path: str | Path, config: Config | str | None = None,
+             say: Optional[Callable[[str], None]] = say) -> "Database":
+        """The readers' open (every read command): the newest published snapshot, else the database
+        itself, attached read-only. Nothing is migrated, refreshed, published or written, so a user
+        with read permission only can read, also while another process writes. ``say`` is told, in
+        one line each, when the snapshot is older than the database's last commit (how old the data
+        is), and when a config given differs from the settings the database holds (the stored ones
+        are used)."""
+        from jobsight.analytics import freshness
+        try:
+            cfg = config if isinstance(config, Config) else load_config(config)
+        except ConfigError as exc:
+            raise UserError(str(exc)) from None
+        path = Path(path)
+        target, note = freshness.read_target(path)
+        con = duckdb.connect(":memory:")
+        try:
+            con.execute(f"ATTACH '{str(target).replace(chr(39), chr(39) * 2)}' AS jobs (READ_ONLY)")
+            con.execute("USE jobs")
+            have, need = db.current_version(con), db.known_version()
+            if have != need:
+                raise UserError(f"{target} has schema version {have}, this jobsight needs {need}; "
+                                f"run `jobsight settings --db {path}` once to upgrade it")
+            if stored_views_checksum(con) != views_checksum():
+                raise UserError(f"{target}: its metric views are from another jobsight version; "
+                                f"run `jobsight settings --db {path}` once to bring them up to date")
+            if note and say:
+                say(note)
+            if say and (isinstance(config, Config) or cfg.path is not None):
+                from jobsight.analytics.settings_store import config_differences
+                changed = config_differences(con, cfg)
+                if changed:
+                    where = cfg.path or "the config given"
+                    say(f"{where} differs from the settings {path} holds ({len(changed)}: {changed[0]}"
+                        f"{', ...' if len(changed) > 1 else ''}): read with the stored ones; "
+                        f"`jobsight settings --db {path} --config {where}` applies it")
+        except duckdb.Error as exc:
+            con.close()
+            raise UserError(f"cannot read {target}: {exc}") from None
+        except BaseException:
+            con.close()
+            raise
+        return cls(con, path, cfg, read_only=True)
+
+    @classmethod
+    def connect(cls, path: str | Path, config: Optional[Config] = None) -> "Database":
         """Connect and migrate only, for a writer that changes the data before anything is computed
-        from it (`jobsight ingest`, which opens the database again to refresh it afterwards)."""
-        return cls(db.connect(path), Path(path))
+        from it (`jobsight ingest`, which opens the database again to refresh it afterwards).
+        ``config``: its [database] group may read the files."""
+        return cls(db.connect(path, group=config.db_group if config else None), Path(path), config)
 
     @classmethod
     def of(cls, con: "duckdb.DuckDBPyConnection | Database", tables: Optional[frozenset[str]] = None) -> "Database":

@@ -7,9 +7,11 @@ highest file here) is refused rather than half-understood.
 """
 from __future__ import annotations
 
+import grp
 import os
 import re
 import resource
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -125,13 +127,39 @@ def configure_engine(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"SET memory_limit = '{limit}'")
 
 
-def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open (creating if needed) a jobsight database and migrate it to the known schema."""
+def protect(path: str | Path, group: Optional[str] = None) -> None:
+    """The database's files are everyone's jobs: readable by their owner only (0600), or also by
+    ``group`` (0640, [database] group); never by others. Without a group, group bits a configured
+    writer set before are left as they are. A process that writes them creates new files (the
+    write-ahead log, spill files, snapshot copies) under the matching umask."""
+    os.umask(0o027 if group else 0o077)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    mode = 0o640 if group else (st.st_mode & 0o660 if st.st_mode & 0o040 else 0o600)
+    if stat.S_IMODE(st.st_mode) != mode:
+        os.chmod(path, mode)
+    if group:
+        gid = grp.getgrnam(group).gr_gid
+        if st.st_gid != gid:
+            os.chown(path, -1, gid)
+
+
+def connect(path: str | Path, read_only: bool = False, group: Optional[str] = None) -> duckdb.DuckDBPyConnection:
+    """Open (creating if needed) a jobsight database and migrate it to the known schema; a writer's
+    files are protected (``protect``) before anything is written."""
     where = str(path)
     try:
+        if not read_only:
+            protect(path, group)
         con = duckdb.connect(where, read_only=read_only)
+        if not read_only:
+            protect(path, group)   # created just now: under the umask already; an existing one tightened
     except duckdb.Error as exc:
         raise UserError(f"cannot open database {where}: {exc}") from exc
+    except OSError as exc:
+        raise UserError(f"cannot set the permissions of {where}: {exc.strerror or exc}") from exc
     try:
         configure_engine(con)
         if read_only:

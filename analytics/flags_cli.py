@@ -74,7 +74,7 @@ def _limit(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from jobsight.analytics.database import Database  # duckdb: not to parse options (analytics/cli.py)
-    with Database.open(args.db, args.config, must_exist=True) as db:
+    with Database.read(args.db, args.config) as db:
         return _run(db, args)
 
 

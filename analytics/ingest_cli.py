@@ -9,6 +9,7 @@ import sys
 from jobsight.analytics.errors import UserError
 from jobsight.analytics.render import terminal_safe
 
+NOT_PUBLISHED = 3   # exit code: the inputs are stored, but the stored results or the snapshot are not up to date
 FORMATS = ("sacct", "sacct-json", "seff", "sidecar", "nvidia-smi", "pbs", "lsf")
 
 
@@ -73,7 +74,9 @@ def _line(rep) -> str:
 
 
 def run(args) -> int:
-    from jobsight.analytics import ingest
+    from pathlib import Path
+
+    from jobsight.analytics import freshness, ingest, settings_store
     from jobsight.analytics.database import Database
     if args.since and not args.from_sacct:
         raise UserError("--since only applies with --from-sacct")
@@ -83,7 +86,7 @@ def run(args) -> int:
         raise UserError("nothing to ingest: give files or folders, or --from-sacct")
     opts = _options(args)
     cfg = _config(args)   # a bad config is an error before anything is ingested
-    writer = Database.connect(args.db)
+    writer = Database.connect(args.db, cfg)
     con = writer.con
     progress = None if args.quiet else (lambda msg: print(f"jobsight ingest: {terminal_safe(msg)}", file=sys.stderr, flush=True))
 
@@ -103,12 +106,15 @@ def run(args) -> int:
             reports += ingest.ingest_paths(con, args.paths, opts, fmt=args.format, progress=progress, on_file=show)
         if args.from_sacct:
             reports.append(_from_sacct(con, args, opts, progress, show))
+        settings_changed = cfg.path is not None and bool(settings_store.config_differences(con, cfg))
     finally:
         writer.close()
     failed = [r for r in reports if r.status in ("unreadable", "unrecognised", "failed")]
     skipped = [r for r in reports if r.status == "skipped"]   # in a folder: not read, with the reason; not a failure
-    # new budgets alone are worth a refresh and publish too: the dashboard shows them
-    changed = any(r.stored or r.updated for r in reports) or getattr(args, "budgets_changed", False)
+    # new budgets alone are worth a refresh and publish too: the dashboard shows them; and a refresh
+    # or publish that failed before is tried again until it succeeds (the snapshot is then stale)
+    changed = (any(r.stored or r.updated for r in reports) or getattr(args, "budgets_changed", False)
+               or settings_changed or freshness.stale(Path(args.db)))
     snap = (_refresh_and_publish(args.db, cfg, progress) if changed
             else {"published": None, "error": None, "metrics_refresh": None})
     if args.json:
@@ -122,6 +128,8 @@ def run(args) -> int:
         print(f"total: {len(reports)} files, {t['stored']} stored, {t['updated']} updated, {t['rejected']} rejected"
               + (f", {len(failed)} could not be read" if failed else "")
               + (f", {len(skipped)} skipped" if skipped else ""))
+    if snap["error"]:
+        return NOT_PUBLISHED
     return 1 if failed else 0
 
 
@@ -136,14 +144,15 @@ def _config(args):
 def _refresh_and_publish(db_path, cfg, progress) -> dict:
     """After a run that stored or updated rows: settings and the stored per-job results brought up
     to date (the jobs this run touched; as every read-write open by the metric commands does), then
-    the dashboard's read-only snapshot published. The ingested data is committed by then: a failure here is reported on stderr (and in
-    --json) but does not change the exit code, which is about inputs."""
+    the dashboard's read-only snapshot published. The ingested data is committed by then: a failure
+    here is reported on stderr (and in --json) and makes the exit code NOT_PUBLISHED; the next
+    ingest tries again, whatever it brings, until it succeeds."""
     from jobsight.analytics import snapshot
     from jobsight.analytics.database import Database
     out = {"published": None, "error": None, "metrics_refresh": None}
     try:
         # closing checkpoints the file, which publish() copies
-        with Database.open(db_path, cfg) as db:
+        with Database.open(db_path, cfg, write_settings=cfg.path is not None) as db:
             # e.g. "incremental 5 5 1": jobs, jobs whose flags, days whose summaries were computed
             out["metrics_refresh"] = db.value("SELECT value FROM metric_state WHERE name = 'last_refresh'")
         out["published"] = str(snapshot.publish(db_path))
@@ -151,7 +160,7 @@ def _refresh_and_publish(db_path, cfg, progress) -> dict:
             progress(f"stored metrics refreshed ({out['metrics_refresh']}); dashboard snapshot published: {out['published']}")
     except Exception as exc:   # noqa: BLE001 - the ingest itself succeeded; say why the rest did not
         out["error"] = str(exc)
-        print(f"jobsight ingest: warning: data ingested, but metrics/snapshot not refreshed: {exc}",
+        print(f"jobsight ingest: error: data ingested, but metrics/snapshot not refreshed: {terminal_safe(str(exc))}",
               file=sys.stderr, flush=True)
     return out
 

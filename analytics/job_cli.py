@@ -222,7 +222,7 @@ def _savings_lines(m: dict) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from jobsight.analytics.database import Database  # duckdb: not to parse options (analytics/cli.py)
-    with Database.open(args.db, args.config, must_exist=True) as db:
+    with Database.read(args.db, args.config) as db:
         m = job_details(db, args.job, args.cluster)
     if args.format == "json":
         print(render.to_json(m))

@@ -61,7 +61,7 @@ def run_export(args: argparse.Namespace) -> int:
         since = lake.parse_month(args.since, "--since") if args.since else None
         until = lake.parse_month(args.until, "--until") if args.until else None
     t0 = time.monotonic()
-    with Database.open(args.db, args.config, must_exist=True) as db:
+    with Database.read(args.db, args.config) as db:
         summary = lake.export(db.con, args.out, since, until)
     for table in lake.PARTITIONED:
         s = summary[table]

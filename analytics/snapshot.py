@@ -31,6 +31,7 @@ import logging
 import mmap
 import os
 import shutil
+import stat
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,8 +43,8 @@ from jobsight.analytics import db as dbmod
 from jobsight.analytics import store
 from jobsight.analytics.database import Database, stored_views_checksum, views_checksum
 from jobsight.analytics.errors import UserError
+from jobsight.analytics.freshness import SNAPSHOT_SUFFIX, snapshot_path  # noqa: F401 - imported from here too
 
-SNAPSHOT_SUFFIX = ".snapshot"
 SPARE_SUFFIX = ".spare"            # <db>.snapshot.spare: the previous generation, rewritten in place
 CHUNK = 1 << 20                    # compare and write the spare in 1 MiB pieces
 WINDOW = 64 << 20                  # mapped at a time (the maps count in the publisher's RSS)
@@ -55,11 +56,6 @@ _open_lock = threading.Lock()
 
 def _sql_str(path: Path) -> str:
     return str(path).replace("'", "''")
-
-
-def snapshot_path(db_path: str | os.PathLike) -> Path:
-    p = Path(db_path)
-    return p.with_name(p.name + SNAPSHOT_SUFFIX)
 
 
 def spare_path(db_path: str | os.PathLike) -> Path:
@@ -123,6 +119,14 @@ def _rewrite_differences(src: Path, fd: int) -> int:
                     del a, b            # release the maps' buffers before they are closed
     os.fdatasync(fd)
     return written
+
+
+def _same_access(src: Path, copy: Path) -> None:
+    """The copy readable by exactly whom the database is (its mode and group: analytics/db.py's protect)."""
+    st = src.stat()
+    os.chmod(copy, stat.S_IMODE(st.st_mode))
+    if copy.stat().st_gid != st.st_gid:
+        os.chown(copy, -1, st.st_gid)
 
 
 def _fsync_path(path: Path, directory: bool = False) -> None:
@@ -220,7 +224,9 @@ def publish(db_path: str | os.PathLike) -> Path:
             _fsync_path(tmp)
         if dest.exists():
             os.link(dest, old)
+        _same_access(src, spare if fd is not None else tmp)
         os.replace(spare if fd is not None else tmp, dest)
+        os.utime(dest)   # published now, also when no block differed: readers compare it with the database's last commit
         if old.exists():
             os.replace(old, spare)
         os.fsync(dir_fd)

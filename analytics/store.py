@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
@@ -360,7 +361,7 @@ def rebuild_plan(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
 
 
 def refresh(con: duckdb.DuckDBPyConnection, say: Optional[Callable[[str], None]] = None,
-            full: bool = False) -> Refresh:
+            full: bool = False, progress: Optional[Callable[[str], None]] = None) -> Refresh:
     """Bring the stored results up to date; see the module docstring. ``full``: recompute every job
     (for rows written into the tables by hand, which carry no ingest_id)."""
     state, sums, watermark, pending, todo = _plan(con, full)
@@ -373,7 +374,8 @@ def refresh(con: duckdb.DuckDBPyConnection, say: Optional[Callable[[str], None]]
     def work() -> Refresh:
         if start and pending:           # the tables before `start` stay: bring them up to date first
             _incremental(con, watermark, upto=start)
-        return _rebuild(con, todo, sums, reason, say, announce=any(k.startswith("definitions.") for k in state))
+        return _rebuild(con, todo, sums, reason, say, announce=any(k.startswith("definitions.") for k in state),
+                        progress=progress)
     return _in_transaction(con, work)
 
 
@@ -388,9 +390,10 @@ def _in_transaction(con, work: Callable[[], Refresh]) -> Refresh:
     return result
 
 
-def _rebuild(con, todo: tuple[Stored, ...], sums: dict[str, str], reason: str, say, announce: bool) -> Refresh:
+def _rebuild(con, todo: tuple[Stored, ...], sums: dict[str, str], reason: str, say, announce: bool,
+             progress: Optional[Callable[[str], None]] = None) -> Refresh:
     """The stored tables ``todo`` (in STORED's order) rebuilt from all jobs; ``say`` is told when it
-    replaces results computed otherwise."""
+    replaces results computed otherwise, ``progress`` each table as it starts and ends."""
     every = todo == STORED
     n = con.execute("SELECT count(*) FROM job").fetchone()[0]
     what = "metrics" if every else ", ".join(s.table for s in todo)
@@ -409,7 +412,10 @@ def _rebuild(con, todo: tuple[Stored, ...], sums: dict[str, str], reason: str, s
         _create_views(con, everything=True, stored=tuple(s for s in STORED if _portable(s) and s not in todo))
     # the DuckDB-only file that defines each remaining stored table's view (NN_<table>.sql)
     duckdb_files = {p.stem.split("_", 1)[-1]: p for p in metric_files()}
-    for s in todo:
+    started = time.monotonic()
+    for i, s in enumerate(todo, 1):
+        if progress:
+            progress(f"[{i}/{len(todo)}] {s.table} ({time.monotonic() - started:.1f} s)")
         path = None if _portable(s) else duckdb_files[s.table]
         if s.prices:
             _pricing_views(con, s, everything=True)
@@ -427,6 +433,8 @@ def _rebuild(con, todo: tuple[Stored, ...], sums: dict[str, str], reason: str, s
         scoped = f" SEMI JOIN {s.scope} USING ({KEY})" if _portable(s) and s.view != REQUEST_METRICS else ""
         order = f" ORDER BY {s.order}" if s.order else ""
         con.execute(f"CREATE TABLE {s.table} AS SELECT v.* FROM {s.view} v{scoped}{order}")
+    if progress:
+        progress(f"[{len(todo)}/{len(todo)}] done ({time.monotonic() - started:.1f} s)")
     days = con.execute("SELECT count(*) FROM metric_day_scope").fetchone()[0]
     _drop_views(con)
     _clear_scope(con)

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     if args.budget and (args.since or args.partition):
         raise UserError("--budget: an allocation period has its own start and covers every partition; "
                         "give --until (the day the figures are as of), --account, --user or --cluster")
-    with Database.open(args.db, args.config, must_exist=True) as db:
+    with Database.read(args.db, args.config) as db:
         return _run(db, args)
 
 

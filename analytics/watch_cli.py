@@ -147,7 +147,7 @@ def cycle(args, cfg, settings, spools: list[Path], stopper: Stopper, first: bool
     t0 = time.monotonic()
     at = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     try:
-        ingested, accounting_ok = _ingest(args, spools, stopper)
+        ingested, accounting_ok = _ingest(args, spools, stopper, cfg)
     except StopRequested:
         raise
     except Exception as exc:   # noqa: BLE001 - the service goes on; the next cycle tries again
@@ -164,7 +164,8 @@ def cycle(args, cfg, settings, spools: list[Path], stopper: Stopper, first: bool
         except Exception as exc:   # noqa: BLE001
             _failed("notices", exc)
             notified, ok = "notices failed", False
-    if ingested and ingested["changed"]:
+    from jobsight.analytics.freshness import stale
+    if ingested and (ingested["changed"] or stale(Path(args.db))):   # a publish that failed is tried again
         stopper.check()
         try:
             from jobsight.analytics import snapshot
@@ -186,7 +187,7 @@ def _failed(step: str, exc: Exception) -> None:
         log(f"{step} failed, tried again next cycle: {type(exc).__name__}: {exc}\n" + traceback.format_exc().rstrip())
 
 
-def _ingest(args, spools: list[Path], stopper: Stopper) -> tuple[dict, bool]:
+def _ingest(args, spools: list[Path], stopper: Stopper, cfg=None) -> tuple[dict, bool]:
     """The spool's files, then sacct, as `jobsight ingest SPOOL --from-sacct` does; the spool's
     sidecar files in one transaction (a batch), the other files each in its own, so a stop keeps
     what is in."""
@@ -204,7 +205,7 @@ def _ingest(args, spools: list[Path], stopper: Stopper) -> tuple[dict, bool]:
                 f"WHERE ingest_id = {rep.ingest_id}")
         stopper.check()
 
-    writer = Database.connect(args.db)
+    writer = Database.connect(args.db, cfg)
     try:
         for spool in spools:
             if not spool.is_dir():
@@ -274,7 +275,7 @@ def _untouched(path: Path, known: dict) -> bool:
 def _notify(args, cfg, settings, at: dt.datetime, stopper: Stopper, first: bool) -> str:
     from jobsight.analytics import watch
     from jobsight.analytics.database import Database
-    with Database.open(args.db, cfg, say=log) as db:
+    with Database.open(args.db, cfg, say=log, write_settings=cfg.path is not None) as db:
         if first:
             for n in watch.interrupted(db):
                 log(f"notice of job {n['job_id']} to {n['address']} was being sent at {n['sent_at']} when a watch "

@@ -70,7 +70,7 @@ PROBES = (
     ("jobsight.analytics.db", "connect", "connect+migrate"),
     ("jobsight.analytics.ingest", "ingest_paths", "ingest files"),
     ("jobsight.analytics.database:Database", "open", "open"),
-    ("jobsight.analytics.database", "apply_to_db", "settings"),
+    ("jobsight.analytics.settings_store", "apply_to_db", "settings"),
     ("jobsight.analytics.store", "refresh", "refresh"),
     ("jobsight.analytics.database", "apply_views", "views"),
     ("jobsight.analytics.snapshot", "publish", "publish"),

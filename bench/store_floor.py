@@ -49,7 +49,8 @@ def floor(db: Path, toml: Optional[Path]) -> dict:
     ingest into a new database), their rows, and the time to write them."""
     from jobsight.analytics import db as jdb
     from jobsight.analytics import store
-    from jobsight.analytics.config import apply_to_db, load_config
+    from jobsight.analytics.config import load_config
+    from jobsight.analytics.settings_store import apply_to_db
     con = jdb.connect(db)
     con.execute("SET enable_progress_bar = false")
     try:

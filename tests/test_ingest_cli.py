@@ -109,11 +109,19 @@ def test_changed_database_gets_views_settings_and_snapshot(tmp_path, capsys, mon
     assert s.execute("SELECT count(*) FROM jobs").fetchone() == (8,)   # the 8 jobs of mixed-jobs.txt
     assert s.execute("SELECT count(*) FROM job_metrics").fetchone() == (8,)
     s.close()
-    # nothing stored or updated: no new snapshot
+    # nothing stored or updated, but no snapshot: published again (readers read it), with the settings
+    # the database holds (no config given: 2.5 stays, the defaults are not written over it)
     snap.unlink()
     rc = cli.main(["ingest", "--db", str(dbp), "--json", "--timezone", "UTC", str(FIX / "mixed-jobs.txt")])
     doc = json.loads(capsys.readouterr().out)
-    assert rc == 0 and doc["snapshot"]["published"] is None and not snap.exists()
+    assert rc == 0 and doc["snapshot"]["published"] == str(snap) and snap.exists()
+    with duckdb.connect(str(snap), read_only=True) as s:
+        assert s.execute("SELECT value FROM setting WHERE name = 'charging.factor'").fetchone() == (2.5,)
+    # nothing stored or updated, and the snapshot current: nothing published
+    mtime = snap.stat().st_mtime_ns
+    rc = cli.main(["ingest", "--db", str(dbp), "--json", "--timezone", "UTC", str(FIX / "mixed-jobs.txt")])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0 and doc["snapshot"]["published"] is None and snap.stat().st_mtime_ns == mtime
 
 
 def test_bad_config_is_an_error_before_ingesting(tmp_path, capsys):

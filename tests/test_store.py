@@ -19,9 +19,10 @@ import duckdb
 import pytest
 
 from jobsight.analytics import ingest, store
-from jobsight.analytics.config import apply_to_db, parse_config
+from jobsight.analytics.config import parse_config
 from jobsight.analytics.database import Database
 from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.settings_store import apply_to_db
 from jobsight.collector.csv_schema import COLUMNS, HEADER
 
 OPTS = ParseOptions(timezone="UTC", cluster="c1")
