@@ -128,3 +128,17 @@ def test_a_stopped_run_leaves_whole_files_only(setup, tmp_path, monkeypatch):
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
     assert all(data.endswith(b"</html>\n") for name, data in before.items() if name.endswith(".html"))
 
+
+
+def test_a_link_in_place_of_a_report_is_replaced_not_followed(setup, tmp_path):
+    # a shared reports folder: whoever planted the link cannot make the run write elsewhere
+    folder = tmp_path / "r" / "2026-W47"
+    folder.mkdir(parents=True)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    (folder / "account-proj_a.html").symlink_to(victim)
+    rc, _, err = _report(setup, "--format", "html", "--out", str(tmp_path / "r"), who=("--for", "account:proj_a"))
+    assert rc == 0, err
+    assert victim.read_text() == "keep me\n"
+    page = folder / "account-proj_a.html"
+    assert not page.is_symlink() and page.read_text(encoding="utf-8").endswith("</html>\n")

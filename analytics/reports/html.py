@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from jobsight.analytics.render import terminal_safe
+from jobsight.analytics.reports.files import atomic_write
 from jobsight.analytics.reports.report import Report
 from jobsight.analytics.reports.sections import Section, fmt, headline, sections
 
@@ -111,9 +112,7 @@ def write_plotly_js(folder: str | os.PathLike) -> str:
             return name
     except FileNotFoundError:
         pass
-    tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    atomic_write(path, [data])
     return name
 CONFIG = {"displayModeBar": False, "responsive": True}
 
