@@ -131,8 +131,10 @@ def _step(path: str, st: os.stat_result, last: bool, next_trusted: bool) -> Opti
     if not trusted_uid(st.st_uid):
         return Verdict(st.st_uid, why=f"{path} is {_who(st.st_uid)}'s")
     if st.st_mode & _OTHERS_WRITE:
-        if stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX and not last and next_trusted:
-            return None   # sticky: others cannot rename or remove the next step, which root owns
+        if stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX and (last or next_trusted):
+            # sticky: others cannot rename or remove what root owns in it (the next step, or, below
+            # the last folder of a chain, the entry judged on its own by the caller)
+            return None
         whom = "everyone" if st.st_mode & stat.S_IWOTH else f"group {st.st_gid}"
         return Verdict(refused=f"{path} is writable by {whom}: no one user answers for what is there: not read",
                        why=f"{path} is writable by {whom}")

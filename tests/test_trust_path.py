@@ -104,6 +104,9 @@ def test_trusted_paths_are_read_and_say_why(tmp_path, uids):
     sticky = tmp_path / "tmp"
     sticky.mkdir()
     sticky.chmod(0o1777)
+    write(sticky / "loose.txt", sacct_lines({"114": "114"}, uids))   # root's file right in the sticky folder
+    (f,) = ingest(tmp_path / "loose.duckdb", sticky / "loose.txt")["files"]
+    assert f["status"] == "ingested" and f["trust"].startswith("trusted: "), f
     spool = sticky / "spool"
     write(spool / "sacct.txt", sacct_lines({"113": "113"}, uids))
     db = tmp_path / "jobs.duckdb"
