@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import shutil
 
 import duckdb
 import pytest
@@ -186,7 +187,9 @@ def test_bad_assoc_lines_are_named(tmp_path, text, needle):
 
 def test_usage_budget_marks_the_overrun(db, tmp_path):
     path = db[1]
-    cfg = tmp_path / "jobsight.toml"        # the fixture's budgets (a run with other settings writes those)
+    db[0].execute("CHECKPOINT")             # readers read the snapshot: a copy (the fixture holds the database)
+    shutil.copyfile(path, f"{path}.snapshot")
+    cfg = tmp_path / "jobsight.toml"        # the fixture's budgets: the ones the database holds
     cfg.write_text('[budgets]\nproj-a = 1000\n"proj-a/alice" = 50\nproj-b = 10\n')
     rc, out, err = run_cli(["usage", "--db", str(path), "--config", str(cfg), "--budget", "--until", "2026-11-22"])
     assert rc == 0, err
