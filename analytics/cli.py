@@ -25,18 +25,19 @@ import os  # noqa: E402
 
 from jobsight.analytics.errors import UserError  # noqa: E402
 
-# subcommand -> (module, one-line help). A module is imported only when its parser is built.
+# subcommand -> (its module, one-line help). A module is imported only when its parser is built.
+COMMANDS = "jobsight.analytics.commands."
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "ingest": ("jobsight.analytics.ingest_cli", "load sacct/seff/sidecar/nvidia-smi files or a live sacct into DuckDB"),
-    "job": ("jobsight.analytics.job_cli", "one job's efficiencies, GPU table, SBU, flags and advice (seff-style)"),
-    "flags": ("jobsight.analytics.flags_cli", "flagged jobs: idle GPUs, oversized memory/cores/time, failed burn"),
-    "usage": ("jobsight.analytics.usage_cli", "SBU burned and wasted by user, account, partition or period"),
-    "report": ("jobsight.analytics.report_cli", "weekly reports per user, project and cluster: HTML, Markdown, CSV, e-mail"),
-    "dashboard": ("jobsight.analytics.dashboard_cli", "web dashboard: burn, waste and flagged jobs per user and project, job time series"),
-    "settings": ("jobsight.analytics.settings_cli", "the settings a database holds: show them, or apply a jobsight.toml"),
-    "lake": ("jobsight.analytics.lake_cli", "export samples and jobs to a Parquet lake (cluster/month) and query it in place"),
-    "watch": ("jobsight.analytics.watch_cli", "every 15 minutes: ingest sacct and the site spool, e-mail owners of jobs with idle GPUs"),
-    "demo": ("jobsight.analytics.demo_cli", "generate a realistic cluster's data, ingest it, write reports and serve the dashboard"),
+    "ingest": (COMMANDS + "ingest", "load sacct/seff/sidecar/nvidia-smi files or a live sacct into DuckDB"),
+    "job": (COMMANDS + "job", "one job's efficiencies, GPU table, SBU, flags and advice (seff-style)"),
+    "flags": (COMMANDS + "flags", "flagged jobs: idle GPUs, oversized memory/cores/time, failed burn"),
+    "usage": (COMMANDS + "usage", "SBU burned and wasted by user, account, partition or period"),
+    "report": (COMMANDS + "report", "weekly reports per user, project and cluster: HTML, Markdown, CSV, e-mail"),
+    "dashboard": (COMMANDS + "dashboard", "web dashboard: burn, waste and flagged jobs per user and project, job time series"),
+    "settings": (COMMANDS + "settings", "the settings a database holds: show them, or apply a jobsight.toml"),
+    "lake": (COMMANDS + "lake", "export samples and jobs to a Parquet lake (cluster/month) and query it in place"),
+    "watch": (COMMANDS + "watch", "every 15 minutes: ingest sacct and the site spool, e-mail owners of jobs with idle GPUs"),
+    "demo": (COMMANDS + "demo", "generate a realistic cluster's data, ingest it, write reports and serve the dashboard"),
 }
 
 

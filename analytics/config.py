@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobsight.analytics import billing_weights, budgets
 from jobsight.analytics.errors import shown as _show
+from jobsight.analytics.ingest import billing_weights, budgets
 
 # Defaults follow the anchors (../shared/docs/metrics-anchors.md): jobstats' GPU 25/15 %,
 # CPU 65 %, its 300 s minimum runtime; Job Defense Shield's time-limit ratio 0.2.

@@ -21,9 +21,9 @@ from email.utils import formatdate, make_msgid
 from pathlib import Path
 from typing import Callable, Optional
 
-from jobsight.analytics.database import Database
 from jobsight.analytics.render import terminal_safe
 from jobsight.analytics.reports.settings import ReportSettings
+from jobsight.analytics.store.database import Database
 
 NAME_CHARS = 200      # a job name longer than this is cut in the message
 # one plain address: no space, comma, angle bracket or quote can add a recipient or a header

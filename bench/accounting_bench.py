@@ -201,7 +201,7 @@ def child(kind: str, src: str, dbpath: str, fmt: str) -> None:
         import io
 
         from jobsight.analytics import cli
-        from jobsight.analytics.parsers import lsf, pbs
+        from jobsight.analytics.ingest.parsers import lsf, pbs
         phases = Phases()
         phases.install({"pbs": pbs, "lsf": lsf}[fmt], "parse")
         out = io.StringIO()

@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measure import peak_rss_mb  # noqa: E402
 
 from jobsight.analytics.config import parse_config  # noqa: E402
-from jobsight.analytics.database import Database  # noqa: E402
-from jobsight.analytics.snapshot import SnapshotReader, publish  # noqa: E402
+from jobsight.analytics.store.database import Database  # noqa: E402
+from jobsight.analytics.store.snapshot import SnapshotReader, publish  # noqa: E402
 from jobsight.dashboard.app import create_app  # noqa: E402
 from jobsight.dashboard.auth import Auth, Roles  # noqa: E402
 
@@ -166,7 +166,7 @@ def views_current(path: Path) -> bool:
     """Whether the database (or snapshot) at ``path`` has this version's metric views."""
     import duckdb
 
-    from jobsight.analytics.database import stored_views_checksum, views_checksum
+    from jobsight.analytics.store.database import stored_views_checksum, views_checksum
     con = duckdb.connect(str(path), read_only=True)
     try:
         return stored_views_checksum(con) == views_checksum()

@@ -29,8 +29,8 @@ import polars  # noqa: F401  imported first so only jobsight's own code is instr
 
 with atheris.instrument_imports(include=["jobsight.analytics"]):   # module names, not folders
     from jobsight.analytics.config import ConfigError, load_config
-    from jobsight.analytics.parsers import lsf, nvidia_smi, pbs, sacct_json, sacct_text, seff, sidecar_csv
-    from jobsight.analytics.records import ParseOptions
+    from jobsight.analytics.ingest.parsers import lsf, nvidia_smi, pbs, sacct_json, sacct_text, seff, sidecar_csv
+    from jobsight.analytics.ingest.records import ParseOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 PARSERS = [(sacct_text, ".txt"), (sacct_json, ".json"), (seff, ".txt"), (sidecar_csv, ".csv"), (nvidia_smi, ".csv"),

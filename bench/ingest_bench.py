@@ -61,7 +61,7 @@ COLUMN_SETS = ("narrow", "wide", "format60")
 
 def column_set(name: str) -> tuple[list[str], tuple[str, str]]:
     """A column set's sacct --format fields and the two steps each job has (after the job line)."""
-    from jobsight.analytics.sacct_runner import SACCT_COLUMNS
+    from jobsight.analytics.ingest.sacct_runner import SACCT_COLUMNS
     return {"narrow": (NARROW_COLUMNS, ("batch", "extern")), "wide": (list(SACCT_COLUMNS), ("batch", "0")),
             "format60": (FORMAT60_COLUMNS, ("batch", "extern"))}[name]
 
@@ -185,7 +185,7 @@ def child(kind: str, src: str, dbpath: str) -> None:
         import io
 
         from jobsight.analytics import cli
-        from jobsight.analytics.parsers import sacct_text
+        from jobsight.analytics.ingest.parsers import sacct_text
         phases = Phases()
         phases.install(sacct_text, "parse_file")
         out = io.StringIO()

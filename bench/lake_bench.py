@@ -29,7 +29,7 @@ from dashboard_bench import generate  # noqa: E402
 
 from jobsight.analytics import lake  # noqa: E402
 from jobsight.analytics.config import parse_config  # noqa: E402
-from jobsight.analytics.database import Database  # noqa: E402
+from jobsight.analytics.store.database import Database  # noqa: E402
 
 METRIC_QUERY = "SELECT count(*), sum(sbu), avg(gpu_util_pct) FROM {view}"
 

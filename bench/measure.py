@@ -84,7 +84,13 @@ class Phases:
 
     def install(self, parser, parse_attr: str) -> None:
         """Wrap the ingest's parts; the parse is parser.parse_attr (the format's own entry)."""
-        from jobsight.analytics import ingest, ingest_cli, ingest_load, ingest_routes, ingest_walk, snapshot, store
+        from jobsight.analytics.commands import ingest as ingest_cli
+        from jobsight.analytics.ingest import files as ingest
+        from jobsight.analytics.ingest import load as ingest_load
+        from jobsight.analytics.ingest import routes as ingest_routes
+        from jobsight.analytics.ingest import walk as ingest_walk
+        from jobsight.analytics.store import results as store
+        from jobsight.analytics.store import snapshot
         self.wrap(ingest_walk, "scan_file", "sha256", cpu="thread")
         self.wrap(ingest, "scan_file", "sha256", cpu="thread")
         self.wrap(parser, parse_attr, "parse")

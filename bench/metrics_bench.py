@@ -1,4 +1,4 @@
-"""The stored per-job results (analytics/store.py) at scale: what a user waits for, side by side.
+"""The stored per-job results (analytics/store/results.py) at scale: what a user waits for, side by side.
 
     .venv/bin/python bench/metrics_bench.py --quick                    # 20k jobs / 200k samples, ~1-2 min
     .venv/bin/python bench/metrics_bench.py                            # 1M jobs / 10M samples (the issue's size)
@@ -67,16 +67,16 @@ CHANGES = (("flags", "job_flags and what reads it", "[flags]\ntime_oversized_pct
 
 # (module, attribute, label): timed in the child; nested calls are labelled outer/inner
 PROBES = (
-    ("jobsight.analytics.db", "connect", "connect+migrate"),
-    ("jobsight.analytics.ingest", "ingest_paths", "ingest files"),
-    ("jobsight.analytics.database:Database", "open", "open"),
-    ("jobsight.analytics.settings_store", "apply_to_db", "settings"),
-    ("jobsight.analytics.store", "refresh", "refresh"),
-    ("jobsight.analytics.database", "apply_views", "views"),
-    ("jobsight.analytics.snapshot", "publish", "publish"),
+    ("jobsight.analytics.store.db", "connect", "connect+migrate"),
+    ("jobsight.analytics.ingest.files", "ingest_paths", "ingest files"),
+    ("jobsight.analytics.store.database:Database", "open", "open"),
+    ("jobsight.analytics.store.settings", "apply_to_db", "settings"),
+    ("jobsight.analytics.store.results", "refresh", "refresh"),
+    ("jobsight.analytics.store.database", "apply_views", "views"),
+    ("jobsight.analytics.store.snapshot", "publish", "publish"),
     ("shutil", "copyfile", "copy"),
-    ("jobsight.analytics.snapshot", "_fsync_path", "fsync"), ("jobsight.analytics.snapshot", "_rewrite_differences", "spare"),
-    ("jobsight.analytics.reports.data", "gather", "gather"), ("jobsight.analytics.database:Database", "fetch", "query"),
+    ("jobsight.analytics.store.snapshot", "_fsync_path", "fsync"), ("jobsight.analytics.store.snapshot", "_rewrite_differences", "spare"),
+    ("jobsight.analytics.reports.data", "gather", "gather"), ("jobsight.analytics.store.database:Database", "fetch", "query"),
     ("jobsight.analytics.render", "emit_rows", "print"))
 
 
@@ -365,7 +365,7 @@ def measure(args, b: Bench, db: Path, info: dict, small: Path, small_info: dict,
         day = b.work / "ingest-day"
         b.gen(five, 5, 0, first, info["next_day"])
         gday = b.gen(day, DAY_JOBS, DAY_SAMPLES, first + 5, info["next_day"])
-        subprocess.run([sys.executable, "-c", "import sys; from jobsight.analytics.snapshot import publish; [publish("
+        subprocess.run([sys.executable, "-c", "import sys; from jobsight.analytics.store.snapshot import publish; [publish("
                         "sys.argv[1]) for _ in range(2)]", str(db)], env=b.env, check=True)   # as between runs
         for key, path, label in (("ingest_5", five / f"sacct-{first}.txt", "5-job sacct file"),
                                  ("ingest_day", day, f"a day: {DAY_JOBS:,} jobs, {gday['samples']:,} samples")):

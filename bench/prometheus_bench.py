@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobsight.analytics.snapshot import SnapshotReader, publish, snapshot_path  # noqa: E402
-from jobsight.dashboard import prometheus  # noqa: E402
+from jobsight.analytics.queries import prometheus  # noqa: E402
+from jobsight.analytics.store.snapshot import SnapshotReader, publish, snapshot_path  # noqa: E402
 from jobsight.dashboard.app import create_app  # noqa: E402
 from jobsight.dashboard.auth import Auth, Roles  # noqa: E402
 

@@ -26,7 +26,7 @@ from measure import peak_rss_mb  # noqa: E402
 
 from jobsight.analytics.cli import main  # noqa: E402
 from jobsight.analytics.config import parse_config  # noqa: E402
-from jobsight.analytics.database import Database  # noqa: E402
+from jobsight.analytics.store.database import Database  # noqa: E402
 
 JOBS_SQL = """
 INSERT INTO job (cluster, job_id, job_id_raw, job_name, "user", account, "partition", state, exit_code,

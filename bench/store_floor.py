@@ -3,7 +3,7 @@
     .venv/bin/python bench/store_floor.py --db /work/bench-data/m.duckdb    # a metrics_bench database
 
 For each of metrics_bench's CHANGES it asks the store which tables the change rebuilds
-(analytics/store.py ``rebuild_plan``), and for a first build (every table: an ingest into a new
+(analytics/store/results.py ``rebuild_plan``), and for a first build (every table: an ingest into a new
 database, as in ingest_bench and accounting_bench) takes them all, then times copying those tables' current rows, already
 computed, into new tables in one transaction and committing it (CREATE TABLE ... AS SELECT * per
 table, then COMMIT): no SQL of the definitions runs, only DuckDB's write of the rows the store
@@ -47,10 +47,10 @@ def _timed(con, sqls: list[str]) -> tuple[float, float]:
 def floor(db: Path, toml: Optional[Path]) -> dict:
     """The tables the change in ``toml`` rebuilds (None: every table, as the first build after an
     ingest into a new database), their rows, and the time to write them."""
-    from jobsight.analytics import db as jdb
-    from jobsight.analytics import store
     from jobsight.analytics.config import load_config
-    from jobsight.analytics.settings_store import apply_to_db
+    from jobsight.analytics.store import db as jdb
+    from jobsight.analytics.store import results as store
+    from jobsight.analytics.store.settings import apply_to_db
     con = jdb.connect(db)
     con.execute("SET enable_progress_bar = false")
     try:

@@ -49,11 +49,11 @@ max_per_user_per_day = 3
 """
 # where a watch cycle's time goes, besides metrics_bench's probes
 WATCH_PROBES = (
-    ("jobsight.analytics.watch_cli", "_ingest", "ingest"),
-    ("jobsight.analytics.watch_cli", "_ingest_spool", "spool"),
-    ("jobsight.analytics.ingest", "ingest_file", "file"),
-    ("jobsight.analytics.ingest_cli", "_from_sacct", "sacct"),
-    ("jobsight.analytics.watch_cli", "_notify", "notify"),
+    ("jobsight.analytics.commands.watch", "_ingest", "ingest"),
+    ("jobsight.analytics.commands.watch", "_ingest_spool", "spool"),
+    ("jobsight.analytics.ingest.files", "ingest_file", "file"),
+    ("jobsight.analytics.commands.ingest", "_from_sacct", "sacct"),
+    ("jobsight.analytics.commands.watch", "_notify", "notify"),
     ("jobsight.analytics.watch", "due", "due"),
     ("jobsight.analytics.watch:Notifier", "_send", "send"),
 )

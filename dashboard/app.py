@@ -14,7 +14,7 @@ import dash
 from dash import Input, Output, State, dcc, html
 from dash.exceptions import UnsupportedRelativePath
 
-from jobsight.analytics.snapshot import SnapshotReader
+from jobsight.analytics.store.snapshot import SnapshotReader
 from jobsight.dashboard import callback_requests, common, prometheus, search, served_files
 from jobsight.dashboard.auth import Auth, current_scope, install
 from jobsight.dashboard.pages import entities, flagged, job, jobs, overview, running

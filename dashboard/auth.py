@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from jobsight.dashboard.queries import Scope
+from jobsight.analytics.queries.scope import Scope
 
 MODES = ("none", "header", "basic")
 USER_RE = re.compile(r"^[A-Za-z0-9_.@][A-Za-z0-9_.@$-]{0,63}$")

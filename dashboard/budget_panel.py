@@ -6,8 +6,9 @@ from __future__ import annotations
 import pandas as pd
 from dash import html
 
-from jobsight.dashboard import common, grids, queries
-from jobsight.dashboard.queries import Scope
+from jobsight.analytics.queries import dashboard as queries
+from jobsight.analytics.queries.scope import Scope
+from jobsight.dashboard import common, grids
 
 PREFIXES = ("ov", "pj")       # the overview and the project page
 USER_COLUMN = grids.text("user", "User's share")

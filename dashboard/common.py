@@ -13,9 +13,9 @@ import flask
 from dash import dcc, html
 from dash.exceptions import PreventUpdate
 
-from jobsight.analytics.database import Database
+from jobsight.analytics.queries.scope import Filters, Scope
+from jobsight.analytics.store.database import Database
 from jobsight.dashboard.auth import current_scope
-from jobsight.dashboard.queries import Filters, Scope
 
 log = logging.getLogger("jobsight.dashboard")
 

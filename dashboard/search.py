@@ -7,7 +7,8 @@ from __future__ import annotations
 import pandas as pd
 from dash import Input, Output, State, dcc, html, no_update
 
-from jobsight.dashboard import common, job_queries
+from jobsight.analytics.queries import job_lists as job_queries
+from jobsight.dashboard import common
 
 LIMIT = 20
 NOT_FOUND = "Not found: no job you can see has this id or name."

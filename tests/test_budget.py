@@ -25,15 +25,16 @@ from test_dashboard_queries import ADMIN, ALICE, BOB, DAVE_LEADS_A
 from test_dashboard_queries import build_db as build_dash_db
 from test_report_values import W47, build_db, run_cli
 
-from jobsight.analytics import budgets
 from jobsight.analytics.config import ConfigError, load_config, parse_config
-from jobsight.analytics.database import Database
+from jobsight.analytics.ingest import budgets
+from jobsight.analytics.queries import dashboard as queries
 from jobsight.analytics.reports.csvout import render_csv
 from jobsight.analytics.reports.data import gather
 from jobsight.analytics.reports.html import render_html
 from jobsight.analytics.reports.markdown import render_markdown
 from jobsight.analytics.reports.settings import from_config
-from jobsight.dashboard import budget_panel, grids, queries
+from jobsight.analytics.store.database import Database
+from jobsight.dashboard import budget_panel, grids
 
 CONFIG = {"budgets": {"proj-a": 1000, "proj-a/alice": 50, "proj-b": 10}, "report": {"budget_period": "month"}}
 UNTIL = dt.date(2026, 11, 23)

@@ -8,7 +8,7 @@ import importlib.metadata
 import pytest
 
 from jobsight.analytics.cli import main as jobsight
-from jobsight.analytics.flags_cli import flag_codes
+from jobsight.analytics.commands.flags import flag_codes
 
 READ_COMMANDS = [
     ["job", "1"],

@@ -37,16 +37,16 @@ import pytest
 from conftest import post_callback
 
 from jobsight.analytics.cli import main as jobsight
-from jobsight.analytics.database import Database
 from jobsight.analytics.demo import SUBDIRS, generate
+from jobsight.analytics.queries import dashboard as queries
+from jobsight.analytics.queries.scope import Filters, Scope
 from jobsight.analytics.reports.data import gather
 from jobsight.analytics.reports.period import iso_week
 from jobsight.analytics.reports.settings import from_config
-from jobsight.analytics.snapshot import SnapshotReader, publish
-from jobsight.dashboard import queries
+from jobsight.analytics.store.database import Database
+from jobsight.analytics.store.snapshot import SnapshotReader, publish
 from jobsight.dashboard.app import create_app
 from jobsight.dashboard.auth import Auth, Roles
-from jobsight.dashboard.queries import Filters, Scope
 
 ADMIN = "root"
 GPUUTIL_USER = "gpuutil-only"

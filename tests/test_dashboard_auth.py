@@ -20,8 +20,8 @@ from conftest import post_callback, require_service
 from test_dashboard_queries import build_db
 
 from jobsight.analytics.config import parse_config
-from jobsight.analytics.database import Database
-from jobsight.analytics.snapshot import SnapshotReader, publish
+from jobsight.analytics.store.database import Database
+from jobsight.analytics.store.snapshot import SnapshotReader, publish
 from jobsight.dashboard import common
 from jobsight.dashboard.app import create_app
 from jobsight.dashboard.auth import Auth, AuthError, Roles, hash_password, load_users_file, parse_coordinators, verify_password
@@ -177,7 +177,7 @@ def test_callback_errors_are_plain_messages(app, monkeypatch):
 
     def boom(*a, **k):
         raise RuntimeError("secret detail /etc/passwd")
-    monkeypatch.setattr("jobsight.dashboard.queries.totals", boom)
+    monkeypatch.setattr("jobsight.analytics.queries.dashboard.totals", boom)
     out = call(client, "ov-content.children", app.callback_map["ov-content.children"], B, "root")
     assert common.ERROR_TEXT in out and "secret detail" not in out and "Traceback" not in out
 

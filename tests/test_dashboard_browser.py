@@ -27,8 +27,8 @@ from test_dashboard_hostile import ACCOUNT, DEVICE, HOST, PARTITION, build_hosti
 from test_dashboard_queries import build_db
 
 from jobsight.analytics.config import parse_config
-from jobsight.analytics.database import Database
-from jobsight.analytics.snapshot import SnapshotReader, publish
+from jobsight.analytics.store.database import Database
+from jobsight.analytics.store.snapshot import SnapshotReader, publish
 from jobsight.dashboard.app import create_app
 from jobsight.dashboard.auth import Auth, Roles
 

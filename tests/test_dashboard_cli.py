@@ -21,7 +21,7 @@ import pytest
 from conftest import jobsight_cmd, require_service
 from test_dashboard_queries import build_db
 
-from jobsight.analytics import dashboard_cli
+from jobsight.analytics.commands import dashboard as dashboard_cli
 from jobsight.analytics.errors import UserError
 from jobsight.dashboard.auth import verify_password
 

@@ -26,10 +26,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_dashboard_queries import build_db
 
-from jobsight.analytics import store
 from jobsight.analytics.config import parse_config
-from jobsight.analytics.database import Database
-from jobsight.analytics.snapshot import SnapshotReader, publish
+from jobsight.analytics.store import results as store
+from jobsight.analytics.store.database import Database
+from jobsight.analytics.store.snapshot import SnapshotReader, publish
 from jobsight.dashboard import common, figures
 from jobsight.dashboard.app import create_app
 from jobsight.dashboard.auth import Auth, Roles

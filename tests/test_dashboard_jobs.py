@@ -16,7 +16,7 @@ import pytest
 from conftest import post_callback
 from test_dashboard_queries import XSS, build_db
 
-from jobsight.analytics.snapshot import SnapshotReader, publish
+from jobsight.analytics.store.snapshot import SnapshotReader, publish
 from jobsight.dashboard import grids
 from jobsight.dashboard.app import create_app
 from jobsight.dashboard.auth import Auth, Roles

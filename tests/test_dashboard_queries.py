@@ -1,4 +1,4 @@
-"""Dashboard data layer (dashboard/queries.py) and figures on a hand-made database.
+"""Dashboard data layer (analytics/queries/dashboard.py) and figures on a hand-made database.
 
 The database (build_db, also used by the other dashboard tests), cluster c1, all COMPLETED:
   job 1  alice  proj-a  cpu  4 cores 2 h, billing 4  -> 8 SBU; TotalCPU 2 h -> CPU 25 % -> 6 wasted
@@ -20,13 +20,15 @@ import duckdb
 import pandas as pd
 import pytest
 
-from jobsight.analytics import store
 from jobsight.analytics.config import parse_config
-from jobsight.analytics.database import Database
-from jobsight.analytics.snapshot import SnapshotReader, publish
-from jobsight.dashboard import figures, job_queries, queries
-from jobsight.dashboard.job_queries import JobFilter
-from jobsight.dashboard.queries import Filters, Scope
+from jobsight.analytics.queries import dashboard as queries
+from jobsight.analytics.queries import job_lists as job_queries
+from jobsight.analytics.queries.job_lists import JobFilter
+from jobsight.analytics.queries.scope import Filters, Scope
+from jobsight.analytics.store import results as store
+from jobsight.analytics.store.database import Database
+from jobsight.analytics.store.snapshot import SnapshotReader, publish
+from jobsight.dashboard import figures
 
 GiB = 2**30
 T0 = dt.datetime(2026, 11, 16, 10, 0, 0)  # a Monday

@@ -1,4 +1,4 @@
-"""Running now (dashboard/pages/running.py, dashboard/running_queries.py, sql/views/70_running.sql)
+"""Running now (dashboard/pages/running.py, analytics/queries/running.py, sql/views/70_running.sql)
 on a hand-made database, cluster c1, samples every minute up to 12:00, defaults (idle below 1 %,
 idle now after 30 minutes):
 
@@ -18,13 +18,13 @@ import pytest
 from conftest import post_callback
 
 from jobsight.analytics.config import parse_config
-from jobsight.analytics.database import Database
-from jobsight.analytics.snapshot import SnapshotReader, publish
-from jobsight.dashboard import running_queries
+from jobsight.analytics.queries import running as running_queries
+from jobsight.analytics.queries.scope import Scope
+from jobsight.analytics.store.database import Database
+from jobsight.analytics.store.snapshot import SnapshotReader, publish
 from jobsight.dashboard.app import create_app
 from jobsight.dashboard.auth import Auth, Roles
 from jobsight.dashboard.pages import running
-from jobsight.dashboard.queries import Scope
 
 NOON = dt.datetime(2026, 11, 17, 12, 0)
 ADMIN, ALICE, BOB = Scope("admin", "root"), Scope("user", "alice"), Scope("user", "bob")

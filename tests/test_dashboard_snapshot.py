@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from test_dashboard_queries import build_db
 
-from jobsight.analytics.snapshot import SnapshotReader, publish, snapshot_path
-from jobsight.dashboard import queries
+from jobsight.analytics.queries import dashboard as queries
+from jobsight.analytics.queries.scope import Filters, Scope
+from jobsight.analytics.store.snapshot import SnapshotReader, publish, snapshot_path
 from jobsight.dashboard.app import create_app
 from jobsight.dashboard.auth import Auth, Roles
-from jobsight.dashboard.queries import Filters, Scope
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH = 3          # jobs per "ingest": one transaction, so a reader must always see a multiple of 3 new jobs
@@ -27,9 +27,9 @@ BATCHES = 4
 # write lock), adds a batch in one transaction, closes, then publishes a snapshot.
 WRITER = r"""
 import datetime as dt, sys
-from jobsight.analytics.database import Database
+from jobsight.analytics.store.database import Database
 from jobsight.analytics.config import parse_config
-from jobsight.analytics.snapshot import publish
+from jobsight.analytics.store.snapshot import publish
 db, batches, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 for b in range(batches):
     con = Database.open(db, parse_config({}))
@@ -178,8 +178,8 @@ def test_publish_brings_a_lagging_database_up_to_date_first(tmp_path):
     db = build_db(tmp_path / "jobs.duckdb")
     import duckdb
 
-    from jobsight.analytics import ingest
-    from jobsight.analytics.records import ParseOptions
+    from jobsight.analytics.ingest import files as ingest
+    from jobsight.analytics.ingest.records import ParseOptions
     dump = tmp_path / "late.txt"
     dump.write_text("JobID|JobIDRaw|User|Account|Partition|State|Start|End|Elapsed|NCPUS|AllocTRES\n"
                     "9001|9001|alice|proj-a|cpu|COMPLETED|2026-11-18T08:00:00|2026-11-18T09:00:00|01:00:00|1|"

@@ -4,8 +4,8 @@ import shutil
 import duckdb
 import pytest
 
-from jobsight.analytics import db
 from jobsight.analytics.errors import UserError
+from jobsight.analytics.store import db
 
 VIEWS = {"jobs", "steps", "samples", "rejects", "ingests"}
 
@@ -76,8 +76,8 @@ def test_version_2_file_keeps_its_jobs_and_steps_without_key_indexes(tmp_path):
     """0003 rebuilds job and step without PRIMARY KEY: same rows, columns, types and NOT NULLs."""
     from pathlib import Path
 
-    from jobsight.analytics import ingest
-    from jobsight.analytics.records import ParseOptions
+    from jobsight.analytics.ingest import files as ingest
+    from jobsight.analytics.ingest.records import ParseOptions
     schema = tmp_path / "schema"
     schema.mkdir()
     for name in ("0001_init.sql", "0002_config.sql"):

@@ -10,8 +10,8 @@ import pytest
 
 from jobsight.analytics.cli import main as jobsight
 from jobsight.analytics.config import parse_config
-from jobsight.analytics.database import Database
 from jobsight.analytics.demo import PARTITIONS_FILE, SUBDIRS, generate
+from jobsight.analytics.store.database import Database
 
 FORMAT_OF_DIR = {"sacct": "sacct", "sacct-json": "sacct-json", "sidecar": "sidecar", "nvidia-smi": "nvidia-smi",
                  "seff": "seff"}

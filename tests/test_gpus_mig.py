@@ -20,10 +20,10 @@ import pytest
 from conftest import ROOT, require_service
 from fake_nvml import fake_nvml_env, gcc_available, run_probe
 
-from jobsight.analytics import ingest
 from jobsight.analytics.config import parse_config
-from jobsight.analytics.database import Database
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.ingest import files as ingest
+from jobsight.analytics.ingest.records import ParseOptions
+from jobsight.analytics.store.database import Database
 from jobsight.collector.csv_schema import COLUMNS, HEADER
 
 GIB = 2**30
@@ -225,9 +225,9 @@ def test_every_reader_takes_a_mig_rows_sm_activity_as_its_utilisation(tmp_path):
     """A MIG file with the SM activity only in sm_active_pct reads alike everywhere: the stored
     metrics, Running now (so an idle instance raises the idle alert), the job page's and `jobsight
     job`'s series, and held samples (sample_pending) through the same rule."""
-    from jobsight.analytics import job_samples
-    from jobsight.dashboard.queries import Scope
-    from jobsight.dashboard.queries import job_samples as page_samples
+    from jobsight.analytics.queries import samples as job_samples
+    from jobsight.analytics.queries.dashboard import job_samples as page_samples
+    from jobsight.analytics.queries.scope import Scope
 
     start = datetime.now(timezone.utc).replace(microsecond=0, tzinfo=None) - timedelta(hours=1)
     user = os.environ.get("USER") or "root"

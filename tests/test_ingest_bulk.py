@@ -10,9 +10,11 @@ from datetime import datetime
 import pytest
 from conftest import record_instances
 
-from jobsight.analytics import db, ingest, ingest_routes
-from jobsight.analytics.parsers import sidecar_csv
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.ingest import files as ingest
+from jobsight.analytics.ingest import routes as ingest_routes
+from jobsight.analytics.ingest.parsers import sidecar_csv
+from jobsight.analytics.ingest.records import ParseOptions
+from jobsight.analytics.store import db
 from jobsight.collector.csv_schema import HEADER
 
 UUID = "GPU-11111111-2222-3333-4444-555555555555"

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jobsight.analytics import cli, sacct_runner
+from jobsight.analytics import cli
+from jobsight.analytics.ingest import sacct_runner
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "sacct"
 
@@ -89,7 +90,7 @@ def test_from_sacct_without_sacct(tmp_path, capsys, monkeypatch):
 def test_changed_database_gets_views_settings_and_snapshot(tmp_path, capsys, monkeypatch):
     import duckdb
 
-    from jobsight.analytics import database
+    from jobsight.analytics.store import database
     monkeypatch.chdir(tmp_path)   # no ./jobsight.toml from elsewhere
     monkeypatch.delenv("JOBSIGHT_CONFIG", raising=False)
     conf = tmp_path / "site.toml"

@@ -6,9 +6,10 @@ from pathlib import Path
 import pytest
 from conftest import record_instances
 
-from jobsight.analytics import db, ingest
-from jobsight.analytics.parsers import sacct_text
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.ingest import files as ingest
+from jobsight.analytics.ingest.parsers import sacct_text
+from jobsight.analytics.ingest.records import ParseOptions
+from jobsight.analytics.store import db
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "sacct"
 OPTS = ParseOptions(timezone="Europe/Amsterdam")

@@ -19,8 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from jobsight.analytics import cli, db, ingest, ingest_walk
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics import cli
+from jobsight.analytics.ingest import files as ingest
+from jobsight.analytics.ingest import walk as ingest_walk
+from jobsight.analytics.ingest.records import ParseOptions
+from jobsight.analytics.store import db
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "sacct"
 UTC = ParseOptions(timezone="UTC")

@@ -1,4 +1,4 @@
-"""Impossible numbers (analytics/limits.py): non-finite, negative and beyond-physical values are
+"""Impossible numbers (analytics/ingest/limits.py): non-finite, negative and beyond-physical values are
 rejected with file, line and reason in every format; nothing of that row is stored, and the valid
 rows around it are stored with their values."""
 from __future__ import annotations
@@ -10,9 +10,11 @@ from datetime import datetime
 import pytest
 from conftest import FIXTURES
 
-from jobsight.analytics import db, ingest, limits
-from jobsight.analytics.parsers import sacct_text
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.ingest import files as ingest
+from jobsight.analytics.ingest import limits
+from jobsight.analytics.ingest.parsers import sacct_text
+from jobsight.analytics.ingest.records import ParseOptions
+from jobsight.analytics.store import db
 from jobsight.collector.csv_schema import HEADER
 
 GiB = 1024 ** 3
@@ -234,7 +236,7 @@ def _sc(t, device=GPU, util="50", power="100"):
 
 @pytest.mark.parametrize("bulk", [True, False])
 def test_sidecar_both_roads(tmp_path, monkeypatch, bulk):
-    from jobsight.analytics.parsers import sidecar_csv
+    from jobsight.analytics.ingest.parsers import sidecar_csv
     if not bulk:
         monkeypatch.delattr(sidecar_csv, "bulk_read")
     # a CPU row above 100 % is fine: more cores busy than allocated

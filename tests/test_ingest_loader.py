@@ -6,8 +6,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from jobsight.analytics import db, ingest
-from jobsight.analytics.records import ParseOptions, ParseResult, Reject
+from jobsight.analytics.ingest import files as ingest
+from jobsight.analytics.ingest.records import ParseOptions, ParseResult, Reject
+from jobsight.analytics.store import db
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "sacct"
 GiB, MiB = 1024 ** 3, 1024 ** 2
@@ -187,7 +188,7 @@ def test_same_bytes_with_other_options_are_read_again(con, tmp_path):
 
 
 def test_a_parser_bug_fails_that_file_only(con, monkeypatch, tmp_path):
-    from jobsight.analytics.parsers import sacct_text
+    from jobsight.analytics.ingest.parsers import sacct_text
     good = tmp_path / "good.txt"
     good.write_text((FIX / "running-3001.txt").read_text())
     real_parse = sacct_text.parse
@@ -242,7 +243,7 @@ def _sidecar_lines(job, times, devices=("cpu", "GPU-a"), util=None):
 
 @pytest.mark.parametrize("stream_bytes", [300, 1 << 30])
 def test_big_sidecar_loaded_in_pieces_in_one_transaction(con, tmp_path, monkeypatch, stream_bytes):
-    from jobsight.analytics.parsers import sidecar_csv
+    from jobsight.analytics.ingest.parsers import sidecar_csv
     from jobsight.collector.csv_schema import HEADER
     pieces = []
     real = sidecar_csv.iter_parse
@@ -270,7 +271,7 @@ def test_big_sidecar_loaded_in_pieces_in_one_transaction(con, tmp_path, monkeypa
 
 
 def test_streamed_file_failing_midway_stores_nothing(con, tmp_path, monkeypatch):
-    from jobsight.analytics.parsers import sidecar_csv
+    from jobsight.analytics.ingest.parsers import sidecar_csv
     from jobsight.collector.csv_schema import HEADER
     real = sidecar_csv.iter_parse
 

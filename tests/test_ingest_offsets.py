@@ -1,4 +1,4 @@
-"""Growing sidecar files (analytics/ingest_offsets.py): each ingest reads what was appended since the
+"""Growing sidecar files (analytics/ingest/offsets.py): each ingest reads what was appended since the
 last one, complete lines only; a truncated, replaced or rewritten file is read again from the start;
 no sample is stored twice; rejects keep the file's own line numbers; a user's appended lines pass
 the trust rule like a whole file."""
@@ -11,8 +11,9 @@ import shutil
 import pytest
 from conftest import harness_user
 
-from jobsight.analytics import db, ingest
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.ingest import files as ingest
+from jobsight.analytics.ingest.records import ParseOptions
+from jobsight.analytics.store import db
 from jobsight.collector.csv_schema import HEADER
 
 GPU = "GPU-00000000-1111-2222-3333-444444444444"

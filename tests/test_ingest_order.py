@@ -18,9 +18,10 @@ from conftest import FIXTURES, REALDATA
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobsight.analytics import db, ingest
-from jobsight.analytics.ingest_load import load_result
-from jobsight.analytics.records import ParseOptions, ParseResult
+from jobsight.analytics.ingest import files as ingest
+from jobsight.analytics.ingest.load import load_result
+from jobsight.analytics.ingest.records import ParseOptions, ParseResult
+from jobsight.analytics.store import db
 
 SLURM = FIXTURES / "slurm"
 UTC = ParseOptions(timezone="UTC")

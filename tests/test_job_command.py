@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from jobsight.analytics import store
 from jobsight.analytics.cli import main as jobsight
 from jobsight.analytics.config import parse_config
-from jobsight.analytics.database import Database
+from jobsight.analytics.store import results as store
+from jobsight.analytics.store.database import Database
 
 GiB = 2**30
 T0 = dt.datetime(2026, 11, 16, 10, 0, 0)

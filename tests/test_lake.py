@@ -1,4 +1,4 @@
-"""The Parquet lake (`jobsight lake`, analytics/lake.py) and the portable metric SQL over it
+"""The Parquet lake (`jobsight lake`, analytics/store/lake.py) and the portable metric SQL over it
 (sql/metrics/NN_lake_*.sql: the one definition of job_gpu_devices and job_metrics, which the
 database's refresh runs too).
 
@@ -30,11 +30,12 @@ import duckdb
 import pytest
 from conftest import require_service
 
-from jobsight.analytics import lake, store
 from jobsight.analytics.cli import main as jobsight
 from jobsight.analytics.config import parse_config
-from jobsight.analytics.database import Database
 from jobsight.analytics.demo import SUBDIRS, generate
+from jobsight.analytics.store import lake
+from jobsight.analytics.store import results as store
+from jobsight.analytics.store.database import Database
 
 GIB = 1073741824
 TABLE_POLICY = {"charging": {"policy": "table", "preset": "snellius", "rates": [

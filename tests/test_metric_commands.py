@@ -143,10 +143,12 @@ def test_flags_json_all_and_field_names(env):
     (["--account", "proj-b"], {("504", "failed_burn")}),
     (["--partition", "gpu"], {("503", "gpu_unused_devices")}),
     (["--flag", "failed_burn", "--flag", "mem_oversized"], {("504", "failed_burn"), ("501", "mem_oversized")}),
-    # by end time: 501 ends 9 Nov, 504 on 11 Nov, 503 on 16 Nov
+    # a job counts in every day it ran in: 501 runs on 9 Nov, 504 on 11 Nov, 503 from 15 Nov 23:00 to 16 Nov
     (["--since", "2026-11-11"], {("504", "failed_burn"), ("503", "gpu_unused_devices")}),
     (["--until", "2026-11-10"], {c for c in ALL_FLAGS if c[0] == "501"}),
-    (["--since", "2026-11-10", "--until", "2026-11-15"], {("504", "failed_burn")}),
+    (["--since", "2026-11-10", "--until", "2026-11-14"], {("504", "failed_burn")}),
+    (["--since", "2026-11-15", "--until", "2026-11-15"], {("503", "gpu_unused_devices")}),   # ran on the 15th, ended the 16th
+    (["--since", "2026-11-16", "--until", "2026-11-16"], {("503", "gpu_unused_devices")}),
 ])
 def test_flags_filters(env, args, expected):
     assert codes(json.loads(run(env, "flags", "--format", "json", *args))) == expected

@@ -15,16 +15,18 @@ import duckdb
 import pytest
 from conftest import ROOT
 
-from jobsight.analytics import ingest, lake, store
 from jobsight.analytics.config import Config, parse_config
-from jobsight.analytics.database import Database
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.ingest import files as ingest
+from jobsight.analytics.ingest.records import ParseOptions
+from jobsight.analytics.queries import dashboard as queries
+from jobsight.analytics.queries.scope import Filters, Scope
 from jobsight.analytics.reports.data import gather
 from jobsight.analytics.reports.period import iso_week
 from jobsight.analytics.reports.settings import from_config
-from jobsight.analytics.snapshot import SnapshotReader, publish
-from jobsight.dashboard import queries
-from jobsight.dashboard.queries import Filters, Scope
+from jobsight.analytics.store import lake
+from jobsight.analytics.store import results as store
+from jobsight.analytics.store.database import Database
+from jobsight.analytics.store.snapshot import SnapshotReader, publish
 
 # Week 47 of 2026 starts Monday 2026-11-16. Two GPU jobs with no samples, each 2 GPUs for 2 h:
 # 801 at a job-level 0.5 % (under flags.gpu_idle_pct = 1: both GPUs idle, 4 idle GPU-hours),

@@ -5,9 +5,9 @@ import datetime as dt
 
 import pytest
 
-from jobsight.analytics import store
 from jobsight.analytics.config import parse_config
-from jobsight.analytics.database import Database
+from jobsight.analytics.store import results as store
+from jobsight.analytics.store.database import Database
 
 GiB = 2**30
 T0 = dt.datetime(2026, 11, 16, 22, 0, 0)  # a Monday, 22:00 UTC

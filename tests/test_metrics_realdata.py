@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from jobsight.analytics import db, ingest
 from jobsight.analytics.config import parse_config
-from jobsight.analytics.database import Database
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.ingest import files as ingest
+from jobsight.analytics.ingest.records import ParseOptions
+from jobsight.analytics.store import db
+from jobsight.analytics.store.database import Database
 
 pytestmark = pytest.mark.realdata
 KiB, GiB = 1024, 1024 ** 3

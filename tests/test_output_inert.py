@@ -34,10 +34,11 @@ from conftest import ROOT, jobsight_cmd, require_service
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobsight.analytics import render, store
+from jobsight.analytics import render
 from jobsight.analytics.cli import main as jobsight
 from jobsight.analytics.config import parse_config
-from jobsight.analytics.database import Database
+from jobsight.analytics.store import results as store
+from jobsight.analytics.store.database import Database
 
 GiB = 2**30
 T0 = dt.datetime(2026, 11, 16, 10, 0, 0)          # a Monday

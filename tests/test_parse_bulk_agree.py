@@ -13,8 +13,8 @@ from conftest import FIXTURES, accounted
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobsight.analytics.parsers import lsf, lsf_frame, lsf_walk, pbs, pbs_frame
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.ingest.parsers import lsf, lsf_frame, lsf_walk, pbs, pbs_frame
+from jobsight.analytics.ingest.records import ParseOptions
 
 HOSTILE = ["<b>x</b>", "=1+1", "@SUM(A1)", "a b", 'say "hi"', "NaN", "1e999", "", "ø-ünï", "tab\there", "-", "a,b",
            "--", "+", "x\ny"]

@@ -13,8 +13,8 @@ from conftest import FIXTURES, accounted, jobsight_cmd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobsight.analytics.parsers import lsf
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.ingest.parsers import lsf
+from jobsight.analytics.ingest.records import ParseOptions
 
 ACCT = FIXTURES / "lsf" / "lsb.acct"
 KIB, MIB, GIB = 1024, 1024 ** 2, 1024 ** 3

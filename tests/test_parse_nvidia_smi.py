@@ -11,8 +11,8 @@ from conftest import FIXTURES, accounted, jobsight_cmd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobsight.analytics.parsers import nvidia_smi
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.ingest.parsers import nvidia_smi
+from jobsight.analytics.ingest.records import ParseOptions
 
 DIR = FIXTURES / "nvidia_smi"
 MIB = 1024 ** 2

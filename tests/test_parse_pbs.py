@@ -12,8 +12,8 @@ from conftest import FIXTURES, accounted, jobsight_cmd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobsight.analytics.parsers import pbs
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.ingest.parsers import pbs
+from jobsight.analytics.ingest.records import ParseOptions
 
 LOG = FIXTURES / "pbs" / "20240301"
 KIB, MIB, GIB = 1024, 1024 ** 2, 1024 ** 3

@@ -11,8 +11,8 @@ from conftest import FIXTURES, accounted, jobsight_cmd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobsight.analytics.parsers import sacct_json
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.ingest.parsers import sacct_json
+from jobsight.analytics.ingest.records import ParseOptions
 
 DIR = FIXTURES / "sacct_json"
 MIB, GIB = 1024 ** 2, 1024 ** 3

@@ -10,8 +10,8 @@ from conftest import FIXTURES, accounted, jobsight_cmd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobsight.analytics.parsers import seff
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.ingest.parsers import seff
+from jobsight.analytics.ingest.records import ParseOptions
 
 MIXED = FIXTURES / "seff" / "seff-mixed.txt"
 KIB, MIB, GIB, TIB = 1024, 1024 ** 2, 1024 ** 3, 1024 ** 4

@@ -13,8 +13,8 @@ from conftest import FIXTURES, accounted, jobsight_cmd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobsight.analytics.parsers import sidecar_csv
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.ingest.parsers import sidecar_csv
+from jobsight.analytics.ingest.records import ParseOptions
 from jobsight.collector.csv_schema import HEADER
 
 DIR = FIXTURES / "sidecar"

@@ -27,13 +27,15 @@ import urllib.request
 import pytest
 from conftest import require_service
 
-from jobsight.analytics import dashboard_cli, store
 from jobsight.analytics.cli import main as jobsight_main
+from jobsight.analytics.commands import dashboard as dashboard_cli
 from jobsight.analytics.config import load_config
-from jobsight.analytics.database import Database
 from jobsight.analytics.errors import UserError
-from jobsight.analytics.snapshot import SnapshotReader, publish
-from jobsight.dashboard import prometheus
+from jobsight.analytics.queries import prometheus
+from jobsight.analytics.store import results as store
+from jobsight.analytics.store.database import Database
+from jobsight.analytics.store.snapshot import SnapshotReader, publish
+from jobsight.dashboard import prometheus as prometheus_route
 from jobsight.dashboard.app import create_app
 from jobsight.dashboard.auth import Auth, Roles, hash_password
 
@@ -152,7 +154,7 @@ def usage(site, since: dt.date) -> dict[str, dict]:
 
 def test_admin_scrape_equals_usage_and_the_stored_tables(app, site):
     r = scrape(app.server.test_client(), **{"X-Forwarded-User": "root"})
-    assert r.status_code == 200 and r.headers["Content-Type"] == prometheus.CONTENT_TYPE
+    assert r.status_code == 200 and r.headers["Content-Type"] == prometheus_route.CONTENT_TYPE
     text = r.get_data(as_text=True)
     assert 'account="pr\\"oj\\\\a\\nb"' in text          # escaped as the format says, one line per sample
     got = samples(text)

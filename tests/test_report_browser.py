@@ -20,7 +20,7 @@ import pytest
 from conftest import require_service
 from test_report_values import W47, build_db
 
-from jobsight.analytics.report_cli import write_files
+from jobsight.analytics.commands.report import write_files
 from jobsight.analytics.reports.data import gather
 from jobsight.analytics.reports.html import plotly_js_name, render_html_bytes
 from jobsight.analytics.reports.settings import from_config

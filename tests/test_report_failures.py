@@ -9,10 +9,10 @@ import signal
 import pytest
 from test_report_values import _job, run_cli
 
-from jobsight.analytics import store
 from jobsight.analytics.config import parse_config
-from jobsight.analytics.database import Database
 from jobsight.analytics.reports import html
+from jobsight.analytics.store import results as store
+from jobsight.analytics.store.database import Database
 
 LONG = "p" * 300
 NAMES = ["proj a", "proj/a", "proj_a", LONG]

@@ -23,13 +23,13 @@ import json
 
 import pytest
 
-from jobsight.analytics import store
 from jobsight.analytics.cli import main
 from jobsight.analytics.config import parse_config
-from jobsight.analytics.database import Database
 from jobsight.analytics.reports.data import gather
 from jobsight.analytics.reports.period import iso_week
 from jobsight.analytics.reports.settings import from_config
+from jobsight.analytics.store import results as store
+from jobsight.analytics.store.database import Database
 
 GiB = 2**30
 XSS = "<script>alert(1)</script>"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobsight.analytics import ingest
-from jobsight.analytics.database import Database
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.ingest import files as ingest
+from jobsight.analytics.ingest.records import ParseOptions
+from jobsight.analytics.store.database import Database
 from jobsight.collector.csv_schema import COLUMNS, HEADER
 
 OPTS = ParseOptions(timezone="UTC", cluster="c1")

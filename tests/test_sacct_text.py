@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from jobsight.analytics.parsers import sacct_text
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.ingest.parsers import sacct_text
+from jobsight.analytics.ingest.records import ParseOptions
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "sacct"
 GiB = 1024 ** 3
@@ -219,7 +219,8 @@ def _mutated_file(draw):
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=_mutated_file())
 def test_mutated_lines_never_break_ingest(tmp_path, text):
-    from jobsight.analytics import db, ingest
+    from jobsight.analytics.ingest import files as ingest
+    from jobsight.analytics.store import db
     p = tmp_path / "mut.txt"
     p.write_text(text, encoding="utf-8")
     res = sacct_text.parse(p, ParseOptions(timezone="Europe/Amsterdam"))

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from polars.testing import assert_frame_equal
 
-from jobsight.analytics.parsers import sacct_columns, sacct_text
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.ingest.parsers import sacct_columns, sacct_text
+from jobsight.analytics.ingest.records import ParseOptions
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "sacct"
 GiB, MiB = 1024 ** 3, 1024 ** 2

@@ -6,8 +6,8 @@ import time
 
 from polars.testing import assert_frame_equal
 
-from jobsight.analytics.parsers import sacct_text
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.ingest.parsers import sacct_text
+from jobsight.analytics.ingest.records import ParseOptions
 
 HDR1 = "JobID|JobIDRaw|State|Start|End|Elapsed|NCPUS|ReqMem|AllocTRES|JobName"
 HDR2 = "JobName|JobID|State|Elapsed|NCPUS"   # the second section: other columns, other order

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from jobsight.analytics.parsers import sacct_text
-from jobsight.analytics.parsers.sacct_lines import _shares
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.ingest.parsers import sacct_text
+from jobsight.analytics.ingest.parsers.sacct_lines import _shares
+from jobsight.analytics.ingest.records import ParseOptions
 
 T0, T1 = "2026-01-01T00:00:00", "2026-01-01T01:00:00"
 

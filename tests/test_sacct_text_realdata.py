@@ -7,9 +7,10 @@ from datetime import datetime
 import polars as pl
 import pytest
 
-from jobsight.analytics import db, ingest
-from jobsight.analytics.parsers import sacct_text
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.ingest import files as ingest
+from jobsight.analytics.ingest.parsers import sacct_text
+from jobsight.analytics.ingest.records import ParseOptions
+from jobsight.analytics.store import db
 
 pytestmark = pytest.mark.realdata
 MiB, GiB = 1024 ** 2, 1024 ** 3

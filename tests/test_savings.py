@@ -60,15 +60,16 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, jobsight_cmd
 
-from jobsight.analytics import billing_weights, store
 from jobsight.analytics.config import ConfigError, parse_config
-from jobsight.analytics.database import Database
+from jobsight.analytics.ingest import billing_weights
+from jobsight.analytics.queries import dashboard as queries
+from jobsight.analytics.queries.scope import Filters, Scope
 from jobsight.analytics.reports.data import gather
 from jobsight.analytics.reports.period import iso_week
 from jobsight.analytics.reports.settings import from_config
+from jobsight.analytics.store import results as store
+from jobsight.analytics.store.database import Database
 from jobsight.collector.csv_schema import COLUMNS, HEADER
-from jobsight.dashboard import queries
-from jobsight.dashboard.queries import Filters, Scope
 
 HDR = ("JobID|JobIDRaw|Cluster|JobName|User|Account|Partition|State|ExitCode|Submit|Start|End|Elapsed|"
        "Timelimit|NCPUS|NNodes|NTasks|ReqMem|AllocTRES|TotalCPU|MaxRSS|TRESUsageInTot\n")

@@ -10,9 +10,10 @@ from datetime import datetime
 import pytest
 from test_ingest_bulk import both_roads
 
-from jobsight.analytics import db, ingest
-from jobsight.analytics.parsers import sidecar_csv
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.ingest import files as ingest
+from jobsight.analytics.ingest.parsers import sidecar_csv
+from jobsight.analytics.ingest.records import ParseOptions
+from jobsight.analytics.store import db
 from jobsight.collector.csv_schema import COLUMNS, REQUIRED
 
 UUID = "GPU-11111111-2222-3333-4444-555555555555"

@@ -22,9 +22,10 @@ from conftest import ROOT, jobsight_cmd
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from jobsight.analytics import db, ingest
-from jobsight.analytics.parsers import sidecar_csv
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.ingest import files as ingest
+from jobsight.analytics.ingest.parsers import sidecar_csv
+from jobsight.analytics.ingest.records import ParseOptions
+from jobsight.analytics.store import db
 from jobsight.collector import csv_schema, gpu_rows, jobenv, writer
 from jobsight.collector.loop import Sampler
 from jobsight.collector.problems import Problems

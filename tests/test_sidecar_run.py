@@ -358,8 +358,8 @@ def closing(redirections: str, argv: list[str]) -> list[str]:
 
 def csv_intact(out: Path) -> int:
     """The sidecar CSV is whole: the ingester reads every line, rejects none, drops none. Its row count."""
-    from jobsight.analytics.parsers import sidecar_csv
-    from jobsight.analytics.records import ParseOptions
+    from jobsight.analytics.ingest.parsers import sidecar_csv
+    from jobsight.analytics.ingest.records import ParseOptions
     (path,) = csv_files(out)
     text = path.read_text()
     assert text.startswith(HEADER + "\n") and text.endswith("\n") and "jobsight sidecar" not in text

@@ -103,8 +103,8 @@ def test_prolog_samples_the_job_and_the_epilog_stops_it(tmp_path, job):
     for f in (*csv_files(spool), meta_path):
         assert oct(f.stat().st_mode & 0o777) == "0o640"
     # it measured the job's process (not itself, not this test): one busy core of the one allocated
-    from jobsight.analytics.parsers import sidecar_csv
-    from jobsight.analytics.records import ParseOptions
+    from jobsight.analytics.ingest.parsers import sidecar_csv
+    from jobsight.analytics.ingest.records import ParseOptions
     res = sidecar_csv.parse(csv_files(spool)[0], ParseOptions())
     assert (res.rejects, res.dropped) == ([], 0)
     utils = [u for u in res.samples["util_pct"] if u is not None]

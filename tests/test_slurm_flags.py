@@ -27,7 +27,7 @@ from conftest import ROOT, require_service
 from slurm_harness import sacct, sacct_rows, slurm_status, submit, tres
 from slurm_harness import workdir as harness_workdir
 
-from jobsight.analytics.sacct_runner import SACCT_COLUMNS
+from jobsight.analytics.ingest.sacct_runner import SACCT_COLUMNS
 
 pytestmark = pytest.mark.slurm
 

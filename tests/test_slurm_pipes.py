@@ -14,9 +14,10 @@ import slurm_batch
 from conftest import require_service
 from slurm_harness import SlurmError, sacct, sacct_rows, slurm_status, submit
 
-from jobsight.analytics import db, ingest
-from jobsight.analytics.parsers import sacct_text
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.ingest import files as ingest
+from jobsight.analytics.ingest.parsers import sacct_text
+from jobsight.analytics.ingest.records import ParseOptions
+from jobsight.analytics.store import db
 
 pytestmark = pytest.mark.slurm
 

@@ -12,9 +12,9 @@ import pytest
 from conftest import FIXTURES
 
 from jobsight.analytics.cli import main
-from jobsight.analytics.snapshot import SnapshotReader, publish, snapshot_path, spare_path
-from jobsight.dashboard import queries
-from jobsight.dashboard.queries import Filters, Scope
+from jobsight.analytics.queries import dashboard as queries
+from jobsight.analytics.queries.scope import Filters, Scope
+from jobsight.analytics.store.snapshot import SnapshotReader, publish, snapshot_path, spare_path
 
 ADMIN = Scope("admin", "root")
 

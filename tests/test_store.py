@@ -1,4 +1,4 @@
-"""Stored per-job results (analytics/store.py): computed once, kept current by ingests, rebuilt
+"""Stored per-job results (analytics/store/results.py): computed once, kept current by ingests, rebuilt
 once after a change of settings, and never half-refreshed.
 
 Each test compares the stored tables with a from-scratch recompute of the same database, so the
@@ -18,11 +18,12 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from jobsight.analytics import ingest, store
 from jobsight.analytics.config import parse_config
-from jobsight.analytics.database import Database
-from jobsight.analytics.records import ParseOptions
-from jobsight.analytics.settings_store import apply_to_db
+from jobsight.analytics.ingest import files as ingest
+from jobsight.analytics.ingest.records import ParseOptions
+from jobsight.analytics.store import results as store
+from jobsight.analytics.store.database import Database
+from jobsight.analytics.store.settings import apply_to_db
 from jobsight.collector.csv_schema import COLUMNS, HEADER
 
 OPTS = ParseOptions(timezone="UTC", cluster="c1")
@@ -293,7 +294,7 @@ def test_a_setting_of_the_sample_weights_rebuilds_every_table(base, tmp_path, ca
 # A child that refreshes from scratch, in a loop, until it is killed.
 CHILD = r"""
 import sys, duckdb
-from jobsight.analytics import store
+from jobsight.analytics.store import results as store
 con = duckdb.connect(sys.argv[1])
 print("ready", flush=True)
 while True:

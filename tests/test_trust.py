@@ -107,8 +107,8 @@ def ingest(db: Path, *paths: Path, rc: int = 0, args: tuple[str, ...] = ()) -> d
 def content(db: Path, job: str | None = None, leave_out: tuple[str, ...] = ()) -> dict[str, list[str]]:
     """Every row of every table but BOOKKEEPING (with `job`: the rows of that job, in the tables
     that have one, without ingest ids), after a full recompute of the stored results."""
-    from jobsight.analytics import store
-    from jobsight.analytics.database import Database
+    from jobsight.analytics.store import results as store
+    from jobsight.analytics.store.database import Database
     con = Database.open(db)
     try:
         store.refresh(con, full=True)
@@ -268,9 +268,9 @@ def test_metadata_of_another_owner_is_ignored(site, uids):
 def test_metadata_fifo_or_link_out_of_the_folder_is_not_read(tmp_path):
     """The metadata file is opened only as a regular file inside the CSV's folder: a FIFO (which
     would block the run) or a link to a file elsewhere is ignored with a note; the CSV is read."""
-    from jobsight.analytics import db as dbmod
-    from jobsight.analytics import ingest as ingestmod
-    from jobsight.analytics.records import ParseOptions
+    from jobsight.analytics.ingest import files as ingestmod
+    from jobsight.analytics.ingest.records import ParseOptions
+    from jobsight.analytics.store import db as dbmod
     secret = tmp_path / "elsewhere" / "secret.json"
     write(secret, json.dumps({"job_id": "999", "cluster": "stolen"}))
     folder = tmp_path / "f"
@@ -293,10 +293,10 @@ def test_metadata_fifo_or_link_out_of_the_folder_is_not_read(tmp_path):
 def test_file_replaced_while_read_is_not_loaded(tmp_path, monkeypatch):
     """The owner is decided on the file as opened; if the path leads to another file by the time
     the rows would be committed, nothing of it is stored."""
-    from jobsight.analytics import db as dbmod
-    from jobsight.analytics import ingest as ingestmod
-    from jobsight.analytics.parsers import nvidia_smi
-    from jobsight.analytics.records import ParseOptions
+    from jobsight.analytics.ingest import files as ingestmod
+    from jobsight.analytics.ingest.parsers import nvidia_smi
+    from jobsight.analytics.ingest.records import ParseOptions
+    from jobsight.analytics.store import db as dbmod
     log = write(tmp_path / "gpu-77.csv", "timestamp, index, uuid, utilization.gpu [%]\n2026/11/22 00:16:00.000, 0, GPU-x, 5 %\n")
     other = write(tmp_path / "other", log.read_text())
     real_parse = nvidia_smi.parse

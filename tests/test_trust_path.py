@@ -15,7 +15,7 @@ import test_trust
 from conftest import jobsight_cmd
 from test_trust import content, home, ingest, query, sacct_lines, sidecar_csv, write
 
-from jobsight.analytics.ingest_trust_path import PathJudge, pseudo_fs
+from jobsight.analytics.ingest.trust_path import PathJudge, pseudo_fs
 
 uids = test_trust.uids   # the fixture: alice's and bob's uids (root and the harness users, or skip)
 

@@ -1,6 +1,6 @@
 import pytest
 
-from jobsight.analytics import units
+from jobsight.analytics.ingest import units
 
 
 @pytest.mark.parametrize("text,seconds", [

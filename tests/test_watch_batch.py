@@ -1,4 +1,4 @@
-"""A watch cycle's spool read together (analytics/ingest_batch.py): the lines appended to several
+"""A watch cycle's spool read together (analytics/ingest/batch.py): the lines appended to several
 growing sidecar files loaded in one transaction give exactly what `ingest` of each file alone gives
 (samples, rejects by file, line and reason, ingest_log counts, offsets); a user's file counts only
 for her jobs; a truncated file is read again without counting twice; a cycle killed mid-batch
@@ -14,9 +14,12 @@ from pathlib import Path
 import pytest
 from conftest import harness_user
 
-from jobsight.analytics import db, ingest, ingest_batch, watch_cli
-from jobsight.analytics import ingest_trust as trust
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.commands import watch as watch_cli
+from jobsight.analytics.ingest import batch as ingest_batch
+from jobsight.analytics.ingest import files as ingest
+from jobsight.analytics.ingest import trust
+from jobsight.analytics.ingest.records import ParseOptions
+from jobsight.analytics.store import db
 from jobsight.collector.csv_schema import HEADER
 
 OPTS = ParseOptions(timezone="UTC")
@@ -175,8 +178,10 @@ def test_a_users_file_counts_only_for_her_jobs_in_the_batch(dbs, tmp_path):
 KILLED_MID_BATCH = """
 import sys, time
 from pathlib import Path
-from jobsight.analytics import db, ingest_batch, watch_cli
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.store import db
+from jobsight.analytics.ingest import batch as ingest_batch
+from jobsight.analytics.commands import watch as watch_cli
+from jobsight.analytics.ingest.records import ParseOptions
 log_rows = ingest_batch._log_rows
 def log_then_hang(*args):
     log_rows(*args)

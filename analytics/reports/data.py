@@ -21,7 +21,7 @@ from jobsight.analytics.reports.settings import ReportSettings
 from jobsight.analytics.reports.summary import summarise
 
 if TYPE_CHECKING:
-    from jobsight.analytics.database import Database
+    from jobsight.analytics.store.database import Database
 
 TOTAL_KEYS = ("jobs", "sbu", "wasted_sbu", "wasted_pct", "unrated_sbu", "savings_sbu", "savings_pct",
               "savings_unknown_sbu", "core_hours", "gpu_hours", "idle_gpu_hours", "cpu_eff_pct", "gpu_util_pct",

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from jobsight.analytics.errors import UserError
-from jobsight.analytics.query_filters import parse_when
+from jobsight.analytics.queries.scope import parse_when
 
 _ISO_WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
 

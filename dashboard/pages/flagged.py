@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dash import Input, Output, dcc, html, no_update
 
-from jobsight.dashboard import common, grids, queries
-from jobsight.dashboard.queries import Filters, Scope
+from jobsight.analytics.queries import dashboard as queries
+from jobsight.analytics.queries.scope import Filters, Scope
+from jobsight.dashboard import common, grids
 
 P = "fl"
 LIMIT = 500

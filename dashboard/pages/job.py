@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dash import Input, Output, dcc, html
 
-from jobsight.dashboard import common, figures, queries
-from jobsight.dashboard.queries import Scope
+from jobsight.analytics.queries import dashboard as queries
+from jobsight.analytics.queries.scope import Scope
+from jobsight.dashboard import common, figures
 
 P = "job"
 NOT_FOUND = "No such job, or not one you can see."

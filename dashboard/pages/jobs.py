@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from dash import Input, Output, State, ctx, dcc, html, no_update
 
-from jobsight.dashboard import common, grids, job_queries, queries
-from jobsight.dashboard.job_queries import JobFilter
-from jobsight.dashboard.queries import Scope
+from jobsight.analytics.queries import dashboard as queries
+from jobsight.analytics.queries import job_lists as job_queries
+from jobsight.analytics.queries.job_lists import JobFilter
+from jobsight.analytics.queries.scope import Scope
+from jobsight.dashboard import common, grids
 
 P = "jobs"
 PAGE = 100

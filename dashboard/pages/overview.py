@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dash import Input, Output, State, dcc, html, no_update
 
-from jobsight.dashboard import budget_panel, common, figures, queries
-from jobsight.dashboard.queries import Filters, Scope
+from jobsight.analytics.queries import dashboard as queries
+from jobsight.analytics.queries.scope import Filters, Scope
+from jobsight.dashboard import budget_panel, common, figures
 
 # page id prefix -> (path, the filter the page's `name` fixes, heading)
 INSTANCES = {

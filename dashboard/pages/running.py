@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from dash import Input, Output, dcc, html, no_update
 
-from jobsight.dashboard import common, grids, running_queries
-from jobsight.dashboard.queries import Scope
+from jobsight.analytics.queries import running as running_queries
+from jobsight.analytics.queries.scope import Scope
+from jobsight.dashboard import common, grids
 
 P = "run"
 LIMIT = 500

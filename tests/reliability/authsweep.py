@@ -83,7 +83,7 @@ def forbidden(viewer: str) -> set[str]:
 
 def seed(db: Path) -> None:
     from jobsight.analytics.config import parse_config
-    from jobsight.analytics.database import Database
+    from jobsight.analytics.store.database import Database
     con = Database.open(db, parse_config({}))
     for p in PEOPLE:
         start = dt.datetime.fromisoformat(p.day) + dt.timedelta(hours=10)
@@ -179,7 +179,7 @@ class Env:
 
 @pytest.fixture(scope="session")
 def env(tmp_path_factory):
-    from jobsight.analytics.snapshot import publish
+    from jobsight.analytics.store.snapshot import publish
     from jobsight.dashboard.auth import hash_password
     d = tmp_path_factory.mktemp("relauth")
     db = d / "jobs.duckdb"

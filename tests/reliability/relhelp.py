@@ -49,7 +49,7 @@ def ingests_checksum(con: duckdb.DuckDBPyConnection) -> tuple[int, str]:
 
 def open_ro(db: Path) -> duckdb.DuckDBPyConnection:
     """Open through jobsight's own connect (runs migrations, so read-write), as a user would."""
-    from jobsight.analytics import db as jdb
+    from jobsight.analytics.store import db as jdb
     return jdb.connect(db)
 
 

@@ -65,7 +65,7 @@ EXPORTS: frozenset[str] = frozenset({"AgGrid#ut-table", "AgGrid#pt-table", "AgGr
 
 def url_rules(env) -> set[str]:
     """The routes of the app exactly as `jobsight dashboard` builds it for the header server."""
-    from jobsight.analytics import dashboard_cli
+    from jobsight.analytics.commands import dashboard as dashboard_cli
     from jobsight.dashboard import common
     p = argparse.ArgumentParser()
     dashboard_cli.configure(p)
@@ -163,7 +163,7 @@ def test_symlinks_in_the_assets_folder_are_not_followed_out_of_it(env):
             served = [m for m in env.file_markers if m in r.body]
             Checks.expect(not served and r.status == 404, f"{target}: HTTP {r.status}, served {served}")
         # the same under a URL prefix (Dash names the assets route after it)
-        from jobsight.analytics.snapshot import SnapshotReader
+        from jobsight.analytics.store.snapshot import SnapshotReader
         from jobsight.dashboard.app import create_app
         from jobsight.dashboard.auth import Auth, Roles
         reader = SnapshotReader(env.db)

@@ -62,8 +62,8 @@ def test_sidecar_line_missing_a_field_is_rejected_not_shifted(tmp_path):
 
 
 def test_fuzz_crash_sidecar_ragged_lines():
-    from jobsight.analytics.parsers import sidecar_csv
-    from jobsight.analytics.records import ParseOptions
+    from jobsight.analytics.ingest.parsers import sidecar_csv
+    from jobsight.analytics.ingest.records import ParseOptions
     data = (Path(__file__).parent / "fuzz_crashes" / "sidecar-ragged-dc3a5886.bin").read_bytes()[1:]
     import tempfile
     with tempfile.TemporaryDirectory() as d:

@@ -85,7 +85,7 @@ def _per_file_rows_match(db: Path) -> int:
 
 def _snapshot_opens(db: Path) -> None:
     """A kill while the dashboard snapshot is published leaves the old one or the new one, whole."""
-    from jobsight.analytics.snapshot import SnapshotReader, snapshot_path
+    from jobsight.analytics.store.snapshot import SnapshotReader, snapshot_path
     if snapshot_path(db).exists():
         reader = SnapshotReader(db, check_views=False)
         try:
@@ -134,7 +134,7 @@ def test_kill_9_during_ingest(cluster, clean, tmp_path, capsys):
 # -- schema migrations --------------------------------------------------------------------------
 
 def _schema_with(tmp: Path, sql: str) -> Path:
-    from jobsight.analytics.db import SCHEMA_DIR
+    from jobsight.analytics.store.db import SCHEMA_DIR
     d = tmp / "schema"
     shutil.copytree(SCHEMA_DIR, d)
     n = len(list(d.glob("[0-9][0-9][0-9][0-9]_*.sql"))) + 1
@@ -143,7 +143,7 @@ def _schema_with(tmp: Path, sql: str) -> Path:
 
 
 def _version(db: Path) -> int:
-    from jobsight.analytics.db import current_version
+    from jobsight.analytics.store.db import current_version
     con = open_ro(db)
     try:
         return current_version(con)
@@ -152,7 +152,7 @@ def _version(db: Path) -> int:
 
 
 def test_migration_failing_midway_changes_nothing(clean, tmp_path):
-    from jobsight.analytics import db as jdb
+    from jobsight.analytics.store import db as jdb
     db = tmp_path / "m.duckdb"
     shutil.copy(clean[0], db)
     before, version = snapshot(db), _version(db)
@@ -198,7 +198,7 @@ def test_kill_9_during_migration(clean, tmp_path):
     assert snapshot(db) == before
     # and the interrupted migration applies cleanly afterwards (a quick one this time)
     (schema / f"{version + 1:04d}_reliability.sql").write_text("CREATE TABLE extra (a INTEGER);", encoding="utf-8")
-    from jobsight.analytics import db as jdb
+    from jobsight.analytics.store import db as jdb
     con = jdb.duckdb.connect(str(db))
     assert jdb.migrate(con, schema_dir=schema) == version + 1
     con.close()

@@ -29,10 +29,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from relhelp import ROOT
 
-from jobsight.analytics import cli, db, ingest
+from jobsight.analytics import cli
 from jobsight.analytics.config import DEFAULT_FLAGS, DEFAULT_SAMPLES, RATE_KEYS, ConfigError, load_config, range_of
-from jobsight.analytics.parsers import lsf, nvidia_smi, pbs, sacct_json, sacct_text, seff, sidecar_csv
-from jobsight.analytics.records import ParseOptions
+from jobsight.analytics.ingest import files as ingest
+from jobsight.analytics.ingest.parsers import lsf, nvidia_smi, pbs, sacct_json, sacct_text, seff, sidecar_csv
+from jobsight.analytics.ingest.records import ParseOptions
+from jobsight.analytics.store import db
 
 
 def fuzz(n: int) -> settings:

@@ -137,7 +137,7 @@ def test_reports_show_payloads_as_text(hostile, tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def dash_client(hostile):
-    from jobsight.analytics.snapshot import SnapshotReader, publish
+    from jobsight.analytics.store.snapshot import SnapshotReader, publish
     from jobsight.dashboard.app import create_app
     from jobsight.dashboard.auth import Auth, Roles
     db, _ = hostile

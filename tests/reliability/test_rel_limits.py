@@ -68,7 +68,7 @@ def ingest_limited(db: Path, folder: Path, limit: int, whole_file: bool = False)
     """`jobsight ingest --json` in a child under RLIMIT_AS = limit, printing its peak RSS and
     address space on stderr. whole_file: the control, every file parsed in one piece."""
     stream = 1 << 62 if whole_file else 0
-    code = ("import sys, jobsight.analytics.ingest as i, jobsight.analytics.ingest_routes as r\n"
+    code = ("import sys, jobsight.analytics.ingest.files as i, jobsight.analytics.ingest.routes as r\n"
             f"if {stream}: i.STREAM_BYTES = {stream}\n"
             "made = []\n"
             "class Bulk(r.BulkInsert):\n"          # which files DuckDB read itself, and whether that stood
@@ -188,8 +188,8 @@ def test_one_job_file_read_by_duckdb_under_the_limit(tmp_path):
 
 
 def test_memory_limit_follows_rlimit_as_and_the_setting(monkeypatch):
-    from jobsight.analytics import db
     from jobsight.analytics.errors import UserError
+    from jobsight.analytics.store import db
     monkeypatch.delenv("JOBSIGHT_MEMORY_LIMIT", raising=False)
     monkeypatch.setattr(db.resource, "getrlimit", lambda _: (4 * GiB, resource.RLIM_INFINITY))
     assert db.memory_limit() == "1152MiB"             # (4096 - 2560) MiB x 0.75

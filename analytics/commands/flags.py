@@ -1,0 +1,71 @@
+"""`jobsight flags`: the jobs worth talking about, with the request that would have fit and what
+following the advice would have saved (savings_sbu: the job's, on each of its flags).
+
+A week of a large cluster holds 10^5 flags, so by default the most wasted 100 are printed (as
+jobstats and reportseff users expect) and a line on stderr says how many more there are; `--limit 0`
+prints them all. Rows are fetched as tuples and written column by column (analytics/render.py).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from jobsight.analytics import render
+from jobsight.analytics.commands.options import add_db_options, add_scope_options, filters_from
+from jobsight.analytics.queries.flags import COLUMNS, SORTS, flag_codes, flag_rows
+from jobsight.analytics.queries.scope import Scope
+
+TABLE_COLUMNS = ["job_id", "user", "account", "partition", "sbu", "wasted_sbu", "savings_sbu", "severity", "code",
+                 "message", "advice"]
+DEFAULT_LIMIT = 100
+# The table fits TABLE_WIDTH terminal columns (long text cut with an ellipsis); --wide shows every
+# table column whole.
+TABLE_WIDTH = 120
+NARROW_DROP = ("partition", "message")      # left out of the table without --wide
+# the columns the SQL writes from its own words, numbers and jobsight.toml, never from what a user
+# wrote: in CSV, advice starting with an option (--mem=27G) is not prefixed with ' (analytics/render.py)
+OWN_TEXT = ("advice",)
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    add_db_options(p)
+    add_scope_options(p)
+    p.add_argument("--flag", action="append", metavar="CODE", choices=flag_codes(),
+                   help="only this flag code (repeatable): " + ", ".join(flag_codes()))
+    p.add_argument("--sort", choices=tuple(SORTS), default="wasted_sbu",
+                   help="most wasted SBU first (default), most SBU first, most SBU the advice would have "
+                        "saved first, or the latest end time first")
+    p.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT, metavar="N",
+                   help=f"print the first N flags (default {DEFAULT_LIMIT}); 0 prints every flag")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.add_argument("--wide", action="store_true",
+                   help=f"table: every column, text uncut (default: fit {TABLE_WIDTH} columns)")
+
+
+def _limit(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError("0 (every flag) or more")
+    return n
+
+
+def run(args: argparse.Namespace) -> int:
+    from jobsight.analytics.store.database import Database  # duckdb: not to parse options (analytics/cli.py)
+    with Database.read(args.db, args.config) as db:
+        return _run(db, args)
+
+
+def _run(db, args: argparse.Namespace) -> int:
+    f = filters_from(args, codes=tuple(args.flag or ()))
+    names, rows, more = flag_rows(db, Scope.admin(), f, args.sort, args.limit)
+    table = TABLE_COLUMNS if args.wide else [c for c in TABLE_COLUMNS if c not in NARROW_DROP]
+    render.emit_rows(names, rows, args.format, COLUMNS, table, empty="no flagged jobs",
+                     width=None if args.wide else TABLE_WIDTH, options=OWN_TEXT,
+                     cut_first=("advice", "message"))
+    if more:
+        sys.stdout.flush()      # the note comes after the rows, also when both go to a terminal
+        print(f"jobsight flags: {more:,} more flags; --limit 0 for all", file=sys.stderr)
+    return 0

@@ -1,0 +1,27 @@
+"""Options shared by the read commands (--db, --config, the period and the filters), and the read
+API's Filters they become (analytics/queries/scope.py)."""
+from __future__ import annotations
+
+import argparse
+
+from jobsight.analytics.queries.scope import Filters
+
+
+def add_db_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", required=True, help="jobsight DuckDB file")
+    p.add_argument("--config", help="jobsight.toml (default: $JOBSIGHT_CONFIG, then ./jobsight.toml)")
+
+
+def add_scope_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--since", help="from this date/time (UTC), inclusive: 2026-11-01 or 2026-11-01T12:00")
+    p.add_argument("--until", help="up to this date (the whole day, inclusive) or date/time (exclusive), UTC")
+    p.add_argument("--user", help="only this user's jobs")
+    p.add_argument("--account", help="only this account's (project's) jobs")
+    p.add_argument("--partition", help="only this partition's jobs")
+    p.add_argument("--cluster", help="only this cluster's jobs")
+
+
+def filters_from(args: argparse.Namespace, **more) -> Filters:
+    """The read API's Filters of the period and scope options (and ``more`` by name)."""
+    return Filters.from_times(getattr(args, "since", None), getattr(args, "until", None),
+                              **{k: getattr(args, k, None) for k in ("user", "account", "partition", "cluster")}, **more)

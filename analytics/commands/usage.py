@@ -1,0 +1,72 @@
+"""`jobsight usage`: billing units burned, wasted and what following the advice would have saved,
+by user, account, partition or period.
+
+Every number is the table macro usage_summary (sql/views/40_usage.sql): usage split by day (job_day),
+the whole days of --since/--until, summed by the key. A job crossing the window's edge or a week
+boundary counts only with the share of its time inside, and a window may start mid-week.
+
+`--budget` prints the allocations instead, each against its burn as of --until's last day (default:
+the latest day with accounting data): the table macro budget_status (sql/views/55_budget.sql).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+
+from jobsight.analytics import render
+from jobsight.analytics.commands.options import add_db_options, add_scope_options, filters_from
+from jobsight.analytics.errors import UserError
+from jobsight.analytics.queries.scope import Scope
+from jobsight.analytics.queries.usage import BUDGET_COLUMNS, BY, COLUMNS, budget_data_until, budget_rows, usage
+
+# the text table: numbers with their unit in the header, the alert in capitals (OVER stands out)
+BUDGET_TABLE = [("account", "account"), ("user", "user"), ("period_start", "period from"),
+                ("allocation_sbu", "allocation SBU"), ("burned_sbu", "burned SBU"), ("remaining_sbu", "remaining SBU"),
+                ("used_pct", "used %"), ("burn_rate_7d", "7-day SBU/day"), ("burn_rate_30d", "30-day SBU/day"),
+                ("run_out_date", "runs out"), ("alert_shown", "alert")]
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    add_db_options(p)
+    add_scope_options(p)
+    p.add_argument("--by", choices=BY, default="account")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.add_argument("--budget", action="store_true",
+                   help="the allocations ([budgets], sacctmgr) against their burn as of --until: remaining SBU, "
+                        "burn rates, run-out date, alert (OVER: over budget)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from jobsight.analytics.store.database import Database  # duckdb: not to parse options (analytics/cli.py)
+    if args.budget and (args.since or args.partition):
+        raise UserError("--budget: an allocation period has its own start and covers every partition; "
+                        "give --until (the day the figures are as of), --account, --user or --cluster")
+    with Database.read(args.db, args.config) as db:
+        return _run(db, args)
+
+
+def _run(db, args: argparse.Namespace) -> int:
+    f = filters_from(args)
+    if args.budget:
+        return _budget(db, args, f)
+    names, rows = usage(db, Scope.admin(), f, args.by)
+    render.emit_rows(names, rows, args.format, [args.by] + COLUMNS, empty="no usage in this period")
+    return 0
+
+
+def _budget(db, args: argparse.Namespace, f) -> int:
+    """The allocations of --account, --user and --cluster (queries/usage.py), as of --until."""
+    until = f.until_ts or budget_data_until(db)
+    if until.time() != dt.time():       # a date/time: figures as of its whole day
+        until = dt.datetime.combine(until.date() + dt.timedelta(days=1), dt.time())
+    names, rows = budget_rows(db, Scope.admin(), f, until)
+    if args.format != "table":
+        render.emit_rows(names, rows, args.format, BUDGET_COLUMNS)
+    elif not rows:
+        render.print_text("no budgets: set them in [budgets] of jobsight.toml, or with sacctmgr "
+                          "(GrpTRESMins=billing=N) and ingest --from-sacct")
+    else:
+        first = rows[0][names.index("as_of")]
+        render.print_text(f"budgets as of {first:%Y-%m-%d} (SBU; rates in SBU per day; OVER: over budget)\n"
+                          + render.table_of(names, rows, [c for c, _ in BUDGET_TABLE], [h for _, h in BUDGET_TABLE]))
+    return 0

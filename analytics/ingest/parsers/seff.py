@@ -1,0 +1,239 @@
+"""`seff JOBID` text reports (Slurm contribs/seff), one or many per file -> job rows (source slurm-seff).
+
+A report starts at a `Job ID:` line; everything up to the next one belongs to it, so several
+reports pasted into one file (with markdown fences, '---' or comments between them) are fine.
+Recognised lines (old and new seff wording):
+  Job ID: 123                      -> job_id_raw (seff prints the raw id)
+  Array Job ID: 120_3              -> job_id as printed, array_job_id, array_task_id
+  Cluster: / User/Group: u/g       -> cluster, user, group
+  State: COMPLETED (exit code 0)   -> state; 'RUNNING' / 'PENDING' have no exit code
+  Cores: 1 | Nodes: 2 + Cores per node: 4
+  CPU Utilized: 1-02:03:04         -> cpu_time_s
+  CPU Efficiency: 35.68% of 00:07:20 core-walltime
+  Job Wall-clock time: 00:03:40    -> elapsed_s
+  Memory Utilized: 137.64 MB [(estimated maximum)]  -> mem_peak_bytes
+  Memory Efficiency: 1.71% of 7.84 GB (3.92 GB/core) -> mem_alloc_bytes
+ncpus: seff prints core-walltime = elapsed x ncpus, so ncpus = core-walltime / wall-clock when the
+wall-clock time is not zero (exact), else nodes x cores per node (seff truncates that division).
+Memory: seff's 'KB/MB/GB/TB' are powers of 1024 (its kbytes2str divides by 1024), so
+'1.23 GB' = 1.23 x 2^30 bytes; the value is rounded to 2 decimals by seff, so it is within 0.5 %.
+The exit code: seff prints only the return code (exit status >> 8), not the signal, so exit_code is
+left NULL and the printed code kept in null_reasons ({"exit_code": "exit code 0 (seff omits the signal)"}).
+Also read: hb-jobinfo style reports ('Job ID    : 7425304_67', 'Used walltime', 'Used CPU time',
+'Maximum memory used', 'Total memory reserved'), whose times are local (``opts.timezone``).
+rows_in = number of reports; a report that cannot be read is one Reject at its `Job ID:` line.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import pathlib
+import re
+import zoneinfo
+from typing import Optional
+
+import polars as pl
+
+from jobsight.analytics.ingest import limits
+from jobsight.analytics.ingest.records import ParseOptions, ParseResult, Reject
+from jobsight.analytics.ingest.units import parse_duration, parse_mem, parse_state
+
+FORMAT = "seff"
+SOURCE = "slurm-seff"
+
+_START = re.compile(r"^\s*Job ID\s*:\s*(\S.*?)\s*$")
+_KV = re.compile(r"^\s*([A-Za-z%*/()][A-Za-z0-9 %*/(),._-]*?)\s*:\s?(.*?)\s*$")
+_NUM = r"(\d+(?:[.,]\d+)?)"
+_MEM = re.compile(r"^" + _NUM + r"\s*([KMGTPE]?)i?B?\b", re.IGNORECASE)
+_STATE = re.compile(r"^(.*?)\s*(?:\(exit code (\d+)\))?$")
+_EFF = re.compile(r"^" + _NUM + r"\s*%\s+of\s+(.+?)(?:\s+core-walltime)?(?:\s+\((.+)\))?$")
+_JOBID = re.compile(r"^(\d+)(?:_(\d+|\[[^\]]*\]))?(?:\+(\d+))?$")
+
+
+def sniff(head: str, path: pathlib.Path) -> bool:
+    starts = [ln for ln in head.splitlines() if _START.match(ln)]
+    if not starts:
+        return False
+    return any(k in head for k in ("CPU Utilized:", "User/Group:", "Memory Utilized:", "Used walltime", "Job Wall-clock time:"))
+
+
+def _mem(text: str) -> int:
+    """'137.64 MB' -> bytes (powers of 1024); '258.34M' (jobinfo) too."""
+    m = _MEM.match(text.strip())
+    if not m:
+        raise ValueError(f"not a memory size: {text!r}")
+    num, unit = m.groups()
+    return parse_mem(num.replace(",", ".") + unit.upper())
+
+
+def _num(text: str) -> float:
+    v = float(text.replace(",", "."))
+    if not math.isfinite(v):   # 400 digits
+        raise ValueError(f"not a finite number: {text.strip()[:40]!r}")
+    return v
+
+
+def _blocks(lines: list[str]) -> list[tuple[int, list[str]]]:
+    blocks: list[tuple[int, list[str]]] = []
+    for i, line in enumerate(lines, start=1):
+        if _START.match(line):
+            blocks.append((i, [line]))
+        elif blocks:
+            blocks[-1][1].append(line)
+    return blocks
+
+
+def _fields(block: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in block:
+        m = _KV.match(line)
+        if m and m.group(1).strip() not in out:
+            out[m.group(1).strip()] = m.group(2)
+    return out
+
+
+def _local_to_utc(text: str, zone: Optional[str]) -> Optional[dt.datetime]:
+    if not text or text.strip() in ("--", "Unknown", "None"):
+        return None
+    t = dt.datetime.fromisoformat(text.strip())
+    if zone:
+        t = t.replace(tzinfo=zoneinfo.ZoneInfo(zone))
+    else:
+        t = t.astimezone()   # this machine's zone
+    return t.astimezone(dt.timezone.utc).replace(tzinfo=None)
+
+
+def _seff_row(f: dict[str, str], cluster_default: str) -> dict:
+    nulls: dict[str, str] = {}
+    job_raw = f["Job ID"].strip()
+    if not _JOBID.match(job_raw):
+        raise ValueError(f"not a job id: {job_raw!r}")
+    row: dict = {"job_id_raw": job_raw, "job_id": job_raw}
+    arr = f.get("Array Job ID")
+    if arr:
+        m = _JOBID.match(arr.strip())
+        if not m or not m.group(2):
+            raise ValueError(f"not an array job id: {arr!r}")
+        row.update(job_id=arr.strip(), array_job_id=m.group(1), array_task_id=m.group(2))
+    row["cluster"] = (f.get("Cluster") or "").strip() or cluster_default
+    ug = f.get("User/Group")
+    if ug:
+        user, _, group = ug.partition("/")
+        row["user"], row["group"] = user.strip() or None, group.strip() or None
+    st = f.get("State")
+    if st:
+        m = _STATE.match(st.strip())
+        row["state"], row["cancelled_by_uid"] = parse_state(m.group(1))
+        if m.group(2) is not None:
+            nulls["exit_code"] = f"exit code {m.group(2)} (seff omits the signal)"
+    if "Cores" in f:
+        row["ncpus"] = int(_num(f["Cores"]))
+        row["nnodes"] = 1
+    if "Nodes" in f:
+        row["nnodes"] = int(_num(f["Nodes"]))
+    cpn = int(_num(f["Cores per node"])) if "Cores per node" in f else None
+    if "CPU Utilized" in f:
+        row["cpu_time_s"] = parse_duration(f["CPU Utilized"])
+    if "Job Wall-clock time" in f:
+        row["elapsed_s"] = int(parse_duration(f["Job Wall-clock time"]))
+    core_wall = None
+    if "CPU Efficiency" in f:
+        m = _EFF.match(f["CPU Efficiency"].strip())
+        if not m:
+            raise ValueError(f"CPU Efficiency not understood: {f['CPU Efficiency']!r}")
+        core_wall = parse_duration(m.group(2))
+    if row.get("ncpus") is None:
+        if core_wall is not None and row.get("elapsed_s"):
+            row["ncpus"] = int(round(core_wall / row["elapsed_s"]))
+        elif cpn is not None:
+            row["ncpus"] = cpn * (row.get("nnodes") or 1)
+    if "Memory Utilized" in f:
+        row["mem_peak_bytes"] = _mem(f["Memory Utilized"])
+    if "Memory Efficiency" in f:
+        m = _EFF.match(f["Memory Efficiency"].strip())
+        if not m:
+            raise ValueError(f"Memory Efficiency not understood: {f['Memory Efficiency']!r}")
+        alloc = _mem(m.group(2))
+        if alloc:
+            row["mem_alloc_bytes"] = alloc
+        else:   # seff prints 0.00 MB when the job has no memory TRES
+            nulls["mem_alloc_bytes"] = m.group(2)
+    row["null_reasons"] = json.dumps(nulls) if nulls else None
+    return row
+
+
+def _jobinfo_row(f: dict[str, str], cluster_default: str, zone: Optional[str]) -> dict:
+    """rug-cit-hpc jobinfo: 'Key   : value' report (Job ID printed, e.g. 7425304_67)."""
+    printed = f["Job ID"].strip()
+    m = _JOBID.match(printed)
+    if not m:
+        raise ValueError(f"not a job id: {printed!r}")
+    row: dict = {"job_id": printed, "job_id_raw": printed, "cluster": cluster_default}
+    if m.group(2):
+        row.update(array_job_id=m.group(1), array_task_id=m.group(2))
+
+    def val(key):
+        v = (f.get(key) or "").strip()
+        return None if v in ("", "--") else v
+
+    row["job_name"], row["user"], row["partition"] = val("Name"), val("User"), val("Partition")
+    row["node_list"] = val("Nodes")
+    if val("Number of Nodes"):
+        row["nnodes"] = int(val("Number of Nodes"))
+    if val("Cores"):
+        row["ncpus"] = int(val("Cores"))
+    if val("Number of Tasks"):
+        row["ntasks"] = int(val("Number of Tasks"))
+    if val("State"):
+        row["state"], row["cancelled_by_uid"] = parse_state(val("State"))
+    for key, col in (("Submit", "submit_time"), ("Start", "start_time"), ("End", "end_time")):
+        if val(key):
+            row[col] = _local_to_utc(val(key), zone)
+    if val("Reserved walltime"):
+        row["timelimit_s"] = int(parse_duration(val("Reserved walltime")))
+    if val("Used walltime"):
+        row["elapsed_s"] = int(parse_duration(val("Used walltime")))
+    if val("Used CPU time"):
+        row["cpu_time_s"] = parse_duration(val("Used CPU time").split("(")[0].strip())
+    if val("Total memory reserved"):
+        row["mem_req_bytes"] = _mem(val("Total memory reserved"))
+    if val("Maximum memory used"):
+        row["mem_peak_bytes"] = _mem(val("Maximum memory used"))
+    return row
+
+
+SCHEMA = {
+    "cluster": pl.String, "job_id": pl.String, "job_id_raw": pl.String, "array_job_id": pl.String,
+    "array_task_id": pl.String, "job_name": pl.String, "user": pl.String, "group": pl.String,
+    "partition": pl.String, "state": pl.String, "cancelled_by_uid": pl.Int64,
+    "submit_time": pl.Datetime("us"), "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us"),
+    "elapsed_s": pl.Int64, "timelimit_s": pl.Int64, "ncpus": pl.Int64, "nnodes": pl.Int64, "ntasks": pl.Int64,
+    "mem_req_bytes": pl.Int64, "mem_alloc_bytes": pl.Int64, "mem_peak_bytes": pl.Int64, "cpu_time_s": pl.Float64,
+    "node_list": pl.String, "null_reasons": pl.String, "source": pl.String,
+}
+
+
+def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
+    path = pathlib.Path(path)
+    result = ParseResult(format=FORMAT)
+    lines = path.read_bytes().decode("utf-8", errors="replace").splitlines()
+    blocks = _blocks(lines)
+    result.rows_in = len(blocks)
+    cluster_default = opts.cluster or "default"
+    rows = []
+    for line_no, block in blocks:
+        fields = _fields(block)
+        try:
+            if "Used walltime" in fields or "Number of Nodes" in fields:
+                row = _jobinfo_row(fields, cluster_default, opts.timezone)
+            else:
+                row = _seff_row(fields, cluster_default)
+            row["source"] = SOURCE
+            limits.check(row)
+            rows.append(row)
+        except (ValueError, KeyError, TypeError, OverflowError, zoneinfo.ZoneInfoNotFoundError) as exc:
+            result.rejects.append(Reject(line_no, f"seff report: {exc}", "\n".join(block)[:1000]))
+    if rows:
+        result.jobs = pl.DataFrame({c: pl.Series(c, [r.get(c) for r in rows], dtype=t, strict=False) for c, t in SCHEMA.items()})
+    return result

@@ -1,0 +1,60 @@
+"""The flagged jobs a question is about, one row per flag with what following the advice would
+have saved (job_flags_savings), in the asker's scope and by the period rule (queries/scope.py): a
+job counts in every period it ran in, as on the dashboard and in the reports."""
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+from jobsight.analytics.queries.scope import Filters, Scope
+
+COLUMNS = ["cluster", "job_id", "job_id_raw", "user", "account", "partition", "state", "end_time",
+           "sbu", "wasted_sbu", "savings_sbu", "code", "severity", "message", "advice"]
+# sort key -> ORDER BY; ties go to the job id and flag code, so a limit always cuts the same rows
+SORTS = {
+    "wasted_sbu": "wasted_sbu DESC NULLS LAST, sbu DESC NULLS LAST",
+    "sbu": "sbu DESC NULLS LAST, wasted_sbu DESC NULLS LAST",
+    "savings": "savings_sbu DESC NULLS LAST, sbu DESC NULLS LAST",
+    "end_time": "COALESCE(end_time, start_time) DESC NULLS LAST",
+}
+TIE_BREAK = "cluster, job_id_raw, code"
+FLAGS_SQL = Path(__file__).resolve().parents[2] / "sql" / "metrics" / "40_job_flags.sql"
+
+
+@functools.lru_cache(maxsize=1)
+def flag_codes() -> tuple[str, ...]:
+    """The flag codes, in the order sql/metrics/40_job_flags.sql defines them (each branch of its
+    UNION ALL starts `SELECT m.*, 'code'`): the SQL is the one list."""
+    codes = re.findall(r"SELECT\s+m\.\*,\s*'([a-z0-9_]+)'", FLAGS_SQL.read_text(encoding="utf-8"))
+    return tuple(dict.fromkeys(codes))
+
+
+def _where(scope: Scope, f: Filters) -> tuple[str, list]:
+    where, params = f.where(scope, ran=f.since is not None or f.until is not None)
+    if f.codes:
+        where += " AND list_contains(?::VARCHAR[], code)"
+        params.append(list(f.codes))
+    if f.severities:
+        where += " AND list_contains(?::VARCHAR[], severity)"
+        params.append(list(f.severities))
+    return where, params
+
+
+def flag_rows(db, scope: Scope, f: Filters, sort: str = "wasted_sbu", limit: int = 0) -> tuple[list[str], list[tuple], int]:
+    """(column names, rows, how many more there are beyond ``limit``; 0: every row)."""
+    where, params = _where(scope, f)
+    cols = ", ".join(f'"{c}"' for c in COLUMNS)
+    sql = f"SELECT {cols} FROM job_flags_savings{where} ORDER BY {SORTS[sort]}, {TIE_BREAK}"
+    names, rows = db.fetch(sql + (f" LIMIT {int(limit)}" if limit else ""), params)
+    more = 0
+    if limit and len(rows) == limit:
+        more = db.value(f"SELECT count(*) FROM job_flags_savings{where}", params) - len(rows)
+    return names, rows, more
+
+
+def flagged_job_count(db, scope: Scope, f: Filters) -> int:
+    """How many distinct jobs have a flag matching ``f`` (the dashboard's count, by the same rule)."""
+    where, params = _where(scope, f)
+    return int(db.value(f"SELECT count(*) FROM (SELECT DISTINCT cluster, job_id_raw FROM job_flags_savings{where})",
+                        params) or 0)

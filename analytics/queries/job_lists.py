@@ -1,0 +1,102 @@
+"""The data layer of the job lists: My jobs (a page of jobs, newest first) and the header's search.
+
+As in analytics/queries/dashboard.py, the scope is a condition of every query, with bound parameters: a job
+outside it looks exactly like one that does not exist.
+
+A page of jobs is read in two steps, so that a page costs about the same at 10^3 or 10^6 jobs:
+the page's keys (start time, cluster, raw id: three narrow columns, sorted with LIMIT/OFFSET), then
+those rows' columns, from the start times the keys span (job_metrics is stored by start time, so
+the row groups outside are skipped), and the flags of those jobs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from jobsight.analytics.queries.dashboard import SEVERITY_RANK, keyed, with_savings
+from jobsight.analytics.queries.scope import Scope
+from jobsight.analytics.store.database import Database
+
+ORDER = "start_time DESC NULLS LAST, cluster, job_id_raw"
+LIST_COLUMNS = ["cluster", "job_id", "job_id_raw", "job_name", "user", "account", "partition", "state",
+                "start_time", "elapsed_s", "ncpus", "ngpus", "sbu", "wasted_sbu", "cpu_eff_pct", "gpu_util_pct",
+                "mem_eff_pct", "time_eff_pct"]
+MAX_TEXT = 200
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """My jobs' filters: whose jobs (None: every job in the scope), state, partition, flag code."""
+    user: str | None = None
+    state: str | None = None
+    partition: str | None = None
+    code: str | None = None
+
+    def where(self, scope: Scope) -> tuple[str, list]:
+        sc, params = scope.sql()
+        clauses, params = [sc], list(params)
+        for value, col in ((self.user, '"user"'), (self.state, "state"), (self.partition, '"partition"'),
+                           (self.code, "code")):
+            if value:
+                clauses.append(f"{col} = ?")
+                params.append(value)
+        return " WHERE " + " AND ".join(clauses), params
+
+
+def job_list(h: Database, scope: Scope, jf: JobFilter, offset: int = 0, limit: int = 100) -> tuple[pd.DataFrame, int]:
+    """The jobs in scope matching ``jf``, newest first (jobs that never started last), rows
+    ``offset`` to ``offset + limit``, and how many match in all. Columns: LIST_COLUMNS, codes (the
+    job's flags, alarms first), and savings_sbu, savings_note when the database has savings."""
+    table = "job_flags" if jf.code else "job_metrics"     # one flag row per job and code
+    w, p = jf.where(scope)
+    total = int(h.value(f"SELECT count(*) FROM {table}{w}", p) or 0)
+    cols = LIST_COLUMNS
+    if not total or offset >= total:
+        return with_savings(h, scope, pd.DataFrame(columns=cols + ["codes"])), total
+    keys = h.execute(f"SELECT start_time, cluster, job_id_raw FROM {table}{w} ORDER BY {ORDER} LIMIT ? OFFSET ?",
+                     p + [int(limit), int(offset)]).fetchall()
+    cond, kp = keyed(keys)
+    sc, sp = scope.sql()
+    select = ", ".join(f'"{c}"' for c in cols)
+    df = h.df(f"SELECT {select} FROM job_metrics WHERE {sc} AND {cond}", sp + kp)
+    flags = h.df(f"SELECT cluster, job_id_raw, list(code ORDER BY {SEVERITY_RANK}, code) AS codes "
+                 f"FROM job_flags WHERE {sc} AND {cond} GROUP BY ALL", sp + kp)
+    order = pd.DataFrame([(c, j, i) for i, (_t, c, j) in enumerate(keys)], columns=["cluster", "job_id_raw", "_pos"])
+    df = order.merge(df, on=["cluster", "job_id_raw"]).merge(flags, how="left", on=["cluster", "job_id_raw"])
+    df["codes"] = [[str(c) for c in v] if isinstance(v, (list, tuple)) or hasattr(v, "tolist") else [] for v in df["codes"]]
+    return with_savings(h, scope, df.sort_values("_pos")[cols + ["codes"]].reset_index(drop=True)), total
+
+
+def job_states(h: Database, scope: Scope) -> list[str]:
+    """The job states that occur in the scope (for the dropdown)."""
+    w, p = JobFilter().where(scope)
+    return [r[0] for r in h.execute(f"SELECT DISTINCT state FROM job_metrics{w} AND state IS NOT NULL ORDER BY 1",
+                                    p).fetchall()]
+
+
+def has_jobs(h: Database, scope: Scope, user: str) -> bool:
+    w, p = JobFilter(user=user).where(scope)
+    return h.value(f"SELECT count(*) FROM (SELECT 1 FROM job_metrics{w} LIMIT 1)", p) == 1
+
+
+SEARCH_COLUMNS = ["cluster", "job_id", "job_id_raw", "job_name", "user", "state", "start_time"]
+
+
+def find_jobs(h: Database, scope: Scope, text: str, limit: int = 20) -> tuple[pd.DataFrame, bool]:
+    """Jobs in scope whose JobIDRaw or printed JobID (123_4) is ``text``; when none, those whose
+    name contains it (ignoring case), newest first, at most ``limit``. Also: whether they matched
+    by id."""
+    text = text.strip()[:MAX_TEXT]
+    cols = ", ".join(f'"{c}"' for c in SEARCH_COLUMNS)
+    if not text:
+        return pd.DataFrame(columns=SEARCH_COLUMNS), False
+    sc, p = scope.sql()
+    for col in ("job_id_raw", "job_id"):        # one equality at a time: row-group statistics skip the rest
+        df = h.df(f"SELECT {cols} FROM job_metrics WHERE {sc} AND {col} = ? ORDER BY {ORDER} LIMIT ?",
+                  p + [text, int(limit)])
+        if len(df):
+            return df, True
+    df = h.df(f"SELECT {cols} FROM job_metrics WHERE {sc} AND contains(lower(job_name), lower(?)) "
+              f"ORDER BY {ORDER} LIMIT ?", p + [text, int(limit)])
+    return df, False

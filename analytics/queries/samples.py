@@ -1,0 +1,115 @@
+"""One job's samples summarised per node and per GPU, for `jobsight job`, with the portable metric
+SQL itself (sql/metrics/NN_lake_*.sql): the formulas are the ones the stored job_gpu_devices and
+job_metrics are computed with, run here over this job's samples alone.
+
+- ``per_node``: one CPU and memory line per host (lake_job_cpu_hosts, the rows the job's figures
+  sum), for a multi-node job's report.
+- ``summary``: the per-node lines, the GPUs (lake_job_gpu_devices) and the utilisation series of a
+  job that has samples but no accounting yet: those in ``sample``, which count once the accounting
+  arrives, or those held in ``sample_pending`` under the trust model (docs/ingest.md#trust-model),
+  which count only when the accounting shows the job is their file owner's.
+
+The views are created as TEMP objects for the query and dropped after it; a refresh, which creates
+views of the same names, is never running on the same connection at the time.
+"""
+from __future__ import annotations
+
+from jobsight.analytics.store import lake
+
+TABLES = {"sample": "samples", "pending": "sample_pending"}     # counted samples / held ones
+# the portable views a summary needs, in file order (each reads only the ones before it)
+VIEWS = ("lake_config", "lake_sample_weighted", "lake_job_gpu_devices", "lake_job_cpu_hosts")
+_SAMPLES = "_jobsight_job_samples"
+
+
+def sample_columns(db) -> list[str]:
+    """The columns of the `samples` view (sample_pending has them too, and its owner's)."""
+    return [d[0] for d in db.execute("SELECT * FROM samples LIMIT 0").description]
+
+
+def _rows(db, table: str) -> str:
+    """The samples of ``table`` as the `samples` view gives them: held ones read util_pct by the
+    view's rule too (the macro sample_util_pct: a MIG instance's SM activity)."""
+    if table == "samples":
+        return table
+    cols = ", ".join("sample_util_pct(util_pct, device, sm_active_pct) AS util_pct" if c == "util_pct" else f'"{c}"'
+                     for c in sample_columns(db))
+    return f"(SELECT {cols} FROM {table})"
+
+
+def find(db, job: str, cluster: str | None) -> list[tuple[str, str, str]]:
+    """(cluster, job_id_raw, which) for every job of that raw id that has samples, counted
+    ("sample") or held ("pending")."""
+    out = []
+    for which, table in TABLES.items():
+        sql = f"SELECT DISTINCT cluster, job_id_raw FROM {table} WHERE job_id_raw = ?"
+        params = [job]
+        if cluster:
+            sql += " AND cluster = ?"
+            params.append(cluster)
+        out += [(c, j, which) for c, j in db.execute(sql + " ORDER BY cluster", params).fetchall()]
+    return out
+
+
+def _create(db, cluster: str, job_id_raw: str, which: str) -> None:
+    db.execute(f"CREATE OR REPLACE TEMP TABLE {_SAMPLES} AS SELECT * FROM {_rows(db, TABLES[which])} "
+               "WHERE cluster = ? AND job_id_raw = ?", [cluster, job_id_raw])
+    db.execute(f"CREATE OR REPLACE TEMP VIEW {lake.INPUT_VIEWS['samples']} AS "
+               f"SELECT *, {lake.TIME_MS} AS time_ms FROM {_SAMPLES}")
+    db.execute(f"CREATE OR REPLACE TEMP VIEW {lake.INPUT_VIEWS['setting']} AS SELECT c.cluster, s.name, s.value, "
+               f"s.text FROM (SELECT DISTINCT cluster FROM {_SAMPLES}) c CROSS JOIN setting s")
+    views = dict(lake.lake_views())
+    for name in VIEWS:
+        db.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {views[name]}")
+
+
+def _drop(db) -> None:
+    for name in reversed(VIEWS):
+        db.execute(f"DROP VIEW IF EXISTS temp.{name}")
+    for table in ("setting", "samples"):
+        db.execute(f"DROP VIEW IF EXISTS temp.{lake.INPUT_VIEWS[table]}")
+    db.execute(f"DROP TABLE IF EXISTS temp.{_SAMPLES}")
+
+
+def _query(db, cluster: str, job_id_raw: str, which: str, queries: dict[str, str]) -> dict:
+    _create(db, cluster, job_id_raw, which)
+    try:
+        return {name: db.rows(sql) for name, sql in queries.items()}
+    finally:
+        _drop(db)
+
+
+NODE_QUERY = ("SELECT host, util_pct AS cpu_util_pct, mem_peak_bytes, mem_limit_bytes, n_samples, first_time, "
+              "last_time FROM lake_job_cpu_hosts ORDER BY host")
+GPU_QUERY = ("SELECT host, device, gpu_index, util_mean_pct, util_max_pct, mem_peak_bytes, mem_total_bytes, "
+             "energy_j, n_samples, source FROM lake_job_gpu_devices ORDER BY host, gpu_index, device")
+
+
+def series(db, cluster: str, job_id_raw: str, table: str = "samples") -> dict[str, list]:
+    """Utilisation in time order per device (the CPU first), for the sparklines: keyed by the
+    device, or by "host device" when the job has samples from more than one host."""
+    rows = db.execute(f"SELECT host, device, list(util_pct ORDER BY time) FROM {_rows(db, table)} WHERE cluster = ? "
+                      "AND job_id_raw = ? GROUP BY host, device ORDER BY device = 'cpu' DESC, device, host",
+                      [cluster, job_id_raw]).fetchall()
+    many = len({host for host, _d, _v in rows}) > 1
+    return {f"{host} {dev}" if many else dev: vals for host, dev, vals in rows}
+
+
+def per_node(db, cluster: str, job_id_raw: str, which: str = "sample") -> list[dict]:
+    """One row per host with CPU samples: host, cpu_util_pct, mem_peak_bytes, mem_limit_bytes, ..."""
+    return _query(db, cluster, job_id_raw, which, {"nodes": NODE_QUERY})["nodes"]
+
+
+def summary(db, cluster: str, job_id_raw: str, which: str) -> dict:
+    """The samples of a job as `jobsight job` shows them: nodes, gpus, series, span and count;
+    for held samples (``which="pending"``) also the owners of the files they came from."""
+    out = {"nodes": per_node(db, cluster, job_id_raw, which)}
+    out["gpus"] = _query(db, cluster, job_id_raw, which, {"gpus": GPU_QUERY})["gpus"]
+    table, key = TABLES[which], [cluster, job_id_raw]
+    out["n_samples"], out["first_time"], out["last_time"] = db.execute(
+        f"SELECT count(*), min(time), max(time) FROM {table} WHERE cluster = ? AND job_id_raw = ?", key).fetchone()
+    out["series"] = series(db, cluster, job_id_raw, table)
+    if which == "pending":
+        out["owners"] = db.rows("SELECT owner_uid, owner_user, count(*) AS n_samples FROM sample_pending "
+                                "WHERE cluster = ? AND job_id_raw = ? GROUP BY ALL ORDER BY owner_uid", key)
+    return out
