@@ -21,6 +21,7 @@ from email.utils import formatdate, make_msgid
 from pathlib import Path
 from typing import Callable, Optional
 
+from jobsight.analytics.queries import notices
 from jobsight.analytics.render import terminal_safe
 from jobsight.analytics.reports.settings import ReportSettings
 from jobsight.analytics.store.database import Database
@@ -42,17 +43,6 @@ class Outcome:
     def summary(self) -> str:
         return (f"{len(self.sent)} notice(s) sent, {len(self.failed)} failed, "
                 f"{len(self.rate_limited)} held by the per-user limit, {len(self.no_address)} without an address")
-
-
-def due(db: Database, at: dt.datetime) -> list[dict]:
-    """The jobs to notify at `at` (naive UTC), rate_limited marked (watch_due)."""
-    return db.rows("SELECT * FROM watch_due(?)", [at])
-
-
-def interrupted(db: Database) -> list[dict]:
-    """Notices left 'sending' by a watch that stopped between sending and recording: never sent again."""
-    return db.rows("SELECT cluster, job_id, \"user\", address, sent_at FROM watch_notice WHERE outcome = 'sending' "
-                   "ORDER BY sent_at")
 
 
 def address_of(user: str, s: ReportSettings) -> Optional[str]:
@@ -143,13 +133,13 @@ class Notifier:
                  dry_run: bool = False, log: Callable[[str], None] = print, stop: Callable[[], None] = lambda: None):
         self.db, self.s, self.smtp_server, self.eml_dir, self.dry_run = db, s, smtp, eml_dir, dry_run
         self.log, self.stop = log, stop
-        self.gpu_idle_pct = db.value("SELECT value FROM setting WHERE name = 'flags.gpu_idle_pct'")
-        self.idle_hours = db.value("SELECT value FROM setting WHERE name = 'watch.idle_hours'")
+        self.gpu_idle_pct = notices.setting(db, "flags.gpu_idle_pct")
+        self.idle_hours = notices.setting(db, "watch.idle_hours")
 
     def run(self, at: dt.datetime, out: Callable[[str], None] = print) -> Outcome:
         result = Outcome()
         todo = []
-        for row in due(self.db, at):
+        for row in notices.due(self.db, at):
             what = f"job {_text(row['job_id'])} of {_text(row['user'])} ({row['gpus_idle']} GPU(s) idle " \
                    f"{_hours(row['idle_max_min'])})"
             addr = address_of(row["user"], self.s)
@@ -172,7 +162,7 @@ class Notifier:
         return result
 
     def _limit(self) -> int:
-        return int(self.db.value("SELECT value FROM setting WHERE name = 'watch.max_per_user_per_day'"))
+        return int(notices.setting(self.db, "watch.max_per_user_per_day"))
 
     def _send(self, todo: list, at: dt.datetime, result: Outcome) -> None:
         smtp = None

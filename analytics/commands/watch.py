@@ -275,10 +275,11 @@ def _untouched(path: Path, known: dict) -> bool:
 
 def _notify(args, cfg, settings, at: dt.datetime, stopper: Stopper, first: bool) -> str:
     from jobsight.analytics import watch
+    from jobsight.analytics.queries import notices
     from jobsight.analytics.store.database import Database
     with Database.open(args.db, cfg, say=log, write_settings=cfg.path is not None) as db:
         if first:
-            for n in watch.interrupted(db):
+            for n in notices.interrupted(db):
                 log(f"notice of job {n['job_id']} to {n['address']} was being sent at {n['sent_at']} when a watch "
                     "stopped: it may not have left, and is not sent again")
         notifier = watch.Notifier(db, settings, smtp=args.smtp, eml_dir=Path(args.eml_dir) if args.eml_dir else None,

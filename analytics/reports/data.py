@@ -15,6 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from jobsight.analytics.queries.reports import report_rows
 from jobsight.analytics.reports.period import Period
 from jobsight.analytics.reports.report import Report
 from jobsight.analytics.reports.settings import ReportSettings
@@ -137,22 +138,10 @@ def gather(db: Database, period: Period, settings: ReportSettings, users: list[s
     since, until = period.since, period.until
     first = since - settings.trend_weeks * period.length
     only = None if users is None and accounts is None else (frozenset(users or ()), frozenset(accounts or ()))
-    names = [None, None] if only is None else [sorted(only[0]), sorted(only[1])]
-    db.execute("CREATE OR REPLACE TEMP TABLE report_window AS "
-                "SELECT * FROM report_days(?, ?, users := ?, accounts := ?)", [first, until, *names])
-    db.execute("CREATE OR REPLACE TEMP TABLE report_window_flags AS SELECT * FROM report_flags('report_window', ?)",
-                [since])
-    src, flags = "report_window", "report_window_flags"
-    totals = db.rows("SELECT * FROM report_totals(?, ?, ?)", [src, since, until])
-    daily = db.rows("SELECT * FROM report_daily(?, ?, ?)", [src, since, until])
-    trend = db.rows("SELECT * FROM report_trend(?, ?, ?, ?)", [src, since, until, settings.trend_weeks])
-    flag_counts = db.rows("SELECT * FROM report_flag_counts(?, ?, ?, ?)", [src, flags, since, until])
-    top = db.rows("SELECT * FROM report_top_jobs(?, ?, ?, ?, ?)", [src, flags, since, until, settings.top_jobs])
-    # every allocation (there are few): a user's report shows those of the accounts the user ran in
-    budgets = [{**b, "alert_shown": b["alert"].upper()} for b in db.rows(
-        'SELECT * FROM budget_status(?) ORDER BY account, "user" NULLS FIRST, cluster NULLS FIRST', [until])]
-    db.execute("DROP TABLE report_window")
-    db.execute("DROP TABLE report_window_flags")
+    names = (None, None) if only is None else (sorted(only[0]), sorted(only[1]))
+    rows = report_rows(db, first, since, until, names, settings.trend_weeks, settings.top_jobs)
+    totals, daily, trend, flag_counts, top = (rows[k] for k in ("totals", "daily", "trend", "flag_counts", "top"))
+    budgets = rows["budgets"]
     return Dataset(period, settings, _index(totals), _index(daily), _index(trend), _index(flag_counts),
                    _index_top(top, settings.top_jobs), budgets, only=only)
 
