@@ -136,6 +136,8 @@ class Config:
     email: dict[str, Any] = field(default_factory=dict)       # [email], checked by analytics/reports/settings.py
     cluster: str | None = None
     metrics_token_file: Path | None = None   # [dashboard]: the file holding /metrics' bearer token
+    dashboard_munge: bool = False            # [dashboard] munge: accept MUNGE credentials (dashboard/munge_auth.py)
+    client_server: str | None = None         # [client] server: the dashboard the read commands ask (analytics/client.py)
     advice: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_ADVICE))
     # partition -> TRESBillingWeights, from [advice.billing_weights] and from [advice] partitions_file
     weights: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -287,7 +289,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None, text: str | Non
     cfg = Config(path=path)
     check = _Checker(path, text)
     known = {"charging", "flags", "samples", "budgets", "budget_options", "roles", "cluster", "dashboard", "report", "email", "advice",
-             "watch", "database"}
+             "watch", "database", "client"}
     for key in data:
         if key not in known:
             check.fail(key, f"unknown section or key [{_name(key)}] (known: {', '.join(sorted(known))})")
@@ -348,7 +350,19 @@ def parse_config(data: dict[str, Any], path: Path | None = None, text: str | Non
     cfg.email = dict(data.get("email", {}))
     _parse_dashboard(cfg, check, data.get("dashboard", {}))
     _parse_database(cfg, check, data.get("database", {}))
+    _parse_client(cfg, check, data.get("client", {}))
     return cfg
+
+
+def _parse_client(cfg: Config, check: _Checker, client: dict[str, Any]) -> None:
+    """[client] server: the URL of the jobsight dashboard `job`, `flags`, `usage` and `report` ask."""
+    for key, value in client.items():
+        if key != "server":
+            check.fail(f"client.{key}", f"unknown key client.{_name(key)} (known: server)")
+        url = check.string("client.server", value)
+        if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", url):
+            check.fail("client.server", f"client.server must be an http:// or https:// URL, got {_show(url)}")
+        cfg.client_server = url
 
 
 def _parse_database(cfg: Config, check: _Checker, database: dict[str, Any]) -> None:
@@ -483,8 +497,13 @@ def _partition(check: _Checker, where: str, value: Any) -> str:
 
 def _parse_dashboard(cfg: Config, check: _Checker, dashboard: dict[str, Any]) -> None:
     for key, value in dashboard.items():
+        if key == "munge":
+            if not isinstance(value, bool):
+                check.fail("dashboard.munge", f"dashboard.munge must be true or false, got {_show(value)}")
+            cfg.dashboard_munge = value
+            continue
         if key != "metrics_token_file":
-            check.fail(f"dashboard.{key}", f"unknown key dashboard.{_name(key)} (known: metrics_token_file)")
+            check.fail(f"dashboard.{key}", f"unknown key dashboard.{_name(key)} (known: metrics_token_file, munge)")
         path = Path(check.string("dashboard.metrics_token_file", value))
         if not path.is_absolute() and cfg.path is not None:
             path = cfg.path.parent / path       # beside the config file, whatever the working directory

@@ -15,7 +15,7 @@ from dash import Input, Output, State, dcc, html
 from dash.exceptions import UnsupportedRelativePath
 
 from jobsight.analytics.store.snapshot import SnapshotReader
-from jobsight.dashboard import callback_requests, common, prometheus, search, served_files
+from jobsight.dashboard import api, callback_requests, common, prometheus, search, served_files
 from jobsight.dashboard.auth import Auth, current_scope, install
 from jobsight.dashboard.pages import entities, flagged, job, jobs, overview, running
 
@@ -53,10 +53,11 @@ def create_app(reader: SnapshotReader, auth: Auth, url_prefix: str = "/", debug:
                     assets_folder=str(assets), update_title=None, serve_locally=True)
     app.server.config[common.READER_KEY] = reader
     # first: nothing, not even a 404, before the user is known (or the metrics token checked)
-    install(app.server, auth, token_paths=frozenset({prefix + prometheus.PATH}))
+    install(app.server, auth, token_paths=frozenset({prefix + prometheus.PATH}), json_prefix=prefix + api.PATH)
     served_files.install(app.server, assets)
     callback_requests.install(app.server, lambda: app.callback_map, prefix + "_dash-update-component")
     prometheus.install(app, prefix)
+    api.install(app, prefix)
 
     def shell():
         scope = current_scope()

@@ -12,6 +12,10 @@ The metrics (`/metrics`, dashboard/prometheus.py) are for admins and, with `[das
 metrics_token_file`, for requests carrying that token as `Authorization: Bearer`: there a bearer
 token is judged alone (the right one gets the metrics and nothing else, any other 401).
 
+MUNGE (`--munge`, dashboard/munge_auth.py) comes on top of the mode: a request carrying
+`Authorization: MUNGE <credential>` is judged by its credential alone (a good one: its uid's user; any
+other: 401, never another identity). With `--auth none` and `--munge`, MUNGE is the only way in.
+
 Roles (jobsight.toml):
     [roles]
     admins = ["root", "hpcadmin"]
@@ -25,6 +29,8 @@ import binascii
 import hashlib
 import hmac
 import ipaddress
+import json
+import logging
 import os
 import re
 import secrets
@@ -37,6 +43,7 @@ from typing import Any, Callable
 
 from jobsight.analytics.queries.scope import Scope
 
+log = logging.getLogger("jobsight.dashboard")
 MODES = ("none", "header", "basic")
 USER_RE = re.compile(r"^[A-Za-z0-9_.@][A-Za-z0-9_.@$-]{0,63}$")
 LOOPBACK_NAMES = {"localhost"}
@@ -200,12 +207,13 @@ class Auth:
 
     def __init__(self, mode: str, roles: Roles, host: str = "127.0.0.1",
                  trusted_proxies: list[str] | None = None, users: dict[str, str] | None = None,
-                 proxy_secret: str | None = None, metrics_token: str | None = None):
+                 proxy_secret: str | None = None, metrics_token: str | None = None, munge=None):
         if mode not in MODES:
             raise AuthError(f"--auth must be one of {', '.join(MODES)}, got {mode!r}")
         self.mode, self.roles = mode, roles
         self.trusted = [self._net(a) for a in (trusted_proxies or [])]
-        if mode == "none" and not is_loopback(host):
+        self.munge = munge      # a munge_auth.MungeDecoder, or None: MUNGE credentials are refused
+        if mode == "none" and munge is None and not is_loopback(host):
             raise AuthError(f"--auth none serves everyone as admin: only allowed on 127.0.0.1, not on {host}")
         if mode == "header":
             if not self.trusted:
@@ -273,8 +281,26 @@ class Auth:
             return None
         return hmac.compare_digest(value.strip().encode("utf-8", "replace"), self.metrics_token.encode())
 
+    def _munge_user(self, value: str, environ: dict) -> str | Denied:
+        from jobsight.dashboard.munge_auth import MungeDenied
+        challenge = {"WWW-Authenticate": 'MUNGE realm="jobsight"'}
+        if self.munge is None:
+            return Denied(401, "MUNGE authentication is not enabled on this server (jobsight dashboard --munge)",
+                          challenge)
+        try:
+            return self.munge.user(value, environ)
+        except MungeDenied as exc:
+            log.info("MUNGE credential refused: %s", exc)
+            return Denied(401, f"Not authenticated: {exc}", challenge)
+
     def identify(self, environ: dict) -> str | Denied:
+        scheme, _, value = environ.get("HTTP_AUTHORIZATION", "").partition(" ")
+        if scheme.lower() == "munge":       # judged by the credential alone, whatever else is sent
+            return self._munge_user(value, environ)
         if self.mode == "none":
+            if self.munge is not None:      # --auth none --munge: MUNGE is the only way in
+                return Denied(401, "Not authenticated: send a MUNGE credential",
+                              {"WWW-Authenticate": 'MUNGE realm="jobsight"'})
             return "local"
         if self.mode == "header":
             if not self._from_trusted(environ.get("REMOTE_ADDR")):
@@ -294,14 +320,15 @@ class Auth:
         return user
 
     def scope(self, user: str) -> Scope:
-        if self.mode == "none":
+        if self.mode == "none" and self.munge is None:
             return Scope("admin", user)
         return self.roles.scope_for(user)
 
 
-def install(server, auth: Auth, token_paths: frozenset[str] = frozenset()) -> None:
+def install(server, auth: Auth, token_paths: frozenset[str] = frozenset(), json_prefix: str | None = None) -> None:
     """Check every request of the Flask server before Dash handles it; the scope goes on flask.g.
-    On ``token_paths`` (the metrics) a bearer token is checked against the metrics token first."""
+    On ``token_paths`` (the metrics) a bearer token is checked against the metrics token first.
+    Under ``json_prefix`` (the API) a refusal is JSON: {"error": message}."""
     import flask
 
     @server.before_request
@@ -317,6 +344,9 @@ def install(server, auth: Auth, token_paths: frozenset[str] = frozenset()) -> No
                 return None
         who = auth.identify(flask.request.environ)
         if isinstance(who, Denied):
+            if json_prefix is not None and flask.request.path.startswith(json_prefix):
+                return flask.Response(json.dumps({"error": who.text}) + "\n", status=who.status, headers=who.headers,
+                                      mimetype="application/json")
             return flask.Response(who.text + "\n", status=who.status, headers=who.headers, mimetype="text/plain")
         flask.g.jobsight_scope = auth.scope(who)
         return None

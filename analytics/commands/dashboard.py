@@ -44,6 +44,10 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="for --auth header: the proxy must also send this file's content in X-Jobsight-Proxy-Secret "
                         "(use it when other users can run processes on the dashboard's host)")
     p.add_argument("--users-file", help="for --auth basic: lines 'name:hash' (make them with --hash-password NAME)")
+    p.add_argument("--munge", action="store_true",
+                   help="also accept 'Authorization: MUNGE <credential>' (decoded with this host's munged; its "
+                        "payload the request: 'GET /api/v1/...'), for `jobsight job --server` on the cluster's "
+                        "hosts; with --auth none the only way in. Also [dashboard] munge = true")
     p.add_argument("--url-prefix", default="/", help="path the app is served under behind a proxy, e.g. /jobsight/")
     p.add_argument("--threads", type=int, default=8, help="waitress worker threads (default 8)")
     p.add_argument("--debug", action="store_true", help="Dash development server with debug tools (loopback --host only)")
@@ -105,8 +109,12 @@ def build(args: argparse.Namespace):
             if not TOKEN_RE.match(token):
                 raise AuthError(f"{cfg.metrics_token_file}: the metrics token must be one line of at least 16 "
                                 "printable characters without blanks (e.g. `openssl rand -hex 32`)")
+        munge = None
+        if args.munge or cfg.dashboard_munge:
+            from jobsight.dashboard.munge_auth import MungeDecoder
+            munge = MungeDecoder()
         auth = Auth(args.auth, roles, host=args.host, trusted_proxies=args.trusted_proxy, users=users,
-                    proxy_secret=secret, metrics_token=token)
+                    proxy_secret=secret, metrics_token=token, munge=munge)
     except (ConfigError, AuthError) as exc:
         raise UserError(str(exc)) from None
     if Path(args.db).is_file() and not snapshot_path(args.db).exists():

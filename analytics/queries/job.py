@@ -8,6 +8,10 @@ from jobsight.analytics.queries import samples as job_samples
 from jobsight.analytics.queries.scope import Scope
 
 
+class NoSuchJob(UserError):
+    """No such job in the asker's scope: one that does not exist and one outside it look the same."""
+
+
 def _one_cluster(job: str, clusters: set[str]) -> None:
     if len(clusters) > 1:
         raise UserError(f"job {job!r} exists on clusters {', '.join(sorted(clusters))}: pass --cluster")
@@ -33,7 +37,7 @@ def details(db, scope: Scope, job: str, cluster: str | None) -> dict:
     m = find(db, scope, job, cluster)
     if m is None:
         if scope.role != "admin":
-            raise UserError(f"no job {job!r} in the database" + (f" on cluster {cluster!r}" if cluster else ""))
+            raise NoSuchJob(f"no job {job!r} in the database" + (f" on cluster {cluster!r}" if cluster else ""))
         return samples_only(db, job, cluster)
     key = [m["cluster"], m["job_id_raw"]]
     m["flags"] = db.rows("SELECT code, severity, message, advice FROM job_flags "
@@ -61,7 +65,7 @@ def samples_only(db, job: str, cluster: str | None) -> dict:
     those held under the trust model. UserError when there are none either."""
     found = job_samples.find(db, job, cluster)
     if not found:
-        raise UserError(f"no job {job!r} in the database" + (f" on cluster {cluster!r}" if cluster else "")
+        raise NoSuchJob(f"no job {job!r} in the database" + (f" on cluster {cluster!r}" if cluster else "")
                         + ": no accounting and no samples")
     _one_cluster(job, {c for c, _j, _w in found})
     c, raw = found[0][0], found[0][1]

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from jobsight.analytics.queries.dashboard import SEVERITY_RANK, keyed, with_savings
-from jobsight.analytics.queries.scope import Scope
+from jobsight.analytics.queries.scope import Filters, Scope
+from jobsight.analytics.queries.usage import EARLIEST, LATEST
 from jobsight.analytics.store.database import Database
 
 ORDER = "start_time DESC NULLS LAST, cluster, job_id_raw"
@@ -100,3 +101,49 @@ def find_jobs(h: Database, scope: Scope, text: str, limit: int = 20) -> tuple[pd
     df = h.df(f"SELECT {cols} FROM job_metrics WHERE {sc} AND contains(lower(job_name), lower(?)) "
               f"ORDER BY {ORDER} LIMIT ?", p + [text, int(limit)])
     return df, False
+
+
+# --- the API's job list: pages that follow one another by key ----------------------------------
+
+def job_page(h: Database, scope: Scope, f: Filters, after: tuple | None = None,
+             limit: int = 100) -> tuple[list[str], list[tuple], tuple | None]:
+    """The jobs in scope matching ``f`` (user, account, partition, cluster, state, flag codes, and the
+    period: jobs that ran in it, by job_day), in ORDER, the ``limit`` after the key ``after``
+    (start_time, cluster, job_id_raw of the last row of the previous page). Keys, not offsets: a
+    page stays where it was when jobs arrive. Returns (names, rows, the next page's key or None).
+    Columns: LIST_COLUMNS and codes (the job's flags)."""
+    sc, params = scope.sql("m")
+    clauses, params = [sc], list(params)
+    for value, col in ((f.user, '"user"'), (f.account, "account"), (f.partition, '"partition"'),
+                       (f.cluster, "cluster"), (f.state, "state")):
+        if value:
+            clauses.append(f"m.{col} = ?")
+            params.append(value)
+    if f.codes:
+        clauses.append("EXISTS (SELECT 1 FROM job_flags g WHERE g.cluster = m.cluster AND g.job_id_raw = m.job_id_raw "
+                       "AND list_contains(?::VARCHAR[], g.code))")
+        params.append(list(f.codes))
+    if f.since or f.until:      # the period rule (queries/scope.py): a job is in every period it ran in
+        clauses.append("(m.cluster, m.job_id_raw) IN (SELECT cluster, job_id_raw FROM job_day WHERE day >= ? AND day < ?)")
+        params += [f.since_ts or EARLIEST, f.until_ts or LATEST]
+    if after is not None:
+        start, cluster, raw = after
+        tail = "(m.cluster > ? OR (m.cluster = ? AND m.job_id_raw > ?))"
+        if start is None:
+            clauses.append(f"m.start_time IS NULL AND {tail}")
+            params += [cluster, cluster, raw]
+        else:
+            clauses.append(f"(m.start_time < ? OR m.start_time IS NULL OR (m.start_time = ? AND {tail}))")
+            params += [start, start, cluster, cluster, raw]
+    select = ", ".join(f'm."{c}"' for c in LIST_COLUMNS)
+    names, rows = h.fetch(f"""
+        SELECT {select}, (SELECT list(g.code ORDER BY g.code) FROM job_flags g
+                          WHERE g.cluster = m.cluster AND g.job_id_raw = m.job_id_raw) AS codes
+        FROM job_metrics m WHERE {' AND '.join(clauses)}
+        ORDER BY m.{ORDER.replace(', ', ', m.')} LIMIT ?""", params + [int(limit) + 1])
+    rows = [r[:-1] + (list(r[-1] or []),) for r in rows]
+    if len(rows) <= limit:
+        return names, rows, None
+    last = rows[limit - 1]
+    return names, rows[:limit], (last[names.index("start_time")], last[names.index("cluster")],
+                                 last[names.index("job_id_raw")])
