@@ -360,3 +360,45 @@ def test_a_gres_gpuutil_only_job_counts_the_same_idle_gpu_hours(world, report, u
                 assert use is None and not page["cards"]
         # the whole job, over both weeks
         assert queries.totals(h, Scope("admin", ADMIN), Filters(user=GPUUTIL_USER))["idle_gpu_hours"] == pytest.approx(16.0)
+
+
+def _cli_flagged(world, *args: str) -> set[tuple[str, str]]:
+    """The distinct flagged jobs `jobsight flags` lists (every flag: --limit 0)."""
+    rows = json.loads(_cli(["flags", "--db", world.db, "--limit", "0", "--format", "json", *args]))
+    return {(r["cluster"], r["job_id_raw"]) for r in rows}
+
+
+def test_flags_lists_every_flagged_job_that_ran_in_the_period(world, report, dash):
+    """For every day, `jobsight flags --since D --until D` lists exactly the flagged jobs that ran
+    on D: as many as the dashboard counts, and the reports' own rule (a job_day row on D and a flag)
+    names the same jobs; `jobsight usage --by day` burns what the dashboard's totals say. For every
+    week and user, the flags a user's week lists are the jobs of the user's weekly report."""
+    reports, flagged_ids = report
+    days = sorted({_monday(w) + dt.timedelta(days=i) for w in world.weeks for i in range(7)})
+    con = duckdb.connect(str(world.db) + ".snapshot", read_only=True)
+    try:
+        with dash[2].cursor() as h:
+            for day in days:
+                d = day.isoformat()
+                cli = _cli_flagged(world, "--since", d, "--until", d)
+                start = dt.datetime.combine(day, dt.time())
+                rule = set(con.execute(
+                    "SELECT DISTINCT cluster, job_id_raw FROM report_days(?, ?) "
+                    "WHERE (cluster, job_id_raw) IN (SELECT (cluster, job_id_raw) FROM job_flags)",
+                    [start, start + dt.timedelta(days=1)]).fetchall())
+                f = Filters(since=day, until=day)
+                assert cli == rule and len(cli) == queries.flagged_count(h, Scope("admin", ADMIN), f), d
+                use = json.loads(_cli(["usage", "--db", world.db, "--since", d, "--until", d, "--by", "day",
+                                       "--format", "json"]))
+                t = queries.totals(h, Scope("admin", ADMIN), f)
+                assert sum(r["sbu"] or 0 for r in use) == _approx(t["sbu"]), d
+                assert sum(r["wasted_sbu"] or 0 for r in use) == _approx(t["wasted_sbu"]), d
+    finally:
+        con.close()
+    for week in world.weeks:
+        mon = _monday(week)
+        for user in world.users:
+            got = _cli_flagged(world, "--user", user, "--since", mon.isoformat(),
+                               "--until", (mon + dt.timedelta(days=6)).isoformat())
+            assert {j for _c, j in got} == flagged_ids[(week, user)], (week, user)
+            assert len(got) == reports[(week, "user", user)]["flagged_jobs"], (week, user)
