@@ -278,3 +278,18 @@ def test_trend_sentence_says_the_same_when_the_rounded_change_is_zero(ds):
         assert "That is about the same as your average" in summarise(rep), noise
     rep = dataclasses.replace(alice, totals={**alice.totals, "sbu": avg * 1.2})
     assert "That is 20% more than your average" in summarise(rep)
+
+
+def test_an_unpriced_saving_is_not_shown_as_zero(ds):
+    """bob's only job has advice whose price is unknown (savings_sbu NULL in job_savings): his week
+    saves an unknown amount, shown as "not priced" in the totals, the trend and the job list,
+    as `jobsight usage` shows it unknown; never 0.0."""
+    from jobsight.analytics.reports.markdown import render_markdown
+    rep = ds.build("user", "bob")
+    assert rep.totals["savings_sbu"] is None and rep.trend[-1]["savings_sbu"] is None
+    assert rep.trend[-2]["savings_sbu"] == 0.0          # a week without jobs saves nothing, known
+    md = render_markdown(rep)
+    week = next(line for line in md.splitlines() if line.startswith("| 2026-W47 |"))
+    assert week.endswith("| not priced |"), week
+    job = next(line for line in md.splitlines() if line.startswith("| 3 |"))
+    assert "| not priced |" in job, job

@@ -118,7 +118,9 @@ class Dataset:
             label = f"{start:%G-W%V}" if self.period.is_week else f"{start:%Y-%m-%d}"
             out.append({"windows_back": back, "window_start": start, "label": label,
                         "jobs": r.get("jobs") or 0, "sbu": r.get("sbu") or 0.0,
-                        "wasted_sbu": r.get("wasted_sbu") or 0.0, "savings_sbu": r.get("savings_sbu") or 0.0,
+                        "wasted_sbu": r.get("wasted_sbu") or 0.0,
+                        # a week whose jobs' advice could not be priced saves an unknown amount, not 0
+                        "savings_sbu": r.get("savings_sbu") if r else 0.0,
                         "idle_gpu_hours": r.get("idle_gpu_hours") or 0.0})
         return out
 

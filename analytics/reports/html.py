@@ -173,7 +173,7 @@ def _cell(value, kind: str) -> str:
     if kind == "code":
         lines = "\n".join(esc(line) for line in str(value).splitlines())   # esc() would show \n literally
         return f'<td><code class="sbatch">{lines}</code></td>' if value else "<td>-</td>"
-    cls = ' class="n"' if kind in ("num", "pct", "int") else ' class="d"' if kind == "date" else ""
+    cls = ' class="n"' if kind in ("num", "saving", "pct", "int") else ' class="d"' if kind == "date" else ""
     return f"<td{cls}>{esc(fmt(value, kind))}</td>"
 
 

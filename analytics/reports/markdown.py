@@ -39,7 +39,7 @@ def render_markdown(rep: Report) -> str:
             out += [f"_{md_escape(sec.empty)}_", ""]
             continue
         out.append("| " + " | ".join(md_escape(c.header) for c in sec.cols) + " |")
-        out.append("|" + "|".join("---:" if c.kind in ("num", "pct", "int") else "---" for c in sec.cols) + "|")
+        out.append("|" + "|".join("---:" if c.kind in ("num", "saving", "pct", "int") else "---" for c in sec.cols) + "|")
         for r in sec.rows:
             out.append("| " + " | ".join(md_cell(r.get(c.key), c.kind) for c in sec.cols) + " |")
         out.append("")

@@ -32,14 +32,14 @@ class Section:
 
 HEADLINE = [Col("jobs", "Jobs", "int"), Col("sbu", "SBU burned"), Col("wasted_sbu", "SBU wasted"),
             Col("wasted_pct", "Wasted", "pct"), Col("unrated_sbu", "SBU unrated"),
-            Col("savings_sbu", "SBU the advice saves"), Col("savings_pct", "Saved", "pct"),
+            Col("savings_sbu", "SBU the advice saves", "saving"), Col("savings_pct", "Saved", "pct"),
             Col("cpu_eff_pct", "CPU efficiency", "pct"), Col("gpu_util_pct", "GPU utilisation", "pct"),
             Col("mem_eff_pct", "Memory efficiency", "pct"), Col("time_eff_pct", "Time-limit use", "pct"),
             Col("core_hours", "Core-hours"), Col("gpu_hours", "GPU-hours"), Col("idle_gpu_hours", "Idle GPU-hours")]
 EFFICIENCY = [Col("cpu_eff_pct", "CPU eff.", "pct"), Col("gpu_util_pct", "GPU util.", "pct"),
               Col("mem_eff_pct", "Mem eff.", "pct"), Col("time_eff_pct", "Time use", "pct")]
 GROUP = [Col("jobs", "Jobs", "int"), Col("sbu", "SBU"), Col("wasted_sbu", "Wasted SBU"),
-         Col("wasted_pct", "Wasted", "pct"), Col("savings_sbu", "Advice saves SBU")] + EFFICIENCY
+         Col("wasted_pct", "Wasted", "pct"), Col("savings_sbu", "Advice saves SBU", "saving")] + EFFICIENCY
 
 
 BUDGET_USER = Col("user", "User's share", "text")
@@ -60,7 +60,7 @@ def sections(rep: Report) -> list[Section]:
     n = rep.period.noun()
     out = [Section("trend", f"This {n} and the {len(rep.trend) - 1} before",
                    [Col("label", n.capitalize(), "day"), Col("jobs", "Jobs", "int"), Col("sbu", "SBU"),
-                    Col("wasted_sbu", "Wasted SBU"), Col("savings_sbu", "Advice saves SBU")] +
+                    Col("wasted_sbu", "Wasted SBU"), Col("savings_sbu", "Advice saves SBU", "saving")] +
                    ([Col("idle_gpu_hours", "Idle GPU-hours")] if rep.kind == "admin" else []),
                    rep.trend),
            Section("daily", "Daily burn", [Col("day", "Day", "day"), Col("used_sbu", "Used SBU"),
@@ -90,7 +90,7 @@ def sections(rep: Report) -> list[Section]:
     out.append(Section("top_jobs", "Jobs that wasted the most",
                        [Col("job_id", "Job", "text"), Col("job_name", "Name", "text")] + who +
                        [Col("wasted_sbu", "Wasted SBU"), Col("sbu", "SBU"),
-                        Col("sbatch_lines", "Would have fit", "code"), Col("savings_sbu", "It saves SBU"),
+                        Col("sbatch_lines", "Would have fit", "code"), Col("savings_sbu", "It saves SBU", "saving"),
                         Col("flag_codes", "Flags", "text"),
                         Col("partition", "Partition", "text"), Col("state", "State", "text")] + EFFICIENCY,
                        rep.top_jobs, empty="no jobs",
@@ -106,12 +106,12 @@ def sections(rep: Report) -> list[Section]:
 def fmt(value: Any, kind: str) -> str:
     """A value as plain text (no escaping: renderers escape for their target)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
+        return "not priced" if kind == "saving" else "-"   # an unknown saving is never shown as 0
     if kind == "pct":
         return f"{value:.1f}%"
     if kind == "int":
         return f"{int(value):,}"
-    if kind == "num":
+    if kind in ("num", "saving"):
         return f"{value:,.1f}"
     if kind == "date" and isinstance(value, dt.date):
         return value.isoformat()

@@ -29,7 +29,7 @@ def _table(sec) -> str:
     body = [[terminal_safe(fmt(r.get(c.key), c.kind).replace("\n", "; ")) for c in sec.cols] for r in sec.rows]
     heads = [c.header for c in sec.cols]
     widths = [max([len(h)] + [len(row[i]) for row in body]) for i, h in enumerate(heads)]
-    right = [c.kind in ("num", "pct", "int") for c in sec.cols]
+    right = [c.kind in ("num", "saving", "pct", "int") for c in sec.cols]
 
     def line(cells):
         return "  ".join(v.rjust(w) if r else v.ljust(w) for v, w, r in zip(cells, widths, right)).rstrip()
