@@ -21,6 +21,7 @@ import flask
 import pandas as pd
 
 from jobsight.analytics import render
+from jobsight.analytics.client import ANY_CLUSTER
 from jobsight.analytics.errors import UserError
 from jobsight.analytics.queries import job as job_queries
 from jobsight.analytics.queries.dashboard import budgets as budget_frame
@@ -34,7 +35,6 @@ from jobsight.dashboard.auth import current_scope
 log = logging.getLogger("jobsight.dashboard")
 
 PATH = "api/v1/"            # under the app's URL prefix: /api/v1/, or /jobsight/api/v1/
-ANY_CLUSTER = "*"           # /api/v1/jobs/*/ID: the job on whichever cluster has it (no Slurm cluster is named *)
 PAGE_SIZE, MAX_PAGE = 100, 1000
 FLAGS_LIMIT = 100
 MAX_PARAM = 200             # longer query values are refused, not cut

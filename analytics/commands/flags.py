@@ -28,7 +28,7 @@ OWN_TEXT = ("advice",)
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    add_db_options(p)
+    add_db_options(p, server=True)
     add_scope_options(p)
     p.add_argument("--flag", action="append", metavar="CODE", choices=flag_codes(),
                    help="only this flag code (repeatable): " + ", ".join(flag_codes()))
@@ -53,6 +53,14 @@ def _limit(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from jobsight.analytics import client
+    server = client.server_of(args)
+    if server is not None:
+        params = [(k, getattr(args, k)) for k in ("since", "until", "user", "account", "partition", "cluster")]
+        params += [("flag", code) for code in args.flag or ()] + [("sort", args.sort), ("limit", args.limit)]
+        answer = client.get(server, ["flags"], params)
+        rows = [tuple(r.get(c) for c in COLUMNS) for r in answer["flags"]]
+        return show(COLUMNS, rows, answer["more"], args)
     from jobsight.analytics.store.database import Database  # duckdb: not to parse options (analytics/cli.py)
     with Database.read(args.db, args.config) as db:
         return _run(db, args)
@@ -61,6 +69,11 @@ def run(args: argparse.Namespace) -> int:
 def _run(db, args: argparse.Namespace) -> int:
     f = filters_from(args, codes=tuple(args.flag or ()))
     names, rows, more = flag_rows(db, Scope.admin(), f, args.sort, args.limit)
+    return show(names, rows, more, args)
+
+
+def show(names: list[str], rows: list[tuple], more: int, args: argparse.Namespace) -> int:
+    """Print the flags (the one renderer of the local and the client command)."""
     table = TABLE_COLUMNS if args.wide else [c for c in TABLE_COLUMNS if c not in NARROW_DROP]
     render.emit_rows(names, rows, args.format, COLUMNS, table, empty="no flagged jobs",
                      width=None if args.wide else TABLE_WIDTH, options=OWN_TEXT,

@@ -13,7 +13,7 @@ from jobsight.analytics.queries.scope import Scope
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    add_db_options(p)
+    add_db_options(p, server=True)
     p.add_argument("job", help="job id: 123, 123_4 (array task) or the raw id")
     p.add_argument("--cluster", help="when the id exists on several clusters")
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -164,10 +164,19 @@ def _savings_lines(m: dict) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from jobsight.analytics import client
+    server = client.server_of(args)
+    if server is not None:      # the server's answer is the same document, in the server's scope
+        return show(client.get(server, ["jobs", args.cluster or client.ANY_CLUSTER, args.job]), args.format)
     from jobsight.analytics.store.database import Database  # duckdb: not to parse options (analytics/cli.py)
     with Database.read(args.db, args.config) as db:
         m = job_queries.details(db, Scope.admin(), args.job, args.cluster)
-    if args.format == "json":
+    return show(m, args.format)
+
+
+def show(m: dict, fmt: str) -> int:
+    """Print the job (the one renderer of the local and the client command)."""
+    if fmt == "json":
         print(render.to_json(m))
     else:
         render.print_text(text_report(m))

@@ -7,8 +7,13 @@ import argparse
 from jobsight.analytics.queries.scope import Filters
 
 
-def add_db_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", required=True, help="jobsight DuckDB file")
+def add_db_options(p: argparse.ArgumentParser, server: bool = False) -> None:
+    """--db and --config; with ``server`` the command may ask a dashboard instead (analytics/client.py)."""
+    p.add_argument("--db", required=not server, help="jobsight DuckDB file")
+    if server:
+        p.add_argument("--server", metavar="URL",
+                       help="ask this jobsight dashboard (its API, authenticated with MUNGE) instead of reading "
+                            "--db; default $JOBSIGHT_SERVER, then [client] server of the config")
     p.add_argument("--config", help="jobsight.toml (default: $JOBSIGHT_CONFIG, then ./jobsight.toml)")
 
 
