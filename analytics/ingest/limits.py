@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Optional
 
 import polars as pl
@@ -30,6 +30,10 @@ MAX_POWER_W = 10_000            # one GPU; the largest draw ~1.2 kW
 MAX_CLOCK_MHZ = 10_000
 EARLIEST = datetime(1970, 1, 1)   # Unix time 0: accounting holds no earlier job
 LATEST = datetime(2200, 1, 1)     # the dashboard's range ends with 2199
+# Clocks of nodes and controllers may run a little ahead of this machine's; a time later than now
+# plus this is no record of a job yet (a stored End in 2199 would start every incremental
+# --from-sacct window there, reading nothing)
+FUTURE_SKEW = timedelta(days=1)
 
 
 class OutOfLimits(ValueError):
@@ -41,11 +45,25 @@ class Limit:
     lo: float | datetime
     hi: float | datetime
     what: str = ""               # why hi is the limit, for the reason
+    until_now: bool = False      # a time: hi is also now + FUTURE_SKEW, whichever is earlier
+
+
+def latest_time() -> datetime:
+    """The latest time a record may hold (UTC, naive as stored): now plus FUTURE_SKEW."""
+    return min(datetime.now(timezone.utc).replace(tzinfo=None) + FUTURE_SKEW, LATEST)
+
+
+def _top(lim: Limit):
+    return min(lim.hi, latest_time()) if lim.until_now else lim.hi
+
+
+def _future(top: datetime) -> str:
+    return f"is in the future (after now + {FUTURE_SKEW.days} day, {top:%Y-%m-%d %H:%M:%S} UTC)"
 
 
 _COUNT = Limit(0, MAX_CPUS, "cores")
 _MEM = Limit(0, MAX_BYTES, "bytes (1 EiB)")
-_TIME = Limit(EARLIEST, LATEST)
+_TIME = Limit(EARLIEST, LATEST, until_now=True)
 # job and step columns (the same name means the same thing in both tables)
 RECORD: dict[str, Limit] = {
     "ncpus": _COUNT, "ntasks": Limit(0, MAX_CPUS, "tasks"), "nnodes": Limit(0, MAX_NODES, "nodes"),
@@ -81,8 +99,9 @@ def _problem(value, lim: Limit) -> Optional[str]:
     if isinstance(value, datetime):
         if value < lim.lo:
             return f"{value} is before {lim.lo:%Y-%m-%d}"
-        if value >= lim.hi:
-            return f"{value} is after {lim.hi:%Y-%m-%d}"
+        top = _top(lim)
+        if value >= top:
+            return f"{value} {_future(top)}" if lim.until_now else f"{value} is after {top:%Y-%m-%d}"
         return None
     if isinstance(value, float) and not math.isfinite(value):
         return f"{value} is not a finite number"
@@ -120,7 +139,7 @@ TRES_SUSPECT = r"=\s*(?:-|\+?(?i:inf|infinity|nan)\s*(?:,|$))"
 
 
 def _violation(e: pl.Expr, lim: Limit, hi: Optional[pl.Expr] = None, floats: bool = True) -> pl.Expr:
-    top = pl.lit(lim.hi) if hi is None else hi
+    top = pl.lit(_top(lim)) if hi is None else hi
     if isinstance(lim.lo, datetime):
         return (e < pl.lit(lim.lo)) | (e >= top)
     out = (e < lim.lo) | (e > top)
@@ -147,8 +166,11 @@ def sample_reasons(values: dict[str, pl.Expr], gpu: pl.Expr | bool) -> list[tupl
             continue
         what = f" {lim.what}" if lim.what else ""
         if isinstance(lim.lo, datetime):
-            out.append((_violation(e, lim).fill_null(False),
-                        pl.format(f"{col}: {{}} is outside {lim.lo:%Y-%m-%d} to {lim.hi:%Y-%m-%d}", e.cast(pl.String))))
+            top = _top(lim)
+            late = _future(top) if lim.until_now else f"is after {top:%Y-%m-%d}"
+            why = pl.when(e < pl.lit(lim.lo)).then(pl.lit(f"is before {lim.lo:%Y-%m-%d}")).otherwise(pl.lit(late))
+            out.append((_violation(e, lim, pl.lit(top)).fill_null(False),
+                        pl.format(f"{col}: {{}} {{}}", e.cast(pl.String), why)))
             continue
         above = pl.lit(f"above the limit of {_num(lim.hi)}{what}")
         hi = None
@@ -170,7 +192,7 @@ def sample_sql_ok() -> str:
     for col, lim in SAMPLE.items():
         c = f'"{col}"'
         if isinstance(lim.lo, datetime):
-            terms.append(f"({c} >= TIMESTAMP '{lim.lo:%Y-%m-%d}' AND {c} < TIMESTAMP '{lim.hi:%Y-%m-%d}')")
+            terms.append(f"({c} >= TIMESTAMP '{lim.lo:%Y-%m-%d}' AND {c} < TIMESTAMP '{_top(lim):%Y-%m-%d %H:%M:%S}')")
             continue
         hi = _num(lim.hi) if col != "util_pct" else f"(CASE WHEN device = 'cpu' THEN {_num(lim.hi)} ELSE {GPU_UTIL_MAX} END)"
         # NaN sorts above every number in DuckDB, so the upper bound also refuses it

@@ -4,7 +4,9 @@ sacct runs with TZ=UTC (its timestamps carry no offset), --parsable2 with our ow
 (JobName last, so a name containing '|' is recovered), --duplicates (earlier runs of requeued
 jobs) and steps. Without --since the window starts at the latest job end time already stored for
 that cluster from sacct (incremental; re-reading a boundary job is harmless, the merge rule makes it
-"unchanged"), or at the epoch on the first run.
+"unchanged"), or at the epoch on the first run. The window never starts after now: an end time
+stored in the future (before ingest refused them, analytics/ingest/limits.py) is passed over, and
+a --since in the future is refused, so one impossible time cannot make every later run read nothing.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
@@ -35,14 +38,24 @@ class SacctRun:
     since: str
 
 
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
 def last_end_time(con, cluster: Optional[str]) -> Optional[str]:
-    sql = "SELECT max(end_time) FROM job WHERE source = 'slurm-sacct'"
-    args: list = []
+    """The latest end time stored from sacct that is not in the future (UTC, as sacct is asked)."""
+    sql = "SELECT max(end_time) FROM job WHERE source = 'slurm-sacct' AND end_time <= ?"
+    args: list = [_now()]
     if cluster:
         sql += " AND cluster = ?"
         args.append(cluster)
     v = con.execute(sql, args).fetchone()[0]
     return v.strftime("%Y-%m-%dT%H:%M:%S") if v else None
+
+
+def _window_start(since: str) -> datetime:
+    """--since (YYYY-MM-DD[THH:MM[:SS]], as `jobsight ingest` checks it) as a UTC time."""
+    return datetime.fromisoformat(since.replace(" ", "T"))
 
 
 def supported_columns(sacct: str) -> list[str]:
@@ -75,6 +88,8 @@ def run_sacct(since: Optional[str], cluster: Optional[str], con=None, timeout: f
         raise UserError("--from-sacct: the `sacct` command was not found on PATH")
     if since is None:
         since = (last_end_time(con, cluster) if con is not None else None) or EPOCH
+    elif _window_start(since) > _now():
+        raise UserError(f"--since {since}: in the future (UTC); sacct would report nothing")
     argv = build_argv(since, cluster, sacct, supported_columns(sacct))
     env = dict(os.environ, TZ="UTC", SLURM_TIME_FORMAT="standard")
     fd, name = tempfile.mkstemp(prefix="jobsight-sacct-", suffix=".txt")
