@@ -29,7 +29,7 @@ from typing import Iterator, Optional
 import duckdb
 import polars as pl
 
-from jobsight.analytics.ingest import limits
+from jobsight.analytics.ingest import lengths, limits
 from jobsight.analytics.ingest.records import BulkRead, ParseOptions, ParseResult, Reject
 from jobsight.analytics.ingest.trust import meta_refusal
 from jobsight.analytics.ingest.walk import open_regular
@@ -262,7 +262,12 @@ def _read_meta(path: pathlib.Path, notes: list[str]) -> Optional[dict]:
             if refusal:
                 notes.append(f"{meta_path.name}: metadata ignored ({refusal})")
                 return None
-            text = fh.read().decode("utf-8")
+            raw = fh.read(lengths.MAX_META_BYTES + 1)   # never more: its size decides, not its content
+            if len(raw) > lengths.MAX_META_BYTES:
+                notes.append(f"{meta_path.name}: metadata ignored (larger than the limit of "
+                             f"{lengths.MAX_META_BYTES:,} bytes)")
+                return None
+            text = raw.decode("utf-8")
         meta = json.loads(text)
         if not isinstance(meta, dict):
             raise ValueError("top level is not an object")
@@ -373,6 +378,9 @@ def _cut_short(result: ParseResult, tail: bytes) -> None:
 
 
 _DUCKDB_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"   # what the sidecar writes; other forms fall back to polars
+# DuckDB's read buffer: its default (16 x the longest line) held ~150 MB more while it met a 300 MB
+# line; 4 MiB costs no measurable speed on a clean file
+_DUCKDB_BUFFER = 4 * lengths.MAX_LINE_BYTES
 _GLOB = set("*?[]{}")                            # DuckDB would read such a path as a pattern
 
 
@@ -389,7 +397,9 @@ def bulk_read(path: pathlib.Path, opts: ParseOptions) -> Optional[BulkRead]:
     if _GLOB & set(str(path)):
         return None
     with open(path, "rb") as fh:
-        header, first = fh.readline(), fh.readline()
+        header, first = lengths.read_line(fh), lengths.read_line(fh)
+        if header is None or first is None:
+            return None   # a line too long: the line reader rejects it with its number
         fh.seek(max(fh.seek(0, 2) - 65536, 0))
         tail = fh.read()
     if not (header.endswith(b"\n") and first.endswith(b"\n") and tail.endswith(b"\n")):
@@ -420,10 +430,11 @@ def bulk_read(path: pathlib.Path, opts: ParseOptions) -> Optional[BulkRead]:
         host=f"coalesce(host, {_sql_text(d.host)})")
     select = (f"SELECT {', '.join(f'{values[c]} AS {o}' for c, o in zip(COLUMNS, _SAMPLE_COLUMNS))}, '{SOURCE}' AS source "
               f"FROM read_csv({_sql_text(str(path))}, header = true, delim = ',', quote = '', escape = '', "
-              f"auto_detect = false, strict_mode = true, null_padding = false, columns = {{{columns}}})")
-    # a row beyond the limits is left out: fewer rows than lines, so the loader reads the file line
-    # by line, which rejects that row with the reason
-    select = f"SELECT * FROM ({select}) WHERE {limits.sample_sql_ok()}"
+              f"auto_detect = false, strict_mode = true, null_padding = false, "
+              f"max_line_size = {lengths.MAX_LINE_BYTES}, buffer_size = {_DUCKDB_BUFFER}, columns = {{{columns}}})")
+    # a row beyond the limits (a line too long fails the read) is left out: fewer rows than lines,
+    # so the loader reads the file line by line, which rejects that row with the reason
+    select = f"SELECT * FROM ({select}) WHERE {limits.sample_sql_ok()} AND {lengths.sql_ok(_SAMPLE_COLUMNS)}"
     return BulkRead(select=select, owner=(row0["cluster"], row0["job_id_raw"], row0["host"]), result=result,
                     fields=layout.fields)
 
@@ -449,44 +460,81 @@ def iter_parse(path: pathlib.Path, opts: ParseOptions, chunk_bytes: int = 256 <<
     notes: list[str] = []
     d = _Defaults(path, opts, notes)
     with open(path, "rb") as fh:
-        header = fh.readline()
-        if not header.endswith(b"\n"):
-            header += b"\n"
+        header = lengths.read_line(fh)
+        # a header too long to read refuses the file as one without its columns does
+        refusal = f"the header (line 1) is longer than the limit of {lengths.MAX_LINE_BYTES:,} bytes" \
+            if header is None else None
+        header = (header or b"") if (header or b"").endswith(b"\n") else (header or b"") + b"\n"
         layout = Layout(header.decode("utf-8", "replace"))
         # a header without a required column: every line is rejected with the reason (the file is
         # accounted for line by line, as any other), and a note names the file
-        refusal = layout.problem()
+        refusal = refusal or layout.problem()
         notes += [f"{path}: not read: {refusal}"] if refusal else layout.note(path)
-        start, first = max(fh.tell(), start), True
-        while first or start < size:
-            end = min(start + chunk_bytes, size)
-            if end < size:
-                fh.seek(end)
-                fh.readline()
-                end = min(fh.tell(), size)   # a line still being written past `end` stays for later
-            fh.seek(start)
-            data = fh.read(end - start)
-            result = ParseResult(format=FORMAT)
-            if end >= size and data and not data.endswith(b"\n"):
-                cut = data.rfind(b"\n") + 1
-                _cut_short(result, data[cut:])
-                data = data[:cut]
-            if refusal:
-                result.rejects = _refused(data, first_line, refusal)
-                result.rows_in = len(result.rejects) + result.dropped
-            else:
-                samples, rejects, rows = _read_block(header + data, first_line, layout)
-                result.rows_in = rows + result.dropped
-                _finish(result, samples, rejects, d)
+        start = max(fh.tell(), start)
+        # read in blocks of chunk_bytes, a line longer than lengths.MAX_LINE_BYTES skipped unread
+        items = lengths.bounded_lines(fh, start, size, first_line, block=max(1, min(chunk_bytes, lengths.BLOCK_BYTES)))
+        first = True
+        for piece in _pieces_of(items, chunk_bytes):
+            result = _piece_result(piece, header, layout, refusal, d)
             if first:
                 result.notes[:0] = notes
                 if d.meta is not None and not refusal:
                     row0 = result.samples.row(0, named=True) if len(result.samples) else {}
                     result.sidecar_runs = _meta_frame(d.meta, path, row0.get("cluster") or d.cluster,
                                                       row0.get("job_id_raw"), row0.get("host"))
-            first_line += data.count(b"\n")
-            start, first = end, False
+            first = False
             yield result
+
+
+def _pieces_of(items: Iterator, chunk_bytes: int) -> Iterator[list]:
+    """The Lines and LongLines of bounded_lines grouped into pieces of about chunk_bytes; at least one."""
+    piece, size, any_piece = [], 0, False
+    for item in items:
+        piece.append(item)
+        size += len(item.data) if isinstance(item, lengths.Lines) else 0
+        if size >= chunk_bytes:
+            yield piece
+            piece, size, any_piece = [], 0, True
+    if piece or not any_piece:
+        yield piece
+
+
+def _piece_result(piece: list, header: bytes, layout: Layout, refusal: Optional[str], d: _Defaults) -> ParseResult:
+    """One piece's result: its runs of lines read, each line too long rejected with its number, a
+    last line without a newline dropped and counted."""
+    result = ParseResult(format=FORMAT)
+    frames, rejects = [], []
+    for item in piece:
+        if isinstance(item, lengths.LongLine):
+            if item.ended:
+                rejects.append(Reject(item.line_no, item.reason(), None))
+                result.rows_in += 1
+            else:
+                result.dropped += 1
+                result.notes.append(f"last line has no newline (cut short, or still being written: a later ingest "
+                                    f"reads it once complete): dropped ({item.size:,} bytes)")
+            continue
+        data = item.data
+        if not data.endswith(b"\n"):
+            cut = data.rfind(b"\n") + 1
+            _cut_short(result, data[cut:])
+            data = data[:cut]
+        if refusal:
+            rejects += _refused(data, item.first, refusal)
+            result.rows_in += data.count(b"\n")
+        elif data:
+            samples, block_rejects, rows = _read_block(header + data, item.first, layout)
+            frames.append(samples)
+            rejects += block_rejects
+            result.rows_in += rows
+    result.rows_in += result.dropped
+    if refusal:
+        result.rejects = rejects
+    else:
+        samples = (pl.concat([f.select(frames[0].columns) for f in frames], how="vertical_relaxed") if frames
+                   else _read_block(header, 2, layout)[0])
+        _finish(result, samples, sorted(rejects, key=lambda r: r.line_no or 0), d)
+    return result
 
 
 def _refused(data: bytes, first_line: int, refusal: str) -> list[Reject]:
