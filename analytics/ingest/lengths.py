@@ -57,10 +57,9 @@ def checked(frame: Optional[pl.DataFrame], what: str = "row") -> Checked:
     free text cut to its limit. `what` names the row in the reason ('job', 'sample')."""
     if frame is None or frame.height == 0:
         return Checked(frame, None, {})
-    cols = [c for c, t in frame.schema.items() if c in TEXT and t == pl.String]
-    if not cols or not frame.select(pl.any_horizontal([pl.col(c).str.len_bytes() > TEXT[c] for c in cols])
-                                    .fill_null(False).any()).item():
+    if within(frame):
         return Checked(frame, None, {})   # the usual case: nothing near a limit
+    cols = [c for c, t in frame.schema.items() if c in TEXT and t == pl.String]
     cut, fixes = {}, []
     for c in cols:
         if c in FREE_TEXT:
@@ -80,10 +79,41 @@ def checked(frame: Optional[pl.DataFrame], what: str = "row") -> Checked:
         bad = frame.filter(pl.col("_too_long").is_not_null())
         line = bad["_line"] if "_line" in bad.columns else pl.Series("_line", [None] * bad.height, dtype=pl.Int64)
         rejected = pl.DataFrame({"_line": line.cast(pl.Int64), "reason": bad["_too_long"]})
+        if "_file" in bad.columns:   # the batch loader's parts
+            rejected = rejected.with_columns(bad["_file"])
         frame = frame.filter(pl.col("_too_long").is_null()).drop("_too_long")
     if fixes:
         frame = frame.with_columns(fixes)
     return Checked(frame, rejected if rejected is not None and rejected.height else None, cut)
+
+
+def within(frame: Optional[pl.DataFrame]) -> bool:
+    """No text of frame is near its limit (the cheap test of checked, in bytes)."""
+    if frame is None or frame.height == 0:
+        return True
+    cols = [c for c, t in frame.schema.items() if c in TEXT and t == pl.String]
+    return not cols or not frame.select(pl.any_horizontal([pl.col(c).str.len_bytes() > TEXT[c] for c in cols])
+                                        .fill_null(False).any()).item()
+
+
+def bound_text(result, source: str) -> None:
+    """A parsed file's (piece's) rows with text beyond TEXT rejected and free text cut (a note
+    says how much): result (a records.ParseResult) changed in place. Its sidecar_run row is the
+    metadata's, whose text the parser checks (MAX_META_BYTES, and 1000 characters a value)."""
+    from jobsight.analytics.ingest.records import Reject
+    cut: dict[str, int] = {}
+    for name, what in (("jobs", "job"), ("steps", "step"), ("samples", "sample")):
+        got = checked(getattr(result, name), what)
+        if got.rejected is None and not got.cut:
+            continue
+        setattr(result, name, got.frame)
+        for c, n in got.cut.items():
+            cut[c] = cut.get(c, 0) + n
+        if got.rejected is not None:
+            result.rejects = sorted(result.rejects + [Reject(line, reason, None) for line, reason in
+                                                      got.rejected.select("_line", "reason").iter_rows()],
+                                    key=lambda r: r.line_no or 0)
+    result.notes += cut_note(source, cut)
 
 
 def cut_note(source: str, cut: dict[str, int]) -> list[str]:

@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Optional, Protocol
 import duckdb
 import polars as pl
 
-from jobsight.analytics.ingest import trust
+from jobsight.analytics.ingest import lengths, trust
 from jobsight.analytics.ingest.merge import load_sidecar_runs, merge_records, quote_name, refresh_job_usage, run_sql, select_casts
 from jobsight.analytics.ingest.records import ParseResult
 
@@ -125,6 +125,7 @@ def load_pieces(con: duckdb.DuckDBPyConnection, pieces: Iterable[ParseResult], f
 
 def _load_piece(con, result: ParseResult, rep: FileReport, samples: _SampleLoader, ingest_id: int,
                 source_file: str, early: Optional[EarlyRows] = None, file_owner: Optional[trust.Owner] = None) -> None:
+    lengths.bound_text(result, source_file)   # whichever parser and route read it
     rep.rows_in += result.rows_in
     rep.rejected += len(result.rejects)
     rep.dropped += result.dropped
@@ -174,8 +175,9 @@ def _load_piece(con, result: ParseResult, rep: FileReport, samples: _SampleLoade
 def _store_rejects(con, result: ParseResult, refused: Optional[pl.DataFrame], ingest_id: int, source_file: str) -> None:
     """The parser's rejects and the rows the trust rule refused (line_no, reason), into table reject."""
     schema = {"line_no": pl.Int64, "reason": pl.String, "raw": pl.String}
-    parts = [pl.DataFrame({"line_no": [r.line_no for r in result.rejects], "reason": [r.reason for r in result.rejects],
-                           "raw": [r.raw for r in result.rejects]}, schema=schema)]
+    parts = [pl.DataFrame({"line_no": [r.line_no for r in result.rejects],
+                           "reason": [lengths.short(r.reason) for r in result.rejects],
+                           "raw": [lengths.short(r.raw) for r in result.rejects]}, schema=schema)]
     if refused is not None and refused.height:
         parts.append(refused.with_columns(raw=pl.lit(None, dtype=pl.String)).select(list(schema)))
     rj = pl.concat(parts)

@@ -25,6 +25,7 @@ from typing import Callable, Optional
 import duckdb
 import polars as pl
 
+from jobsight.analytics.ingest import lengths
 from jobsight.analytics.ingest.load import FileReport, load_pieces, load_result, owners_with_samples
 from jobsight.analytics.ingest.merge import quote_name, run_sql, select_casts, table_columns
 from jobsight.analytics.ingest.records import BulkRead, ParseOptions, ParseResult
@@ -309,6 +310,9 @@ class EarlyInsert:
                 not con.execute("SELECT EXISTS (SELECT 1 FROM job) OR EXISTS (SELECT 1 FROM step)").fetchall()[0][0])
 
     def put(self, jobs: pl.DataFrame, steps: pl.DataFrame) -> None:
+        if self.error is None and not (lengths.within(jobs) and lengths.within(steps)):
+            # text beyond its limit: the ordinary load rejects or cuts it, row by row (load_pieces)
+            self.error = ValueError("a text value beyond its limit")
         if self.error is None:
             self.queue.put((jobs, steps))
 

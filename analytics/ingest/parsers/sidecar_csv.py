@@ -588,7 +588,11 @@ def parse_parts(parts: list[Part], opts: ParseOptions) -> tuple[pl.DataFrame, li
                                 pl.col("_dc"), pl.col("_dj"), pl.col("_dh"))
     for i, line_no in no_job.select("_file", "_line").iter_rows():
         results[i].rejects.append(Reject(line_no, NO_JOB, None))
-    for i in set(no_job["_file"].to_list()):      # once per file, not once per line without a job
+    long = lengths.checked(samples, "sample")   # text beyond its limit, as load_pieces rejects it
+    samples, too_long = long.frame, [] if long.rejected is None else long.rejected.select("_file", "_line", "reason").rows()
+    for i, line_no, reason in too_long:
+        results[i].rejects.append(Reject(line_no, reason, None))
+    for i in set(no_job["_file"].to_list()) | {r[0] for r in too_long}:   # once per file, not once per line
         results[i].rejects.sort(key=lambda r: r.line_no or 0)
     first = {r["_file"]: r for r in samples.group_by("_file", maintain_order=True).first().iter_rows(named=True)} \
         if any(x.meta is not None for x in defaults) else {}
