@@ -9,8 +9,9 @@ What users actually log, and how each case is handled:
 - no header (`noheader`): the columns come from ``opts.columns``; without them the rows are
   rejected (there is no way to know which column is which).
 - timestamps `YYYY/MM/DD HH:MM:SS.mmm` are local time of ``opts.timezone`` (None = this machine's
-  zone) and stored as naive UTC; a time in a DST gap is rejected, an ambiguous one takes the
-  earlier instant.
+  zone) and stored as naive UTC; a time in a DST gap is rejected; one in the hour the clocks go
+  back, which occurs twice, is its later instant once the log's times have gone back, else its
+  earlier one (with a note).
 - lines garbled by two writers appending to one file: when a complete record follows the garbage
   (it starts with a full timestamp and has the header's field count) that record is kept;
   anything else is rejected with its line number.
@@ -34,7 +35,7 @@ import polars as pl
 
 from jobsight.analytics.ingest import limits
 from jobsight.analytics.ingest.records import ParseOptions, ParseResult, Reject
-from jobsight.analytics.ingest.timezones import local_zone_name
+from jobsight.analytics.ingest.timezones import fall_back_note, fall_back_utc, local_zone_name
 
 FORMAT = "nvidia-smi"
 SOURCE = "nvidia-smi"
@@ -231,7 +232,7 @@ def _segment_frame(header: list[str], df: pl.DataFrame, rejects: list[Reject], n
 
     ts_raw = pl.col(cols[ts_idx])
     local = ts_raw.str.to_datetime(_TIME_FORMAT, time_unit="us", strict=False)
-    utc = local.dt.replace_time_zone(zone, ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC").dt.replace_time_zone(None)
+    utc, twice = fall_back_utc(local, zone)   # the hour the clocks go back: by the order of the log
     out["time"] = utc
     checks.append((local.is_null(), pl.lit("timestamp not in nvidia-smi's 'YYYY/MM/DD HH:MM:SS.mmm' form: ") + ts_raw))
     checks.append((local.is_not_null() & utc.is_null(), pl.lit(f"local time does not exist in {zone} (DST gap): ") + ts_raw))
@@ -262,7 +263,11 @@ def _segment_frame(header: list[str], df: pl.DataFrame, rejects: list[Reject], n
     reason = pl.lit(None, dtype=pl.String)
     for cond, msg in reversed(checks):
         reason = pl.when(cond).then(msg).otherwise(reason)
-    frame = parts.select("line_no", "line", ts_raw.alias("_ts"), reason.alias("_reason"), *[e.alias(k) for k, e in out.items()])
+    frame = parts.select("line_no", "line", ts_raw.alias("_ts"), reason.alias("_reason"), twice.alias("_twice"),
+                         *[e.alias(k) for k, e in out.items()])
+    notes += fall_back_note(zone, frame.filter(pl.col("_twice") & pl.col("_reason").is_null())["line_no"].to_list(),
+                            "read as the later reading once the log's times went back, else the earlier")
+    frame = frame.drop("_twice")
     bad = frame.filter(pl.col("_reason").is_not_null())
     for no, why, text in bad.select("line_no", "_reason", "line").iter_rows():
         rejects.append(Reject(no, why, text[:1000]))

@@ -135,6 +135,9 @@ def _convert_column(st: "_Stages", col: str, kind: str, target: str, ctx: Ctx) -
     elif kind == "time":
         local = c.str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False)
         if ctx.tz != "UTC":
+            # a time in the hour the clocks go back occurs twice: the per-line reader picks the reading
+            st.bad.append(local.dt.replace_time_zone(ctx.tz, ambiguous="null", non_existent="null").is_null()
+                          & local.dt.replace_time_zone(ctx.tz, ambiguous="earliest", non_existent="null").is_not_null())
             local = (local.dt.replace_time_zone(ctx.tz, ambiguous="earliest", non_existent="null")
                      .dt.convert_time_zone("UTC").dt.replace_time_zone(None))
         st.s1[g] = local

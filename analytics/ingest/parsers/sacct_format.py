@@ -3,7 +3,7 @@ detection, and the headerless layouts recognised by field count."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -88,6 +88,7 @@ class Ctx:
     tz: str
     cluster: Optional[str]
     delim: str
+    folds: list = field(default_factory=list)   # lines with a time in a fall-back hour (timezones.py)
 
 
 # ----------------------------------------------------------------------------------------------

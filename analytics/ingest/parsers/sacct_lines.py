@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from typing import Optional
 from zoneinfo import ZoneInfo
 
-from jobsight.analytics.ingest import limits, units
+from jobsight.analytics.ingest import limits, timezones, units
 from jobsight.analytics.ingest.parsers.sacct_format import COLUMNS, FREE_TEXT, JOBID_RE, OUT_SCHEMA, SOURCE, TRAILING, TRES_PARSED, Ctx
 
 
@@ -162,6 +162,7 @@ def _record(cols: list[str], fields: list[str], line_no: int, ctx: Ctx) -> dict:
     rec: dict = {"_line": line_no, "source": SOURCE}
     reasons: dict[str, str] = {}
     raw = dict(zip(cols, fields))
+    local: set = set()   # time columns read as local time of ctx.tz
     for col, text in raw.items():
         spec = COLUMNS.get(col)
         if spec is None:
@@ -203,6 +204,8 @@ def _record(cols: list[str], fields: list[str], line_no: int, ctx: Ctx) -> dict:
                 rec[target] = int(round(v)) if target in ("elapsed_s", "timelimit_s") else v
             elif kind == "time":
                 rec[target] = _to_utc(t, ctx.tz)
+                if ctx.tz != "UTC" and not t.strip().isdigit():
+                    local.add(target)
             elif kind == "mem":
                 rec[target] = units.parse_mem(t)
             elif kind == "reqmem":
@@ -247,6 +250,9 @@ def _record(cols: list[str], fields: list[str], line_no: int, ctx: Ctx) -> dict:
             reasons["mem_req_bytes"] = t
     rec["ngpus"] = rec.get("_alloc_gpus") if rec.get("_alloc_gpus") is not None else rec.get("_req_gpus")
     rec["gpu_type"] = rec.get("_alloc_gtype") or rec.get("_req_gtype")
+    if local and (picked := timezones.resolve_fall_back({c: rec[c] for c in local}, ctx.tz, rec.get("elapsed_s"))):
+        rec.update(picked)   # a time in the hour the clocks went back: the reading that fits
+        ctx.folds.append(line_no)
     if rec.get("start_time") and rec.get("end_time") and rec["end_time"] < rec["start_time"]:
         raise ValueError(f"End {raw.get('end')!r} is before Start {raw.get('start')!r}")
     rec["null_reasons"] = json.dumps(reasons) if reasons else None
