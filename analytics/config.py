@@ -355,7 +355,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None, text: str | Non
 
 
 def _parse_client(cfg: Config, check: _Checker, client: dict[str, Any]) -> None:
-    """[client] server: the URL of the jobsight dashboard `job`, `flags`, `usage` and `report` ask."""
+    """[client] server: the URL of the jobsight dashboard `job` and `flags` ask (analytics/client.py)."""
     for key, value in client.items():
         if key != "server":
             check.fail(f"client.{key}", f"unknown key client.{_name(key)} (known: server)")
