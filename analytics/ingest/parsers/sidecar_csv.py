@@ -487,14 +487,15 @@ def iter_parse(path: pathlib.Path, opts: ParseOptions, chunk_bytes: int = 256 <<
 
 
 def _pieces_of(items: Iterator, chunk_bytes: int) -> Iterator[list]:
-    """The Lines and LongLines of bounded_lines grouped into pieces of about chunk_bytes; at least one."""
+    """The Lines and LongLines of bounded_lines grouped into pieces of at most about chunk_bytes; at least one."""
     piece, size, any_piece = [], 0, False
     for item in items:
-        piece.append(item)
-        size += len(item.data) if isinstance(item, lengths.Lines) else 0
-        if size >= chunk_bytes:
+        n = len(item.data) if isinstance(item, lengths.Lines) else 0
+        if size and size + n > chunk_bytes:
             yield piece
             piece, size, any_piece = [], 0, True
+        piece.append(item)
+        size += n
     if piece or not any_piece:
         yield piece
 
