@@ -148,14 +148,10 @@ def _current(guard: duckdb.DuckDBPyConnection) -> bool:
 
 
 def _bring_up_to_date(src: Path) -> None:
-    """Refresh the stored results with the settings the database holds, and its views."""
-    from jobsight.analytics.store.database import apply_views
-    con = dbmod.connect(src)
-    try:
-        store.refresh(con)
-        apply_views(con)
-    finally:
-        con.close()
+    """Refresh the stored results with the settings the database holds, and its views: the writer's
+    open of Database, as an ingest does."""
+    from jobsight.analytics.config import Config
+    Database.open(src, Config(), write_settings=False, say=None).close()
 
 
 def publish(db_path: str | os.PathLike) -> Path:
