@@ -130,3 +130,23 @@ def test_has_long_line_finds_one_line_over_the_bound():
     assert lengths.has_long_line(b"ab\n" * 50 + b"x" * 11 + b"\n" + b"ab\n" * 50, max_line=10)
     assert not lengths.has_long_line(b"ab\n" * 50 + b"x" * 9 + b"\n" + b"ab\n" * 50, max_line=10)
     assert lengths.has_long_line(b"ab\n" * 50 + b"x" * 11, max_line=10)
+
+
+def test_a_long_line_in_a_watch_spool_is_rejected_by_number(tmp_path):
+    from pathlib import Path
+
+    from jobsight.analytics.commands import watch as watch_cli
+    from jobsight.analytics.ingest.records import ParseOptions
+    from jobsight.analytics.store import db
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    line_no = _write_with_long_line(spool / "jobsight-c-7005-n1-20261121T100000Z-1.csv", "7005", 2 << 20)
+    (spool / "jobsight-c-7006-n1-20261121T100000Z-2.csv").write_text(HEADER + "\n" + _row("7006", 1) + "\n")
+    con = db.connect(tmp_path / "t.duckdb")
+    try:
+        reps = {Path(r.path).name[:15]: r for r in watch_cli._ingest_spool(con, spool, ParseOptions(), lambda rep: None)}
+        assert {k: (r.stored, r.rejected) for k, r in reps.items()} == {"jobsight-c-7005": (6, 1), "jobsight-c-7006": (1, 0)}
+        (reason,) = con.execute("SELECT reason FROM reject WHERE line_no = ?", [line_no]).fetchone()
+        assert reason.startswith(f"line of {(2 << 20) + len(_row('7005', 59)) + 1:,} bytes, longer than the limit")
+    finally:
+        con.close()

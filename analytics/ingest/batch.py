@@ -25,7 +25,7 @@ import duckdb
 import polars as pl
 
 from jobsight.analytics.ingest import files as ingest
-from jobsight.analytics.ingest import offsets, trust
+from jobsight.analytics.ingest import lengths, offsets, trust
 from jobsight.analytics.ingest.load import AccountingError, FileReport, insert_rejects, stored_key
 from jobsight.analytics.ingest.merge import load_sidecar_runs, quote_name, run_sql, select_casts
 from jobsight.analytics.ingest.records import ParseOptions, ParseResult
@@ -142,6 +142,8 @@ def _prepare(con, entry: Entry, opts: ParseOptions, parsers: dict, stored: dict,
             notes = [why] if why else []
     finally:
         os.close(fd)
+    if lengths.has_long_line(data):
+        return None   # ingested alone, whose reader rejects that line by number without holding it
     return _Part(entry, file, mark, resume, header, data, rest, first_line, end, buf[-offsets.BLOCK:], digest, notes,
                  trust=trust.trust_note(verdict, mod.FORMAT))
 
