@@ -1,6 +1,7 @@
 """Impossible numbers (analytics/ingest/limits.py): non-finite, negative and beyond-physical values are
-rejected with file, line and reason in every format; nothing of that row is stored, and the valid
-rows around it are stored with their values."""
+rejected with file, line and reason; nothing of that row is stored, and the valid rows around it
+are stored with their values. In Slurm's formats only a field that places the row rejects it: any
+other is stored NULL with the reason (analytics/ingest/slurm_values.py)."""
 from __future__ import annotations
 
 import json
@@ -50,23 +51,27 @@ def _finite_everywhere(rows: list[dict]) -> None:
 
 SACCT_HEAD = "JobID|JobIDRaw|State|Start|End|Elapsed|NCPUS|NNodes|ReqMem|AllocTRES|TotalCPU|MaxRSS|TRESUsageInTot|UID|JobName"
 T = "2026-11-01T10:00:00|2026-11-01T11:00:00|01:00:00"
+# (line, None when stored as is; (column, words of its null_reasons) when stored with that column
+# NULL; "reject: words" when rejected: only a field that places the row rejects it)
 SACCT = [
-    # (line, reason words or None when stored)
     (f"1|1|COMPLETED|{T}|4|1|4G|billing=4,cpu=4,mem=4G,node=1|01:00:00|1G||1000|ok", None),
-    (f"2|2|COMPLETED|{T}|4|1|4G|billing=1e999,cpu=4,mem=4G,node=1|01:00:00|1G||1000|inf", "billing: inf is not a finite number"),
-    (f"3|3|COMPLETED|{T}|4|1|4G|billing=nan,cpu=4,mem=4G,node=1|01:00:00|1G||1000|nan", "billing=nan is not a finite number"),
-    (f"4|4|COMPLETED|{T}|4|1|4G|billing=-5,cpu=4,mem=4G,node=1|01:00:00|1G||1000|neg", "billing=-5 is negative"),
-    (f"5|5|COMPLETED|{T}|4|1|99999999999999999999P|billing=4|01:00:00|1G||1000|reqmem", "mem_req_bytes: "),
-    (f"6|6|COMPLETED|{T}|999999999|1|4G|billing=4|01:00:00|1G||1000|cpus", "ncpus: 999999999 is above the limit"),
+    (f"2|2|COMPLETED|{T}|4|1|4G|billing=1e999,cpu=4,mem=4G,node=1|01:00:00|1G||1000|inf",
+     ("billing", None)),
+    (f"3|3|COMPLETED|{T}|4|1|4G|billing=nan,cpu=4,mem=4G,node=1|01:00:00|1G||1000|nan", ("billing", None)),
+    (f"4|4|COMPLETED|{T}|4|1|4G|billing=-5,cpu=4,mem=4G,node=1|01:00:00|1G||1000|neg", ("billing", None)),
+    (f"5|5|COMPLETED|{T}|4|1|99999999999999999999P|billing=4|01:00:00|1G||1000|reqmem",
+     ("mem_req_bytes", "impossible: mem_req_bytes: ")),
+    (f"6|6|COMPLETED|{T}|999999999|1|4G|billing=4|01:00:00|1G||1000|cpus",
+     ("ncpus", "impossible: ncpus: 999999999 is above the limit")),
     ("7|7|COMPLETED|1969-12-31T10:00:00|2026-11-01T11:00:00|01:00:00|4|1|4G|billing=4|01:00:00|1G||1000|old",
-     "start_time: 1969-12-31 10:00:00 is before 1970-01-01"),
-    (f"8|8|COMPLETED|{T}|4|1|4G|billing=4,cpu=-4|01:00:00|1G||1000|tres", "cpu=-4 is negative"),
-    (f"9|9|COMPLETED|{T}|4|1|4G|billing=4,gres/gpu=inf|01:00:00|1G||1000|gpu", "gres/gpu=inf is not a finite number"),
-    (f"9.0|9.0|COMPLETED|{T}|4|1||cpu=4|01:00:00|1G|cpu=01:00:00,gres/gpuutil=-50,mem=1G|1000|util",
-     "gres/gpuutil=-50 is negative"),
-    (f"10|10|COMPLETED|{T}|4|1|4G|billing=4|99999999999999:00:00|1G||1000|cpu", "cpu_time_s: 3.599999999999964e+17 is above"),
-    (f"12|12|COMPLETED|{T}|4|1|{'9' * 400}M|billing=4|01:00:00|1G||1000|huge", "column reqmem: '99999"),
-    (f"13|13|COMPLETED|{T}|4|1|4G|billing=4|01:00:00|{'9' * 400}K||1000|huge", "column maxrss: '99999"),
+     "reject: start_time: 1969-12-31 10:00:00 is before 1970-01-01"),
+    (f"8|8|COMPLETED|{T}|4|1|4G|billing=4,cpu=-4|01:00:00|1G||1000|tres", None),
+    (f"9|9|COMPLETED|{T}|4|1|4G|billing=4,gres/gpu=inf|01:00:00|1G||1000|gpu", ("ngpus", None)),
+    (f"9.0|9.0|COMPLETED|{T}|4|1||cpu=4|01:00:00|1G|cpu=01:00:00,gres/gpuutil=-50,mem=1G|1000|util", ("gpu_util_tres", None)),
+    (f"10|10|COMPLETED|{T}|4|1|4G|billing=4|99999999999999:00:00|1G||1000|cpu",
+     ("cpu_time_s", "impossible: cpu_time_s: 3.599999999999964e+17 is above")),
+    (f"12|12|COMPLETED|{T}|4|1|{'9' * 400}M|billing=4|01:00:00|1G||1000|huge", ("mem_req_bytes", "column reqmem: '99999")),
+    (f"13|13|COMPLETED|{T}|4|1|4G|billing=4|01:00:00|{'9' * 400}K||1000|huge", ("max_rss_bytes", "column maxrss: '99999")),
     (f"11|11|COMPLETED|{T}|4|1|16Gn|billing=4,cpu=4,mem=4G,node=1|01:00:00|1G||1000|ok", None),
     (f"11.0|11.0|COMPLETED|{T}|4|1||cpu=4|01:00:00|1G|cpu=01:00:00,gres/gpuutil=50,mem=1G|1000|ok", None),
 ]
@@ -77,21 +82,35 @@ def test_sacct_text_both_readers(tmp_path, fast):
     p = tmp_path / "d.txt"
     p.write_text("\n".join([SACCT_HEAD] + [ln for ln, _ in SACCT]) + "\n", encoding="utf-8")
     r = sacct_text.parse(p, UTC, fast_path=fast)
-    got = {x.line_no: x.reason for x in r.rejects}
-    want = {i: why for i, (_, why) in enumerate(SACCT, start=2) if why}
-    assert set(got) == set(want)
-    for line, why in want.items():
-        assert why in got[line], (line, got[line])
-    assert r.jobs["job_id"].to_list() == ["1", "11"] and r.steps["step_id"].to_list() == ["0"]
+    assert {x.line_no: x.reason for x in r.rejects} == {8: "start_time: 1969-12-31 10:00:00 is before 1970-01-01"}
+    rows = {x["job_id"] + ("." + x["step_id"] if x.get("step_id") else ""): x
+            for x in r.jobs.iter_rows(named=True)} | {x["job_id"] + "." + x["step_id"]: x for x in r.steps.iter_rows(named=True)}
+    assert len(rows) == len(SACCT) - 1
+    for line, want in SACCT:
+        if isinstance(want, str):
+            continue
+        row = rows[line.split("|")[0]]
+        if want is None:
+            assert row["null_reasons"] is None or "impossible" not in row["null_reasons"], line
+            continue
+        col, words = want
+        assert row.get(col) is None, (line, col)     # max_rss_bytes is a step column
+        why = json.loads(row["null_reasons"] or "{}").get(col, "")
+        assert words is None or words in why, (line, why)
+    assert rows["8"]["alloc_tres"] == "billing=4" and rows["4"]["alloc_tres"] == "cpu=4,mem=4G,node=1"
+    assert rows["6"]["billing"] == 4.0 and rows["2"]["ncpus"] == 4 and rows["2"]["mem_alloc_bytes"] == 4 * GiB
+    assert rows["9.0"]["mem_usage_tot_bytes"] == GiB
+    assert r.jobs["job_id"].to_list() == ["1", "2", "3", "4", "5", "6", "8", "9", "10", "12", "13", "11"]
 
 
 def test_sacct_text_ingest_stores_only_the_valid_rows(tmp_path):
     rep, out, rejects = _ingest(tmp_path, "d.txt", "\n".join([SACCT_HEAD] + [ln for ln, _ in SACCT]) + "\n")
-    assert rep.rejected == 12 and set(rejects) == {i for i, (_, why) in enumerate(SACCT, start=2) if why}
+    assert rep.rejected == 1 and set(rejects) == {8}
     jobs = {j["job_id_raw"]: j for j in out["job"]}
-    assert set(jobs) == {"1", "11"} and [s["job_id_raw"] for s in out["step"]] == ["11"]
+    assert "7" not in jobs and len(jobs) == 12 and sorted(s["job_id_raw"] for s in out["step"]) == ["11", "9"]
     assert (jobs["1"]["billing"], jobs["1"]["mem_req_bytes"], jobs["1"]["ncpus"]) == (4.0, 4 * GiB, 4)
     assert (jobs["11"]["mem_req_bytes"], jobs["11"]["gpu_util_tres"]) == (16 * GiB, 50.0)
+    assert any("d.txt: TRES billing: an impossible value in 2 row(s)" in n for n in rep.notes), rep.notes   # inf, nan
     _finite_everywhere(out["job"] + out["step"])
 
 
@@ -109,24 +128,29 @@ def _json_step(sid, util=50):
 
 
 def test_sacct_json(tmp_path):
+    """Only a field that places the row (a time) rejects it; an impossible TRES count, billing or
+    memory is stored NULL with the reason, and a marker's sum (cpu -4, gpuutil -50) is unknown."""
     jobs = [_json_job(1), _json_job(2, billing=1e999), _json_job(3, billing=float("nan")), _json_job(4, billing=-5),
             _json_job(5, start=-100), _json_job(6, cpus=-4), _json_job(7, billing=2e12), _json_job(8, mem_mib=2 ** 50),
             _json_job(9, steps=[_json_step("9.batch", util=-50), _json_step("9.0")]), _json_job(10)]
     text = json.dumps({"jobs": jobs}).replace("Infinity", "1e999")   # what a JSON writer gives for inf
     rep, out, rejects = _ingest(tmp_path, "s.json", text)
-    assert rejects == {
-        2: "job 2: TRES billing count: not a finite number: inf",
-        3: "job 3: TRES billing count: not a finite number: nan",
-        4: "job 4: TRES billing count -5 is negative",
-        5: "job 5: time.start -100 is before 1970-01-01",
-        6: "job 6: TRES cpu count -4 is negative",
-        7: "job 7: billing: 2000000000000.0 is above the limit of 1000000000000 billing units",
-        8: f"job 8: mem_alloc_bytes: {2 ** 70} is above the limit of {2 ** 60} bytes (1 EiB)",
-        9: "job 9 step 1: TRES gres/gpuutil count -50 is negative",
-    }
-    assert sorted(j["job_id_raw"] for j in out["job"]) == ["1", "10", "9"]
-    assert [(s["job_id_raw"], s["step_id"], s["gpu_util_tres"]) for s in out["step"]] == [("9", "0", 50.0)]
-    one = next(j for j in out["job"] if j["job_id_raw"] == "1")
+    assert rejects == {5: "job 5: time.start -100 is before 1970-01-01"}
+    by_id = {j["job_id_raw"]: j for j in out["job"]}
+    assert sorted(by_id) == ["1", "10", "2", "3", "4", "6", "7", "8", "9"]
+    assert [by_id[i]["billing"] for i in "2347"] == [None] * 4
+    assert [by_id[i]["ncpus"] for i in "2347"] == [4] * 4     # the rest of each row is kept
+    assert by_id["6"]["ncpus"] is None and by_id["6"]["billing"] == 4.0
+    assert by_id["8"]["mem_alloc_bytes"] is None
+    assert "impossible: billing: 2000000000000.0 is above the limit" in json.loads(by_id["7"]["null_reasons"])["billing"]
+    assert "mem_alloc_bytes" in json.loads(by_id["8"]["null_reasons"])
+    assert sorted((s["job_id_raw"], s["step_id"], s["gpu_util_tres"]) for s in out["step"]) == \
+        [("9", "0", 50.0), ("9", "batch", None)]
+    notes = " | ".join(rep.notes)
+    assert "s.json: TRES billing: an impossible value in 2 row(s)" in notes        # inf, nan
+    assert "s.json: TRES billing: Slurm's 'not set' marker (or a sum of it) in 1 row(s)" in notes   # -5
+    assert "s.json: billing: an impossible value in 1 row(s)" in notes            # 2e12
+    one = by_id["1"]
     assert (one["billing"], one["ncpus"], one["mem_alloc_bytes"], one["start_time"]) == \
         (4.0, 4, GiB, datetime(2023, 11, 14, 22, 13, 20))
 

@@ -55,7 +55,10 @@ def test_dbv0038_jobs_steps_and_reject():
     arr = job(r, "1003")
     assert (arr["job_id"], arr["array_job_id"], arr["array_task_id"]) == ("1002_1", "1002", "1")
     assert (arr["state"], arr["exit_code"], arr["timelimit_s"]) == ("FAILED", "2:0", None)
-    assert json.loads(arr["null_reasons"]) == {"timelimit_s": "UNLIMITED"}
+    # no steps and a job CPU total of 0 (as sacct -X --json gives): not measured, not 0 % efficiency
+    assert json.loads(arr["null_reasons"]) == {"timelimit_s": "UNLIMITED",
+                                               "cpu_time_s": "0 without steps (sacct -X): not measured"}
+    assert arr["cpu_time_s"] is None
     het = job(r, "1010")
     assert (het["job_id"], het["het_job_id"], het["het_offset"], het["exit_code"]) == ("1010+0", "1010", 0, "0:15")
 
@@ -69,7 +72,8 @@ def test_v0039_state_string_and_struct_numbers():
     b = step(r, "2001", "batch")
     assert (b["state"], b["exit_code"], b["end_time"]) == ("CANCELLED", "0:15", START + dt.timedelta(seconds=3661))
     assert b["max_vmsize_bytes"] == 900 * MIB
-    assert json.loads(job(r, "2002")["null_reasons"]) == {"timelimit_s": "UNLIMITED"}
+    assert json.loads(job(r, "2002")["null_reasons"]) == {"timelimit_s": "UNLIMITED",
+                                                          "cpu_time_s": "0 without steps (sacct -X): not measured"}
 
 
 def test_v0040_state_list_and_pending_array():

@@ -1,4 +1,5 @@
 """sacct text parser: values checked by hand against fixtures/sacct/mixed-jobs.txt, layouts, odd lines."""
+import json
 from datetime import datetime
 from pathlib import Path
 
@@ -240,10 +241,14 @@ def test_out_of_range_values_are_rejected_not_raised(tmp_path):
             "4+99999999999|1K|00:01:00|COMPLETED|d\n"
             "5_[1-3]|1K|00:00:01|PENDING|e\n")
     res = parse_text(tmp_path, text, timezone="UTC")
-    assert [r.line_no for r in res.rejects] == [2, 3, 4, 5]
-    assert "max_rss_bytes: " in res.rejects[0].reason and "above the limit" in res.rejects[0].reason
-    assert "not a duration" in res.rejects[2].reason
-    assert res.jobs["job_id"].to_list() == ["5_[1-3]"]
+    # text that is no value of its kind rejects the line; a number beyond the limits in a field
+    # that does not place the row is stored NULL with the reason
+    assert [r.line_no for r in res.rejects] == [4, 5]
+    assert "not a duration" in res.rejects[0].reason
+    assert res.jobs["job_id"].to_list() == ["1", "2", "5_[1-3]"]
+    one, two = res.jobs.row(0, named=True), res.jobs.row(1, named=True)
+    assert "above the limit" in json.loads(one["null_reasons"])["max_rss_bytes"]   # a step column
+    assert two["elapsed_s"] is None and "above the limit" in json.loads(two["null_reasons"])["elapsed_s"]
 
 
 def test_gpu_counts_from_tres(tmp_path):
@@ -276,5 +281,7 @@ def test_reqmem_no_val_is_not_recorded_not_rejected(tmp_path, fast):
     j = job(res, "804")
     assert (j["user"], j["state"], j["ncpus"], j["elapsed_s"], j["mem_req_bytes"]) == ("alice", "COMPLETED", 2, 2, None)
     assert json.loads(j["null_reasons"])["mem_req_bytes"] == "18446744073709551616.00M"
-    # a size above 1 EiB that is not Slurm's NO_VAL is still an impossible number: rejected
-    assert [(r.line_no, "above the limit" in r.reason) for r in res.rejects] == [(3, True)]
+    # a size above 1 EiB that is not Slurm's NO_VAL is an impossible number: NULL with the reason
+    assert res.rejects == []
+    other = job(res, "805")
+    assert other["mem_req_bytes"] is None and "above the limit" in json.loads(other["null_reasons"])["mem_req_bytes"]

@@ -6,7 +6,7 @@ from typing import Optional
 
 import polars as pl
 
-from jobsight.analytics.ingest import limits, units
+from jobsight.analytics.ingest import limits, slurm_values, units
 from jobsight.analytics.ingest.parsers.sacct_format import COLUMNS, OUT_SCHEMA, SOURCE, TRAILING, TRES_PARSED, Ctx
 
 _NULL_WORDS = sorted(units.NULL_WORDS - {""})
@@ -151,6 +151,7 @@ def _convert_column(st: "_Stages", col: str, kind: str, target: str, ctx: Ctx) -
         st.s2[target] = pl.when(c != "").then(c)
         raw_tres = c
         st.bad.append(c.str.contains(limits.TRES_SUSPECT).fill_null(False))   # negative, inf, nan items
+        st.bad.append(c.str.contains(slurm_values.TRES_MARKER_SUSPECT).fill_null(False))   # markers
         c = pl.concat_str([pl.lit(","), c])  # anchor: every item starts with ','
         no_gpu = col in st.no_gpu   # then every gres/gpu* item is null: not looked for row by row
         def item(key, c=c, no_gpu=no_gpu):

@@ -3,6 +3,7 @@ detection, and the headerless layouts recognised by field count."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -88,6 +89,7 @@ class Ctx:
     tz: str
     cluster: Optional[str]
     delim: str
+    tally: Counter = field(default_factory=Counter)   # (field, kind) -> rows made NULL (slurm_values)
     folds: list = field(default_factory=list)   # lines with a time in a fall-back hour (timezones.py)
 
 

@@ -22,11 +22,12 @@ import json
 import math
 import pathlib
 import re
+from collections import Counter
 from typing import Any, Optional
 
 import polars as pl
 
-from jobsight.analytics.ingest import limits
+from jobsight.analytics.ingest import limits, slurm_values
 from jobsight.analytics.ingest.records import ParseOptions, ParseResult, Reject
 from jobsight.analytics.ingest.units import tres_gpus
 
@@ -44,8 +45,10 @@ class _Null:
         self.why = why
 
 
-def _num(value: Any) -> Any:
-    """int/float, None (absent) or _Null(reason) from a plain number or a {set, infinite, number} struct."""
+def _num(value: Any, markers: bool = True) -> Any:
+    """int/float, None (absent) or _Null(reason) from a plain number or a {set, infinite, number}
+    struct; a Slurm marker or a sum of markers (slurm_values.marker) is _Null too, unless markers
+    is False (times, whose negative values are refused by the caller)."""
     if type(value) is int and 0 <= value < _NO_VAL:   # the common case, first
         return value
     if isinstance(value, dict):
@@ -57,18 +60,19 @@ def _num(value: Any) -> Any:
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        if isinstance(value, int) and value >= _NO_VAL and value <= 0xFFFFFFFF:
-            return _Null("INFINITE" if value == 0xFFFFFFFF else "NO_VAL")
         if isinstance(value, float) and not math.isfinite(value):   # 1e999, Infinity, NaN
             raise ValueError(f"not a finite number: {value!r}")
+        what = slurm_values.marker(value) if markers else None
+        if what is not None:
+            return _Null(what)
         return value
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():
         return int(value)
     raise ValueError(f"not a number: {value!r}")
 
 
-def _plain(value: Any) -> Optional[float]:
-    v = _num(value)
+def _plain(value: Any, markers: bool = True) -> Optional[float]:
+    v = _num(value, markers)
     return None if v is None or isinstance(v, _Null) else v
 
 
@@ -77,8 +81,8 @@ _LATEST = (limits.LATEST - limits.EARLIEST).total_seconds()
 
 def _epoch(value: Any, name: str) -> Optional[dt.datetime]:
     """Unix time -> naive UTC; 0 is unset (None). Before 1970 or after the limit: the reason."""
-    v = _plain(value)
-    if not v:
+    v = _plain(value, markers=False)
+    if not v or v in (-1, -2):     # 0, NO_VAL, INFINITE: not set
         return None
     if v < 0:
         raise ValueError(f"time.{name} {v} is before 1970-01-01")
@@ -120,8 +124,11 @@ def _cpu_seconds(t: Any) -> Optional[float]:
     return float(s or 0) + float(us or 0) / 1e6
 
 
-def _tres_items(items: Any) -> list[tuple[str, float]]:
-    """[{type, name, count}] -> [('gres/gpu:a100', 1), ('mem', 512), ...], dropping absent counts."""
+def _tres_items(items: Any, found: Optional[set] = None) -> list[tuple[str, float]]:
+    """[{type, name, count}] -> [('gres/gpu:a100', 1), ('mem', 512), ...], leaving out absent counts,
+    Slurm's markers and their sums (an unset energy: -2, -8, 9223372036854775806) and counts that
+    cannot be true (inf, nan): such an item is unknown, added to found as (field, kind), and the row
+    is kept."""
     out = []
     if not items:
         return out
@@ -132,13 +139,14 @@ def _tres_items(items: Any) -> list[tuple[str, float]]:
             raise ValueError(f"TRES item without a type: {it!r}")
         key = it["type"] + (f"/{it['name']}" if it.get("name") else "")
         try:
-            count = _plain(it.get("count"))
-        except ValueError as exc:
-            raise ValueError(f"TRES {key} count: {exc}") from None
-        if count is None or count in (-1, -2):   # INFINITE64 / NO_VAL64 as signed: not recorded (energy=-2)
+            count = _num(it.get("count"))
+            kind = "marker"
+        except ValueError:
+            count, kind = _Null("impossible"), "impossible"
+        if isinstance(count, _Null) and found is not None:
+            found.add((f"TRES {key}", kind))
+        if count is None or isinstance(count, _Null):
             continue
-        if count < 0:
-            raise ValueError(f"TRES {key} count {count} is negative")
         out.append((key, count))
     return out
 
@@ -199,11 +207,11 @@ def _printed_id(job: dict, job_raw: str) -> tuple[str, Optional[str], Optional[s
     return job_raw, None, None, None, None
 
 
-def _usage(tres: dict, side: str, stat: str) -> list[tuple[str, float]]:
+def _usage(tres: dict, side: str, stat: str, found: set) -> list[tuple[str, float]]:
     part = tres.get(side) if isinstance(tres, dict) else None
     if not isinstance(part, dict):
         return []
-    return _tres_items(part.get(stat))
+    return _tres_items(part.get(stat), found)
 
 
 def _failed_exit_code(state: Optional[str], exit_code: Optional[str], nulls: dict[str, str]) -> Optional[str]:
@@ -215,14 +223,16 @@ def _failed_exit_code(state: Optional[str], exit_code: Optional[str], nulls: dic
     return exit_code
 
 
-def _step_row(step: dict, job_raw: str, job_printed: str, cluster: str) -> dict:
+def _step_row(step: dict, job_raw: str, job_printed: str, cluster: str, tally: Counter) -> dict:
     if not isinstance(step, dict):
         raise ValueError("step is not an object")
     t = step.get("time") or {}
     nulls: dict[str, str] = {}
     tres = step.get("tres") or {}
-    alloc = _tres_items(tres.get("allocated")) if isinstance(tres, dict) else []
-    in_tot, in_max, in_ave = (_usage(tres, "requested", s) for s in ("total", "max", "average"))
+    found: set = set()
+    alloc = _tres_items(tres.get("allocated"), found) if isinstance(tres, dict) else []
+    in_tot, in_max, in_ave = (_usage(tres, "requested", s, found) for s in ("total", "max", "average"))
+    tally.update(found)
     nodes = step.get("nodes") or {}
     tasks = step.get("tasks") or {}
     sid = step.get("step") or {}
@@ -248,12 +258,12 @@ def _step_row(step: dict, job_raw: str, job_printed: str, cluster: str) -> dict:
     }
     if row["end_time"] is None and t.get("end") is not None:
         nulls["end_time"] = "0 (not ended)"
+    slurm_values.settle(row, nulls, tally)
     row["null_reasons"] = json.dumps(nulls) if nulls else None
-    limits.check(row)
     return row
 
 
-def _job_row(job: dict, cluster_default: str, steps: list[dict]) -> dict:
+def _job_row(job: dict, cluster_default: str, steps: list[dict], tally: Counter) -> dict:
     if not isinstance(job, dict):
         raise ValueError("job is not an object")
     if job.get("job_id") is None:
@@ -269,8 +279,10 @@ def _job_row(job: dict, cluster_default: str, steps: list[dict]) -> dict:
     if not isinstance(t, dict):
         raise ValueError("time is not an object")
     tres = job.get("tres") or {}
-    alloc = _tres_items(tres.get("allocated")) if isinstance(tres, dict) else []
-    req = _tres_items(tres.get("requested")) if isinstance(tres, dict) else []
+    found: set = set()
+    alloc = _tres_items(tres.get("allocated"), found) if isinstance(tres, dict) else []
+    req = _tres_items(tres.get("requested"), found) if isinstance(tres, dict) else []
+    tally.update(found)
     nulls: dict[str, str] = {}
     limit = _num(t.get("limit"))
     timelimit_s = None
@@ -296,6 +308,10 @@ def _job_row(job: dict, cluster_default: str, steps: list[dict]) -> dict:
     # Job usage comes from its steps, as seff and sacct's job line do.
     step_cpu = [s["cpu_time_s"] for s in steps if s.get("cpu_time_s") is not None]
     cpu_time = sum(step_cpu) if steps else _cpu_seconds(t.get("total"))
+    if not steps and cpu_time == 0:
+        # sacct -X --json fetches no steps and reads the job's usage as 0: not measured, not idle
+        cpu_time = None
+        nulls["cpu_time_s"] = "0 without steps (sacct -X): not measured"
     peaks = [s for s in steps if s.get("mem_usage_tot_bytes") is not None]
     top = max(peaks, key=lambda s: s["mem_usage_tot_bytes"]) if peaks else None
     gutil = [s["gpu_util_tres"] for s in steps if s.get("gpu_util_tres") is not None]
@@ -334,9 +350,10 @@ def _job_row(job: dict, cluster_default: str, steps: list[dict]) -> dict:
         "alloc_tres": _tres_string(alloc, "M"), "req_tres": _tres_string(req, "M"),
         "gpu_util_tres": max(gutil) if gutil else None, "gpu_mem_tres_bytes": max(gmem) if gmem else None,
         "node_list": node_list, "restarts": _plain(job.get("restart_cnt")),
-        "null_reasons": json.dumps(nulls) if nulls else None, "source": SOURCE,
+        "source": SOURCE,
     }
-    limits.check(row)
+    slurm_values.settle(row, nulls, tally)
+    row["null_reasons"] = json.dumps(nulls) if nulls else None
     return row
 
 
@@ -416,6 +433,7 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
         meta_cluster = sl.get("cluster") if isinstance(sl, dict) else None
     cluster_default = opts.cluster or meta_cluster or "default"
     job_rows, step_rows = [], []
+    tally: Counter = Counter()
     for index, job in enumerate(jobs, start=1):
         steps = job.get("steps") if isinstance(job, dict) else None
         steps = steps if isinstance(steps, list) else []
@@ -429,10 +447,10 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
                 try:
                     if job_raw is None:
                         raise ValueError("its job has no job_id")
-                    good_steps.append(_step_row(step, job_raw, printed, cluster))
+                    good_steps.append(_step_row(step, job_raw, printed, cluster, tally))
                 except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
                     result.rejects.append(Reject(index, f"job {index} step {k}: {exc}", json.dumps(step)[:1000]))
-            job_rows.append(_job_row(job, cluster_default, good_steps))
+            job_rows.append(_job_row(job, cluster_default, good_steps, tally))
             step_rows.extend(good_steps)
         except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
             # Steps already rejected stay rejected; the others go down with their job.
@@ -440,6 +458,7 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
             result.rejects.append(Reject(index, f"job {index}: {exc}", json.dumps(job)[:1000]))
             for _ in range(len(steps) - already):
                 result.rejects.append(Reject(index, f"job {index}: step of a rejected job", None))
+    result.notes += slurm_values.tally_notes(path.name, tally)
     if job_rows:
         result.jobs = _frame(job_rows, JOB_SCHEMA)
     if step_rows:

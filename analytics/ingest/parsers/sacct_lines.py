@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from datetime import datetime, timezone
 from typing import Optional
 from zoneinfo import ZoneInfo
 
-from jobsight.analytics.ingest import limits, timezones, units
+from jobsight.analytics.ingest import limits, slurm_values, timezones, units
 from jobsight.analytics.ingest.parsers.sacct_format import COLUMNS, FREE_TEXT, JOBID_RE, OUT_SCHEMA, SOURCE, TRAILING, TRES_PARSED, Ctx
 
 
@@ -38,6 +39,20 @@ def _split_id(job_id_text: str) -> dict:
     printed = job_id_text.strip().split(".", 1)[0]
     return {"job_id": printed, "step_id": step, "array_job_id": base if task else None, "array_task_id": task,
             "het_job_id": base if het else None, "het_offset": int(het) if het else None}
+
+
+def _known_tres(text: str, found: set) -> str:
+    """A TRES string without its items whose value is a Slurm marker or cannot be true (energy=-8,
+    energy=18446744073709551614, billing=inf): those are unknown, added to found as (field, kind)."""
+    keep = []
+    for item in text.split(","):
+        key, _, value = item.partition("=")
+        kind = slurm_values.tres_item(key, value)
+        if kind is None:
+            keep.append(item)
+        else:
+            found.add((f"TRES {key.strip()}", kind))
+    return ",".join(keep)
 
 
 def _tres_values(text: str, target: str, rec: dict) -> None:
@@ -157,10 +172,18 @@ def _looks_right(cols: list[str], fields: list[str]) -> bool:
     return True
 
 
+def _impossible(rec: dict, reasons: dict, found: set, target: str, why: str) -> None:
+    """A size or count beyond the limits in a field that does not place the row: NULL, with why."""
+    rec[target] = None
+    reasons[target] = f"impossible: {why}"
+    found.add((target, "impossible"))
+
+
 def _record(cols: list[str], fields: list[str], line_no: int, ctx: Ctx) -> dict:
     """The record of a line with exactly one field per column."""
     rec: dict = {"_line": line_no, "source": SOURCE}
     reasons: dict[str, str] = {}
+    found: set = set()
     raw = dict(zip(cols, fields))
     local: set = set()   # time columns read as local time of ctx.tz
     for col, text in raw.items():
@@ -187,16 +210,13 @@ def _record(cols: list[str], fields: list[str], line_no: int, ctx: Ctx) -> dict:
                 if t and not target.startswith("_"):
                     reasons[target] = t
                 rec.setdefault(target, None)
-            elif kind == "int":
+            elif kind in ("int", "minutes"):
                 v = units.parse_int(t)
-                if v < 0:
-                    raise ValueError(f"negative count: {t!r}")
-                rec[target] = v
-            elif kind == "minutes":
-                v = units.parse_int(t)
-                if v < 0:
-                    raise ValueError(f"negative minutes: {t!r}")
-                rec[target] = v * 60
+                what = slurm_values.marker(v)     # -2, 4294967294: not set; never a count
+                rec[target] = None if what else v * 60 if kind == "minutes" else v
+                if what and not target.startswith("_"):
+                    reasons[target] = slurm_values.reason(target, what)
+                    found.add((target, "marker"))
             elif kind == "dur":
                 v = units.parse_duration(t)
                 if v is not None and not math.isfinite(v):
@@ -211,10 +231,13 @@ def _record(cols: list[str], fields: list[str], line_no: int, ctx: Ctx) -> dict:
             elif kind == "reqmem":
                 rec[target] = None  # resolved below, needs ncpus / nnodes
             elif kind == "tres":
-                rec[target] = t
-                for key, _, value in (item.partition("=") for item in t.split(",")):
-                    limits.check_tres_value(key.strip(), value)
+                t = _known_tres(t, found)
+                rec[target] = t or None
                 _tres_values(t, target, rec)
+        except limits.OutOfLimits as exc:
+            if target in slurm_values.PLACING:
+                raise ValueError(f"column {col}: {exc}") from None
+            _impossible(rec, reasons, found, target, f"column {col}: {exc}")
         except ValueError as exc:
             raise ValueError(f"column {col}: {exc}") from None
     # job id structure
@@ -242,9 +265,11 @@ def _record(cols: list[str], fields: list[str], line_no: int, ctx: Ctx) -> dict:
             ncpus = rec.get("ncpus") or rec.get("_reqcpus")
             try:
                 rec["mem_req_bytes"] = units.parse_reqmem(t, ncpus, rec.get("nnodes"))
+            except limits.OutOfLimits as exc:
+                _impossible(rec, reasons, found, "mem_req_bytes", f"column reqmem: {exc}")
             except ValueError as exc:
                 raise ValueError(f"column reqmem: {exc}") from None
-            if rec["mem_req_bytes"] is None:
+            if rec["mem_req_bytes"] is None and "mem_req_bytes" not in reasons:
                 reasons["mem_req_bytes"] = t  # '0n' / '0c': all of the node's memory; NO_VAL
         elif t:
             reasons["mem_req_bytes"] = t
@@ -255,9 +280,10 @@ def _record(cols: list[str], fields: list[str], line_no: int, ctx: Ctx) -> dict:
         ctx.folds.append(line_no)
     if rec.get("start_time") and rec.get("end_time") and rec["end_time"] < rec["start_time"]:
         raise ValueError(f"End {raw.get('end')!r} is before Start {raw.get('start')!r}")
-    rec["null_reasons"] = json.dumps(reasons) if reasons else None
     out = {k: rec.get(k) for k in OUT_SCHEMA}
-    limits.check(out)
+    tally: Counter = Counter(found)
+    slurm_values.settle(out, reasons, tally)
+    out["null_reasons"] = json.dumps(reasons) if reasons else None
     for k, v in out.items():
         if isinstance(v, int) and not -2 ** 63 <= v < 2 ** 63 or isinstance(v, float) and v != v:
             raise ValueError(f"{k}: value out of range: {v!r}")
@@ -265,4 +291,5 @@ def _record(cols: list[str], fields: list[str], line_no: int, ctx: Ctx) -> dict:
             raise ValueError(f"{k}: value out of range: {v!r}")
     if out["het_offset"] is not None and not 0 <= out["het_offset"] < 2 ** 31:
         raise ValueError(f"het offset out of range: {out['het_offset']}")
+    ctx.tally.update(tally)
     return out
