@@ -174,10 +174,13 @@ def test_seff(tmp_path):
                dict(id=5, cores=2, cpu="01:00:00", mem="1.00 GB")]
     text = "".join(SEFF.format(**r) for r in reports)
     rep, out, rejects = _ingest(tmp_path, "seff.txt", text)
-    assert rejects == {11: "seff report: ncpus: -2 is negative", 21: "seff report: not a duration: 'inf'",
-                       31: f"seff report: mem_peak_bytes: {99999999999 * 2 ** 40} is above the limit of {2 ** 60} bytes (1 EiB)"}
+    # Cores -2 is Slurm's NO_VAL: unknown; a peak above 1 EiB: NULL with the reason; 'inf' is no duration
+    assert rejects == {21: "seff report: not a duration: 'inf'"}
     jobs = {j["job_id_raw"]: j for j in out["job"]}
-    assert set(jobs) == {"1", "5"} and (jobs["1"]["ncpus"], jobs["1"]["cpu_time_s"], jobs["1"]["mem_peak_bytes"]) == (2, 3600, GiB)
+    assert set(jobs) == {"1", "2", "4", "5"} and (jobs["1"]["ncpus"], jobs["1"]["cpu_time_s"], jobs["1"]["mem_peak_bytes"]) == (2, 3600, GiB)
+    assert jobs["2"]["ncpus"] is None and json.loads(jobs["2"]["null_reasons"])["ncpus"] == "Slurm NO_VAL: not set"
+    assert jobs["4"]["mem_peak_bytes"] is None and jobs["4"]["cpu_time_s"] == 3600
+    assert f"{99999999999 * 2 ** 40} is above the limit" in json.loads(jobs["4"]["null_reasons"])["mem_peak_bytes"]
 
 
 PBS_E = ("03/01/2024 11:00:05;E;{id}.srv01;user=alice group=g1 account=proj_a jobname=sim queue=batch ctime=1709283600 "

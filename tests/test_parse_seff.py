@@ -119,3 +119,101 @@ def test_end_to_end_ingest(tmp_path):
         ("5100_2", 1, GIB, "slurm-seff")
     assert con.execute("SELECT count(*) FROM jobs").fetchone()[0] == 5
     assert con.execute("SELECT line_no FROM rejects").fetchall() == [(61,)]
+
+
+HB_GPU = """Job ID                         : 8100001
+Name                           : train
+User                           : user46
+Partition                      : gpu
+Nodes                          : a100gpu3
+Number of Nodes                : 1
+Cores                          : 16
+Number of Tasks                : 1
+State                          : CANCELLED by user
+Submit                         : 2024-03-04T10:00:00
+Start                          : 2024-03-04T10:16:29
+End                            : 2024-03-04T12:16:29
+Reserved walltime              : 1-00:00:00
+Used walltime                  : 02:00:00
+Used CPU time                  : 01:00:00 (Efficiency:  3.12%)
+Total memory reserved          : 64G
+Maximum memory used            : 3.50G
+Requested GPUs                 : 2
+Allocated GPUs                 : a100=2
+Max GPU utilization            : 0%
+Max GPU memory used            : 1.25G
+"""
+
+USC = """Job ID               : 1234567
+Job name             : test.job
+User                 : ttrojan
+Account              : ttrojan_123
+Cluster              : discovery
+Partition            : main
+State                : COMPLETED
+Exit code            : 0:0
+Nodes                : 1
+CPUs                 : 8
+Nodelist             : d11-43
+Submit time          : 2021-11-04T09:44:01
+Start time           : 2021-11-04T09:44:03
+End time             : 2021-11-04T09:54:24
+Reserved walltime    : 01:00:00
+Used walltime        : 00:10:21
+Used CPU time        : 01:12:28
+Reserved memory      : 16G
+Max memory used      : 2.03G
+"""
+
+
+def test_hb_jobinfo_gpu_lines_and_cancelled_by_user(tmp_path):
+    p = tmp_path / "hb.txt"
+    p.write_text(HB_GPU)
+    r = seff.parse(p, ParseOptions(timezone="UTC", cluster="habrok"))
+    assert r.rejects == []
+    j = r.jobs.row(0, named=True)
+    assert (j["state"], j["cancelled_by_uid"]) == ("CANCELLED", None)
+    assert json.loads(j["null_reasons"])["cancelled_by_uid"] == "by user"
+    assert (j["ngpus"], j["gpu_type"], j["gpu_util_tres"], j["gpu_mem_tres_bytes"]) == (2, "a100", 0.0, round(1.25 * GIB))
+    assert (j["ncpus"], j["nnodes"], j["node_list"], j["mem_req_bytes"]) == (16, 1, "a100gpu3", 64 * GIB)
+
+
+def test_hb_jobinfo_gpu_job_is_an_idle_gpu_job(tmp_path):
+    """The job-level GPU figures reach the metrics as Slurm's gres/gpuutil does: a GPU job at 0 %."""
+    from jobsight.analytics.config import parse_config
+    from jobsight.analytics.ingest import files as ingest
+    from jobsight.analytics.store import results as store
+    from jobsight.analytics.store.database import Database
+    p = tmp_path / "hb.txt"
+    p.write_text(HB_GPU)
+    con = Database.open(tmp_path / "m.duckdb", parse_config({}))
+    try:
+        (rep,) = ingest.ingest_paths(con.con, [p], ParseOptions(timezone="UTC", cluster="habrok"))
+        assert rep.stored == 1
+        store.refresh(con.con)
+        m = con.con.execute("SELECT gpu_util_pct, gpu_util_source FROM job_metrics WHERE job_id_raw = '8100001'").fetchone()
+    finally:
+        con.close()
+    assert m == (0.0, "slurm-tres")
+
+
+def test_usc_jobinfo(tmp_path):
+    p = tmp_path / "usc.txt"
+    p.write_text(USC)
+    r = seff.parse(p, ParseOptions(timezone="America/Los_Angeles"))
+    assert r.rejects == []
+    j = r.jobs.row(0, named=True)
+    assert (j["nnodes"], j["node_list"], j["ncpus"], j["account"], j["cluster"]) == (1, "d11-43", 8, "ttrojan_123", "discovery")
+    assert (j["exit_code"], j["job_name"], j["state"]) == ("0:0", "test.job", "COMPLETED")
+    # PDT (UTC-7) on 2021-11-04
+    assert (j["submit_time"], j["start_time"], j["end_time"]) == (
+        dt.datetime(2021, 11, 4, 16, 44, 1), dt.datetime(2021, 11, 4, 16, 44, 3), dt.datetime(2021, 11, 4, 16, 54, 24))
+    assert (j["mem_req_bytes"], j["mem_peak_bytes"]) == (16 * GIB, round(2.03 * GIB))
+    assert (j["elapsed_s"], j["cpu_time_s"]) == (621, 4348)
+
+
+def test_usc_jobinfo_node_count_that_is_not_a_count_is_refused(tmp_path):
+    p = tmp_path / "usc.txt"
+    p.write_text(USC.replace("Nodes                : 1", "Nodes                : d11-43"))
+    r = seff.parse(p, ParseOptions(timezone="UTC"))
+    assert [x.reason for x in r.rejects] == ["seff report: Nodes 'd11-43' is not a count"] and r.jobs is None

@@ -19,8 +19,15 @@ Memory: seff's 'KB/MB/GB/TB' are powers of 1024 (its kbytes2str divides by 1024)
 '1.23 GB' = 1.23 x 2^30 bytes; the value is rounded to 2 decimals by seff, so it is within 0.5 %.
 The exit code: seff prints only the return code (exit status >> 8), not the signal, so exit_code is
 left NULL and the printed code kept in null_reasons ({"exit_code": "exit code 0 (seff omits the signal)"}).
-Also read: hb-jobinfo style reports ('Job ID    : 7425304_67', 'Used walltime', 'Used CPU time',
-'Maximum memory used', 'Total memory reserved'), whose times are local (``opts.timezone``).
+Also read: jobinfo style reports ('Key   : value', recognised by 'Used walltime' or 'Number of
+Nodes'), whose times are local (``opts.timezone``), in two variants:
+  hb-jobinfo (RUG): 'Nodes' is the node list, 'Number of Nodes' the count, 'Cores', 'Submit',
+  'Start', 'End', 'Total memory reserved', 'Maximum memory used', and the GPU lines 'Requested
+  GPUs : 2', 'Allocated GPUs : a100=2', 'Max GPU utilization : 0%', 'Max GPU memory used : 1.2G'
+  (the job-level GPU figures, stored as Slurm's gres/gpuutil and gres/gpumem are);
+  USC CARC jobinfo: 'Nodes' is the count and 'Nodelist' the list, 'CPUs', 'Submit time', 'Start
+  time', 'End time', 'Account', 'Exit code', 'Reserved memory', 'Max memory used'.
+A state 'CANCELLED by user' (a name, not a uid) is CANCELLED with who in null_reasons.
 rows_in = number of reports; a report that cannot be read is one Reject at its `Job ID:` line.
 """
 from __future__ import annotations
@@ -31,11 +38,12 @@ import math
 import pathlib
 import re
 import zoneinfo
+from collections import Counter
 from typing import Optional
 
 import polars as pl
 
-from jobsight.analytics.ingest import limits
+from jobsight.analytics.ingest import slurm_values
 from jobsight.analytics.ingest.records import ParseOptions, ParseResult, Reject
 from jobsight.analytics.ingest.units import parse_duration, parse_mem, parse_state
 
@@ -104,6 +112,18 @@ def _local_to_utc(text: str, zone: Optional[str]) -> Optional[dt.datetime]:
     return t.astimezone(dt.timezone.utc).replace(tzinfo=None)
 
 
+_BY_NAME = re.compile(r"^\s*([A-Za-z_]+)\+?\s+by\s+(\S+)\s*$")
+
+
+def _state(text: str, nulls: dict[str, str]) -> tuple[Optional[str], Optional[int]]:
+    """'CANCELLED by 1234' -> ('CANCELLED', 1234); 'CANCELLED by user' -> CANCELLED, who in nulls."""
+    m = _BY_NAME.match(text)
+    if m and not m.group(2).isdigit():
+        nulls["cancelled_by_uid"] = f"by {m.group(2)}"
+        return m.group(1).upper(), None
+    return parse_state(text)
+
+
 def _seff_row(f: dict[str, str], cluster_default: str) -> dict:
     nulls: dict[str, str] = {}
     job_raw = f["Job ID"].strip()
@@ -124,7 +144,7 @@ def _seff_row(f: dict[str, str], cluster_default: str) -> dict:
     st = f.get("State")
     if st:
         m = _STATE.match(st.strip())
-        row["state"], row["cancelled_by_uid"] = parse_state(m.group(1))
+        row["state"], row["cancelled_by_uid"] = _state(m.group(1), nulls)
         if m.group(2) is not None:
             nulls["exit_code"] = f"exit code {m.group(2)} (seff omits the signal)"
     if "Cores" in f:
@@ -159,57 +179,104 @@ def _seff_row(f: dict[str, str], cluster_default: str) -> dict:
             row["mem_alloc_bytes"] = alloc
         else:   # seff prints 0.00 MB when the job has no memory TRES
             nulls["mem_alloc_bytes"] = m.group(2)
-    row["null_reasons"] = json.dumps(nulls) if nulls else None
+    row["_nulls"] = nulls
     return row
 
 
 def _jobinfo_row(f: dict[str, str], cluster_default: str, zone: Optional[str]) -> dict:
-    """rug-cit-hpc jobinfo: 'Key   : value' report (Job ID printed, e.g. 7425304_67)."""
+    """A jobinfo 'Key   : value' report: hb-jobinfo or USC's (module docstring)."""
     printed = f["Job ID"].strip()
     m = _JOBID.match(printed)
     if not m:
         raise ValueError(f"not a job id: {printed!r}")
-    row: dict = {"job_id": printed, "job_id_raw": printed, "cluster": cluster_default}
+    nulls: dict[str, str] = {}
+    row: dict = {"job_id": printed, "job_id_raw": printed, "_nulls": nulls}
     if m.group(2):
         row.update(array_job_id=m.group(1), array_task_id=m.group(2))
 
-    def val(key):
-        v = (f.get(key) or "").strip()
-        return None if v in ("", "--") else v
+    def val(*keys):
+        for key in keys:
+            v = (f.get(key) or "").strip()
+            if v not in ("", "--"):
+                return v
+        return None
 
-    row["job_name"], row["user"], row["partition"] = val("Name"), val("User"), val("Partition")
-    row["node_list"] = val("Nodes")
-    if val("Number of Nodes"):
-        row["nnodes"] = int(val("Number of Nodes"))
-    if val("Cores"):
-        row["ncpus"] = int(val("Cores"))
-    if val("Number of Tasks"):
-        row["ntasks"] = int(val("Number of Tasks"))
+    def count(key):
+        v = val(key)
+        if v is not None and not v.isdigit():
+            raise ValueError(f"{key} {v!r} is not a count")
+        return None if v is None else int(v)
+
+    row["cluster"] = val("Cluster") or cluster_default
+    row["job_name"], row["user"], row["partition"] = val("Name", "Job name"), val("User"), val("Partition")
+    row["account"] = val("Account")
+    if "Nodelist" in f:                        # USC: Nodes is the count, Nodelist the list
+        row["node_list"], row["nnodes"] = val("Nodelist"), count("Nodes")
+    else:                                      # hb-jobinfo: Nodes is the list
+        row["node_list"], row["nnodes"] = val("Nodes"), count("Number of Nodes")
+    row["ncpus"] = count("Cores") if "Cores" in f else count("CPUs")
+    row["ntasks"] = count("Number of Tasks")
     if val("State"):
-        row["state"], row["cancelled_by_uid"] = parse_state(val("State"))
-    for key, col in (("Submit", "submit_time"), ("Start", "start_time"), ("End", "end_time")):
-        if val(key):
-            row[col] = _local_to_utc(val(key), zone)
+        row["state"], row["cancelled_by_uid"] = _state(val("State"), nulls)
+    if val("Exit code"):
+        code = val("Exit code")
+        if not re.fullmatch(r"\d+:\d+", code):
+            raise ValueError(f"Exit code {code!r} is not code:signal")
+        row["exit_code"] = code
+    for keys, col in ((("Submit", "Submit time"), "submit_time"), (("Start", "Start time"), "start_time"),
+                      (("End", "End time"), "end_time")):
+        if val(*keys):
+            row[col] = _local_to_utc(val(*keys), zone)
     if val("Reserved walltime"):
         row["timelimit_s"] = int(parse_duration(val("Reserved walltime")))
     if val("Used walltime"):
         row["elapsed_s"] = int(parse_duration(val("Used walltime")))
     if val("Used CPU time"):
         row["cpu_time_s"] = parse_duration(val("Used CPU time").split("(")[0].strip())
-    if val("Total memory reserved"):
-        row["mem_req_bytes"] = _mem(val("Total memory reserved"))
-    if val("Maximum memory used"):
-        row["mem_peak_bytes"] = _mem(val("Maximum memory used"))
+    if val("Total memory reserved", "Reserved memory"):
+        row["mem_req_bytes"] = _mem(val("Total memory reserved", "Reserved memory"))
+    if val("Maximum memory used", "Max memory used"):
+        row["mem_peak_bytes"] = _mem(val("Maximum memory used", "Max memory used"))
+    _gpus(row, val)
     return row
+
+
+def _gpus(row: dict, val) -> None:
+    """hb-jobinfo's GPU lines: 'Allocated GPUs : a100=2' (type=count, ...), else 'Requested GPUs : 2';
+    'Max GPU utilization : 0%' and 'Max GPU memory used : 1.2G' are the job's GPU figures."""
+    alloc, req = val("Allocated GPUs"), val("Requested GPUs")
+    if alloc:
+        total, gtype = 0, None
+        for part in alloc.split(","):
+            name, eq, n = part.strip().rpartition("=")
+            if not n.strip().isdigit():
+                raise ValueError(f"Allocated GPUs {alloc!r} is not type=count")
+            total += int(n)
+            gtype = gtype or (name.strip() if eq and name.strip() else None)
+        row["ngpus"], row["gpu_type"] = total, gtype
+    elif req:
+        if not req.isdigit():
+            raise ValueError(f"Requested GPUs {req!r} is not a count")
+        row["ngpus"] = int(req)
+    util = val("Max GPU utilization")
+    if util:
+        m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*%", util)
+        if not m:
+            raise ValueError(f"Max GPU utilization {util!r} is not a percentage")
+        row["gpu_util_tres"] = float(m.group(1))
+    if val("Max GPU memory used"):
+        row["gpu_mem_tres_bytes"] = _mem(val("Max GPU memory used"))
 
 
 SCHEMA = {
     "cluster": pl.String, "job_id": pl.String, "job_id_raw": pl.String, "array_job_id": pl.String,
     "array_task_id": pl.String, "job_name": pl.String, "user": pl.String, "group": pl.String,
-    "partition": pl.String, "state": pl.String, "cancelled_by_uid": pl.Int64,
+    "account": pl.String, "partition": pl.String, "state": pl.String, "cancelled_by_uid": pl.Int64,
+    "exit_code": pl.String,
     "submit_time": pl.Datetime("us"), "start_time": pl.Datetime("us"), "end_time": pl.Datetime("us"),
     "elapsed_s": pl.Int64, "timelimit_s": pl.Int64, "ncpus": pl.Int64, "nnodes": pl.Int64, "ntasks": pl.Int64,
     "mem_req_bytes": pl.Int64, "mem_alloc_bytes": pl.Int64, "mem_peak_bytes": pl.Int64, "cpu_time_s": pl.Float64,
+    "ngpus": pl.Int64, "gpu_type": pl.String, "gpu_util_tres": pl.Float64, "gpu_mem_tres_bytes": pl.Int64,
     "node_list": pl.String, "null_reasons": pl.String, "source": pl.String,
 }
 
@@ -222,6 +289,7 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
     result.rows_in = len(blocks)
     cluster_default = opts.cluster or "default"
     rows = []
+    tally: Counter = Counter()
     for line_no, block in blocks:
         fields = _fields(block)
         try:
@@ -230,10 +298,13 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
             else:
                 row = _seff_row(fields, cluster_default)
             row["source"] = SOURCE
-            limits.check(row)
+            nulls = row.pop("_nulls")
+            slurm_values.settle(row, nulls, tally)
+            row["null_reasons"] = json.dumps(nulls) if nulls else None
             rows.append(row)
         except (ValueError, KeyError, TypeError, OverflowError, zoneinfo.ZoneInfoNotFoundError) as exc:
             result.rejects.append(Reject(line_no, f"seff report: {exc}", "\n".join(block)[:1000]))
+    result.notes += slurm_values.tally_notes(path.name, tally)
     if rows:
         result.jobs = pl.DataFrame({c: pl.Series(c, [r.get(c) for r in rows], dtype=t, strict=False) for c, t in SCHEMA.items()})
     return result
