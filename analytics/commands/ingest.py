@@ -152,6 +152,7 @@ def _refresh_and_publish(db_path, cfg, progress) -> dict:
     ingest tries again, whatever it brings, until it succeeds."""
     from jobsight.analytics.store import snapshot
     from jobsight.analytics.store.database import Database
+    from jobsight.analytics.store.db import disk_full
     from jobsight.analytics.store.results import last_refresh
     out = {"published": None, "error": None, "metrics_refresh": None}
     try:
@@ -163,8 +164,8 @@ def _refresh_and_publish(db_path, cfg, progress) -> dict:
         if progress:
             progress(f"stored metrics refreshed ({out['metrics_refresh']}); dashboard snapshot published: {out['published']}")
     except Exception as exc:   # noqa: BLE001 - the ingest itself succeeded; say why the rest did not
-        out["error"] = str(exc)
-        print(f"jobsight ingest: error: data ingested, but metrics/snapshot not refreshed: {terminal_safe(str(exc))}",
+        out["error"] = disk_full(str(exc)) or str(exc)
+        print(f"jobsight ingest: error: data ingested, but metrics/snapshot not refreshed: {terminal_safe(out['error'])}",
               file=sys.stderr, flush=True)
     return out
 

@@ -31,6 +31,7 @@ from jobsight.analytics.ingest.merge import load_sidecar_runs, quote_name, run_s
 from jobsight.analytics.ingest.records import ParseOptions, ParseResult
 from jobsight.analytics.ingest.routes import ParserFailed, SourceFile
 from jobsight.analytics.ingest.walk import Entry, detect, open_regular
+from jobsight.analytics.store import db
 
 FILE_BYTES = 16 << 20      # a part bigger than this is ingested alone (in pieces, memory bounded)
 BATCH_BYTES = 64 << 20     # parts loaded in one transaction (as ingest.STREAM_BYTES: memory bounded)
@@ -227,7 +228,7 @@ def _load(con, batch: list[_Part], opts: ParseOptions, started: datetime) -> lis
             raise _Changed(*map(list, zip(*changed)))
         con.execute("COMMIT")
     except BaseException:
-        con.execute("ROLLBACK")
+        db.rollback(con)
         raise
     now = time.monotonic()
     by_part = dict(zip(map(id, todo), reports))

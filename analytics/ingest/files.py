@@ -55,6 +55,7 @@ from jobsight.analytics.ingest.walk import (
     start_scan,
     walk,
 )
+from jobsight.analytics.store import db
 
 __all__ = ["AccountingError", "Entry", "FileReport", "FileScan", "already_ingested", "detect", "ingest_file", "ingest_paths",
            "load_parsers", "load_pieces", "load_result", "read_head", "scan_file", "sha256_file", "walk"]
@@ -285,5 +286,6 @@ def failed_report(rep: FileReport, exc: BaseException) -> FileReport:
     elif isinstance(exc, ParserFailed):
         rep.status, rep.error = "failed", str(exc)
     else:
-        rep.status, rep.error = "failed", f"not loaded ({type(exc).__name__}): {exc}"
+        full = db.disk_full(str(exc))
+        rep.status, rep.error = "failed", f"not loaded: {full}" if full else f"not loaded ({type(exc).__name__}): {exc}"
     return rep

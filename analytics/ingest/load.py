@@ -20,6 +20,7 @@ import polars as pl
 from jobsight.analytics.ingest import lengths, trust
 from jobsight.analytics.ingest.merge import load_sidecar_runs, merge_records, quote_name, refresh_job_usage, run_sql, select_casts
 from jobsight.analytics.ingest.records import ParseResult
+from jobsight.analytics.store import db
 
 
 @dataclass
@@ -117,7 +118,7 @@ def load_pieces(con: duckdb.DuckDBPyConnection, pieces: Iterable[ParseResult], f
                      datetime.now(timezone.utc).replace(tzinfo=None), ingest_id])
         con.execute("COMMIT")
     except BaseException:
-        con.execute("ROLLBACK")
+        db.rollback(con)
         raise
     rep.seconds = time.monotonic() - t0
     return rep

@@ -30,6 +30,7 @@ from jobsight.analytics.ingest.load import FileReport, load_pieces
 from jobsight.analytics.ingest.merge import quote_name, run_sql
 from jobsight.analytics.ingest.routes import SourceFile, _pieces
 from jobsight.analytics.ingest.walk import open_regular
+from jobsight.analytics.store import db
 
 FORMATS = ("sidecar",)     # formats whose files grow by whole lines under one header
 BLOCK = 4096               # the first and last bytes read, hashed to tell the same file
@@ -168,7 +169,7 @@ def record_known(file: SourceFile, mark: Mark, offset: int, lines: int, ingest_i
         recorder(file, mark, offset, lines)(con, ingest_id)
         con.execute("COMMIT")
     except BaseException:
-        con.execute("ROLLBACK")
+        db.rollback(con)
         raise
 
 

@@ -62,7 +62,7 @@ def apply_views(con: duckdb.DuckDBPyConnection) -> None:
         con.execute("INSERT INTO setting VALUES ('views.checksum', NULL, ?)", [views_checksum()])
         con.execute("COMMIT")
     except Exception:
-        con.execute("ROLLBACK")
+        db.rollback(con)
         raise
 
 

@@ -81,7 +81,7 @@ def migrate(con: duckdb.DuckDBPyConnection, schema_dir: Path = SCHEMA_DIR, where
             con.execute("INSERT INTO schema_version VALUES (?, ?, now()::TIMESTAMP)", [mig.version, mig.name])
             con.execute("COMMIT")
         except Exception as exc:
-            con.execute("ROLLBACK")
+            rollback(con)
             raise SchemaError(f"{where}: migration {mig.path.name} failed, nothing changed: {exc}") from exc
     return newest
 
@@ -187,3 +187,30 @@ def replace_source(con: duckdb.DuckDBPyConnection, table: str, columns: tuple[st
     if new_rows:
         names = ", ".join(f'"{c}"' for c in columns)
         con.executemany(f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(columns))})", new_rows)
+
+
+def rollback(con: duckdb.DuckDBPyConnection) -> None:
+    """ROLLBACK after a failure. A fatal error (a full disk) has already ended the transaction in
+    DuckDB; a second error from ROLLBACK ("no transaction is active") would then hide the cause."""
+    try:
+        con.execute("ROLLBACK")
+    except duckdb.TransactionException:
+        pass
+
+
+_WRITING_RE = re.compile(r'(?:write|writing|open|create)[^"]*"([^"]+)"', re.IGNORECASE)
+DISK_FULL = "No space left on device"
+
+
+def disk_full(message: str) -> Optional[str]:
+    """For an error of a full disk: where it is full, the database's folder or DuckDB's temp (spill)
+    folder, and the error; None for any other error."""
+    if DISK_FULL.lower() not in message.lower() and "errno 28" not in message.lower():
+        return None
+    m = _WRITING_RE.search(message)
+    if not m:
+        return f"{DISK_FULL}: {message}"
+    path = Path(m.group(1))
+    spill = any(p.endswith(".tmp") for p in path.parent.parts) or path.name.startswith("duckdb_temp")
+    where = "DuckDB's temp (spill) folder" if spill else "the database's folder"
+    return f"{DISK_FULL} in {where} {path.parent} (writing {path}): {message}"

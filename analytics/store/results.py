@@ -49,7 +49,7 @@ from typing import Callable, Optional
 
 import duckdb
 
-from jobsight.analytics.store import lake
+from jobsight.analytics.store import db, lake
 
 METRICS_DIR = lake.LAKE_SQL_DIR
 KEY = "cluster, job_id_raw"
@@ -385,7 +385,7 @@ def _in_transaction(con, work: Callable[[], Refresh]) -> Refresh:
         result = work()
         con.execute("COMMIT")
     except BaseException:
-        con.execute("ROLLBACK")
+        db.rollback(con)
         raise
     return result
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from jobsight.analytics.config import RATE_KEYS, Config
 from jobsight.analytics.ingest import billing_weights, budgets
+from jobsight.analytics.store import db
 
 # the groups of the setting table that come from jobsight.toml (others are the database's own state)
 SETTING_GROUPS = ("charging.", "flags.", "samples.", "advice.", "budget.", "watch.")
@@ -121,5 +122,5 @@ def apply_to_db(con, cfg: Config, transaction: bool = True) -> None:
             con.execute("COMMIT")
     except Exception:
         if transaction:
-            con.execute("ROLLBACK")
+            db.rollback(con)
         raise
