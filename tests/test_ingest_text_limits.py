@@ -10,7 +10,7 @@ import pytest
 from jobsight.analytics.commands import watch as watch_cli
 from jobsight.analytics.ingest import files as ingest
 from jobsight.analytics.ingest import lengths
-from jobsight.analytics.ingest.parsers import sidecar_csv
+from jobsight.analytics.ingest.parsers import sidecar_meta
 from jobsight.analytics.ingest.records import ParseOptions
 from jobsight.analytics.store import db
 from jobsight.collector.csv_schema import COLUMNS
@@ -128,7 +128,7 @@ def test_metadata_over_its_bound_is_refused_and_its_csv_loads(tmp_path):
     big = b'{"job_id": "8001", "host": "gpu01", "pad": "' + b"p" * lengths.MAX_META_BYTES + b'"}'
     p = _meta(tmp_path, big)
     notes: list[str] = []
-    assert sidecar_csv._read_meta(p, notes) is None
+    assert sidecar_meta.read_meta(p, notes) is None
     assert notes == [f"{p.stem}.meta.json: metadata ignored (larger than the limit of "
                      f"{lengths.MAX_META_BYTES:,} bytes)"]
     (rep,), out = _load(tmp_path, p)
@@ -149,14 +149,14 @@ def test_metadata_is_read_at_most_bound_plus_one_bytes(tmp_path, monkeypatch):
     with open(p.with_name(p.stem + ".meta.json"), "r+b") as fh:
         fh.truncate(1 << 30)   # sparse: 1 GiB of NULs
     asked = []
-    real_fdopen = sidecar_csv.os.fdopen
+    real_fdopen = sidecar_meta.os.fdopen
 
     def spy(fd, mode="r", *a, **k):
         fh = real_fdopen(fd, mode, *a, **k)
         read = fh.read
         fh.read = lambda n=-1: (asked.append(n), read(n))[1]
         return fh
-    monkeypatch.setattr(sidecar_csv.os, "fdopen", spy)
+    monkeypatch.setattr(sidecar_meta.os, "fdopen", spy)
     notes: list[str] = []
-    assert sidecar_csv._read_meta(p, notes) is None
+    assert sidecar_meta.read_meta(p, notes) is None
     assert asked == [lengths.MAX_META_BYTES + 1] and "larger than the limit" in notes[0]
