@@ -162,3 +162,15 @@ def test_settings_change_thresholds(tmp_path):
     con = Database.open(tmp_path / "s.duckdb", parse_config({}))   # defaults: 65 %
     assert "cpu_low_eff" in flags(con, "11")
     con.close()
+
+
+def test_unknown_cores_give_unknown_core_hours(con):
+    # ran 2 h on a core count Slurm did not record: core-hours (and a core-hours charge) unknown, not 0;
+    # a job that never ran (0 s) used 0 core-hours whatever its count
+    add_job(con, "90", elapsed_s=7200, ncpus=None)
+    add_job(con, "91", elapsed_s=0, ncpus=None, state="CANCELLED")
+    add_job(con, "92", elapsed_s=7200, ncpus=3)
+    ran, never, known = metrics(con, "90"), metrics(con, "91"), metrics(con, "92")
+    assert ran["core_hours"] is None and ran["sbu"] is None
+    assert never["core_hours"] == 0.0
+    assert known["core_hours"] == pytest.approx(6.0)

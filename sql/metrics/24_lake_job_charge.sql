@@ -7,7 +7,8 @@
 --         both engines hash-join the requests to their pick.
 --   sbu:  policy slurm-billing and a billing TRES: billing x hours x charging.factor; else with a
 --         rate: hours x (charged cores x per_core_h + charged GPUs x per_gpu_h + GiB x per_gb_h);
---         else core-hours. sbu_source names the route taken.
+--         else core-hours (NULL for a job that ran on an unknown number of cores). sbu_source names
+--         the route taken.
 -- GREATEST gets no NULL argument (no rate: 0), which equals DuckDB's and Spark's NULL-skipping
 -- GREATEST for these non-negative counts, and keeps Trino (whose GREATEST returns NULL) right too.
 SELECT charged.*,
@@ -23,7 +24,8 @@ SELECT charged.*,
          ELSE 'core-hours' END AS sbu_source
 FROM (
     SELECT rated.*,
-        rated.elapsed_s * COALESCE(rated.ncpus, 0) / 3600e0 AS core_hours,
+        -- a job that ran on an unknown number of cores has unknown core-hours, not 0
+        CASE WHEN rated.elapsed_s = 0 THEN 0e0 ELSE rated.elapsed_s * rated.ncpus / 3600e0 END AS core_hours,
         COALESCE(rated.mem_charged_bytes, 0) / 1073741824e0 AS mem_gib,
         GREATEST(COALESCE(rated.ncpus, 0), COALESCE(rated.min_cores, 0e0),
                  COALESCE(ceil(COALESCE(rated.mem_charged_bytes, 0) / 1073741824e0
