@@ -222,3 +222,18 @@ def test_huge_and_infinite_numbers_rejected_not_raised(tmp_path):
     reasons = {x.line_no: x.reason.split(":")[0:2] for x in r.rejects}
     assert reasons == {2: ["memory.used", " not a number"], 3: ["utilization.gpu", " not a number"],
                        4: ["memory.used", " out of range"]}
+
+
+def test_last_line_cut_mid_record_is_dropped(tmp_path):
+    head = "timestamp, index, utilization.gpu [%], memory.used [MiB]\n"
+    rec = "2024/03/01 10:00:0{s}.000, 0, {u} %, 100 MiB"
+    p = tmp_path / "gpu-4242.csv"
+    p.write_text(head + rec.format(s=0, u=10) + "\n" + rec.format(s=1, u=20) + "\n" + "2024/03/01 10:00:02.000, 0, 3")
+    r = nvidia_smi.parse(p, ParseOptions(timezone="UTC"))
+    assert (r.rows_in, r.dropped, r.rejects, len(r.samples)) == (3, 1, [], 2) and accounted(r)
+    assert r.samples["util_pct"].to_list() == [10.0, 20.0]
+    assert any("cut short" in n for n in r.notes)
+    # a complete last record without a newline is kept; a short line elsewhere is still rejected
+    p.write_text(head + "2024/03/01 10:00:02.000, 0\n" + rec.format(s=1, u=20))
+    r = nvidia_smi.parse(p, ParseOptions(timezone="UTC"))
+    assert (r.dropped, [x.line_no for x in r.rejects], len(r.samples)) == (0, [2], 1)

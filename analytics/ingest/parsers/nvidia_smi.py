@@ -290,6 +290,31 @@ def _segment_frame(header: list[str], df: pl.DataFrame, rejects: list[Reject], n
     return frame.filter(pl.col("device").is_not_null()).drop("line", "_ts", "_reason")
 
 
+def _ends_with_newline(path: pathlib.Path) -> bool:
+    with open(path, "rb") as fh:
+        fh.seek(0, 2)
+        if fh.tell() == 0:
+            return True
+        fh.seek(-1, 2)
+        return fh.read(1) == b"\n"
+
+
+def _without_cut_last_line(path: pathlib.Path, segments: list, notes: list[str]) -> tuple[list, int]:
+    """A last line with no newline and fewer fields than its header is a record cut short (nvidia-smi
+    -l killed mid-write): dropped and counted, as the sidecar reader does, never rejected."""
+    if not segments or _ends_with_newline(path):
+        return segments, 0
+    header, kind, rows = segments[-1]
+    if header is None or not len(rows):
+        return segments, 0
+    no, text = rows.row(len(rows) - 1)
+    if text.count(",") + 1 >= len(header):
+        return segments, 0
+    notes.append(f"last line has no newline and {text.count(',') + 1} of {len(header)} fields "
+                 f"(cut short): dropped: {text[:80]!r}")
+    return segments[:-1] + [(header, kind, rows.head(len(rows) - 1))], 1
+
+
 def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
     path = pathlib.Path(path)
     result = ParseResult(format=FORMAT)
@@ -300,6 +325,7 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
         raise ValueError(f"unknown time zone {zone!r} (want an IANA name like Europe/Amsterdam)") from None
     segments = _segments(_read_lines(path), opts.columns, result.notes)
     result.rows_in = sum(len(rows) for _, _, rows in segments)
+    segments, result.dropped = _without_cut_last_line(path, segments, result.notes)
     job_id, why = (opts.job_id, None) if opts.job_id else job_id_from_name(path)
     frames = []
     for header, kind, rows in segments:
