@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 import duckdb  # noqa: E402
 from dashboard_bench import generate  # noqa: E402
 
-from jobsight.analytics import lake  # noqa: E402
 from jobsight.analytics.config import parse_config  # noqa: E402
+from jobsight.analytics.store import lake  # noqa: E402
 from jobsight.analytics.store.database import Database  # noqa: E402
 
 METRIC_QUERY = "SELECT count(*), sum(sbu), avg(gpu_util_pct) FROM {view}"

@@ -24,10 +24,10 @@ from jobsight.analytics import render
 from jobsight.analytics.client import ANY_CLUSTER
 from jobsight.analytics.errors import UserError
 from jobsight.analytics.queries import job as job_queries
-from jobsight.analytics.queries.dashboard import budgets as budget_frame
 from jobsight.analytics.queries.flags import SORTS, flag_codes, flag_rows
 from jobsight.analytics.queries.job_lists import job_page
 from jobsight.analytics.queries.scope import Filters, Scope
+from jobsight.analytics.queries.summaries import budgets as budget_frame
 from jobsight.analytics.queries.usage import BY, usage
 from jobsight.dashboard import api_schema, common
 from jobsight.dashboard.auth import current_scope

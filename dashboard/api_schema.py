@@ -3,10 +3,10 @@ row schemas are built from the read API's column lists, so a column added there 
 (its type defaults to text or null; the numbers are named below)."""
 from __future__ import annotations
 
-from jobsight.analytics.queries.dashboard import BUDGET_COLUMNS
 from jobsight.analytics.queries.flags import COLUMNS as FLAG_COLUMNS
 from jobsight.analytics.queries.flags import SORTS, flag_codes
 from jobsight.analytics.queries.job_lists import LIST_COLUMNS
+from jobsight.analytics.queries.summaries import BUDGET_COLUMNS
 from jobsight.analytics.queries.usage import BY
 from jobsight.analytics.queries.usage import COLUMNS as USAGE_COLUMNS
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 from dash import html
 
-from jobsight.analytics.queries import dashboard as queries
+from jobsight.analytics.queries import summaries as queries
 from jobsight.analytics.queries.scope import Scope
 from jobsight.dashboard import common, grids
 

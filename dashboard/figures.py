@@ -1,4 +1,4 @@
-"""Plotly figures from the data frames of analytics/queries/dashboard.py. Pure functions: no database, no Dash.
+"""Plotly figures from the data frames of analytics/queries/summaries.py. Pure functions: no database, no Dash.
 
 Figures are plain dicts in Plotly's JSON form ({"data": [...], "layout": {...}}), which dcc.Graph
 takes as they are: building them through plotly.graph_objects validates every trace and cost

@@ -27,7 +27,7 @@ from test_report_values import W47, build_db, run_cli
 
 from jobsight.analytics.config import ConfigError, load_config, parse_config
 from jobsight.analytics.ingest import budgets
-from jobsight.analytics.queries import dashboard as queries
+from jobsight.analytics.queries import summaries as queries
 from jobsight.analytics.reports.csvout import render_csv
 from jobsight.analytics.reports.data import gather
 from jobsight.analytics.reports.html import render_html

@@ -38,7 +38,7 @@ from conftest import post_callback
 
 from jobsight.analytics.cli import main as jobsight
 from jobsight.analytics.demo import SUBDIRS, generate
-from jobsight.analytics.queries import dashboard as queries
+from jobsight.analytics.queries import summaries as queries
 from jobsight.analytics.queries.scope import Filters, Scope
 from jobsight.analytics.reports.data import gather
 from jobsight.analytics.reports.period import iso_week

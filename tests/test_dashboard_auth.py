@@ -177,7 +177,7 @@ def test_callback_errors_are_plain_messages(app, monkeypatch):
 
     def boom(*a, **k):
         raise RuntimeError("secret detail /etc/passwd")
-    monkeypatch.setattr("jobsight.analytics.queries.dashboard.totals", boom)
+    monkeypatch.setattr("jobsight.analytics.queries.summaries.totals", boom)
     out = call(client, "ov-content.children", app.callback_map["ov-content.children"], B, "root")
     assert common.ERROR_TEXT in out and "secret detail" not in out and "Traceback" not in out
 

@@ -21,7 +21,7 @@ import pytest
 from conftest import jobsight_cmd, require_service
 from test_dashboard_queries import build_db
 
-from jobsight.analytics.commands import dashboard as dashboard_cli
+import jobsight.analytics.commands.dashboard as dashboard_cli
 from jobsight.analytics.errors import UserError
 from jobsight.dashboard.auth import verify_password
 
@@ -108,7 +108,7 @@ def free_port() -> int:
 def test_production_server_serves_behind_a_url_prefix(db):
     require_service(importlib.util.find_spec("waitress") is not None, "waitress not installed (pip install waitress)")
     port = free_port()
-    code = ("import sys, argparse; from jobsight.analytics import dashboard_cli as d; p = argparse.ArgumentParser(); "
+    code = ("import sys, argparse; import jobsight.analytics.commands.dashboard as d; p = argparse.ArgumentParser(); "
             "d.configure(p); sys.exit(d.run(p.parse_args(sys.argv[1:])))")
     proc = subprocess.Popen([sys.executable, "-c", code, "--db", str(db), "--port", str(port), "--auth", "header",
                              "--url-prefix", "/jobsight/"], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),

@@ -1,4 +1,4 @@
-"""Dashboard data layer (analytics/queries/dashboard.py) and figures on a hand-made database.
+"""Dashboard data layer (analytics/queries/summaries.py) and figures on a hand-made database.
 
 The database (build_db, also used by the other dashboard tests), cluster c1, all COMPLETED:
   job 1  alice  proj-a  cpu  4 cores 2 h, billing 4  -> 8 SBU; TotalCPU 2 h -> CPU 25 % -> 6 wasted
@@ -21,8 +21,8 @@ import pandas as pd
 import pytest
 
 from jobsight.analytics.config import parse_config
-from jobsight.analytics.queries import dashboard as queries
 from jobsight.analytics.queries import job_lists as job_queries
+from jobsight.analytics.queries import summaries as queries
 from jobsight.analytics.queries.job_lists import JobFilter
 from jobsight.analytics.queries.scope import Filters, Scope
 from jobsight.analytics.store import results as store

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from test_dashboard_queries import build_db
 
-from jobsight.analytics.queries import dashboard as queries
+from jobsight.analytics.queries import summaries as queries
 from jobsight.analytics.queries.scope import Filters, Scope
 from jobsight.analytics.store.snapshot import SnapshotReader, publish, snapshot_path
 from jobsight.dashboard.app import create_app

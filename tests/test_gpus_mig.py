@@ -226,8 +226,8 @@ def test_every_reader_takes_a_mig_rows_sm_activity_as_its_utilisation(tmp_path):
     metrics, Running now (so an idle instance raises the idle alert), the job page's and `jobsight
     job`'s series, and held samples (sample_pending) through the same rule."""
     from jobsight.analytics.queries import samples as job_samples
-    from jobsight.analytics.queries.dashboard import job_samples as page_samples
     from jobsight.analytics.queries.scope import Scope
+    from jobsight.analytics.queries.summaries import job_samples as page_samples
 
     start = datetime.now(timezone.utc).replace(microsecond=0, tzinfo=None) - timedelta(hours=1)
     user = os.environ.get("USER") or "root"

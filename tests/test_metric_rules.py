@@ -18,7 +18,7 @@ from conftest import ROOT
 from jobsight.analytics.config import Config, parse_config
 from jobsight.analytics.ingest import files as ingest
 from jobsight.analytics.ingest.records import ParseOptions
-from jobsight.analytics.queries import dashboard as queries
+from jobsight.analytics.queries import summaries as queries
 from jobsight.analytics.queries.scope import Filters, Scope
 from jobsight.analytics.reports.data import gather
 from jobsight.analytics.reports.period import iso_week

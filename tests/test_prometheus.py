@@ -27,8 +27,8 @@ import urllib.request
 import pytest
 from conftest import require_service
 
+import jobsight.analytics.commands.dashboard as dashboard_cli
 from jobsight.analytics.cli import main as jobsight_main
-from jobsight.analytics.commands import dashboard as dashboard_cli
 from jobsight.analytics.config import load_config
 from jobsight.analytics.errors import UserError
 from jobsight.analytics.queries import prometheus

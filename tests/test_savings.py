@@ -62,7 +62,7 @@ from conftest import FIXTURES, jobsight_cmd
 
 from jobsight.analytics.config import ConfigError, parse_config
 from jobsight.analytics.ingest import billing_weights
-from jobsight.analytics.queries import dashboard as queries
+from jobsight.analytics.queries import summaries as queries
 from jobsight.analytics.queries.scope import Filters, Scope
 from jobsight.analytics.reports.data import gather
 from jobsight.analytics.reports.period import iso_week

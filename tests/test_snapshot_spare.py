@@ -12,7 +12,7 @@ import pytest
 from conftest import FIXTURES
 
 from jobsight.analytics.cli import main
-from jobsight.analytics.queries import dashboard as queries
+from jobsight.analytics.queries import summaries as queries
 from jobsight.analytics.queries.scope import Filters, Scope
 from jobsight.analytics.store.snapshot import SnapshotReader, publish, snapshot_path, spare_path
 

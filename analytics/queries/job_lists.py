@@ -1,6 +1,6 @@
 """The data layer of the job lists: My jobs (a page of jobs, newest first) and the header's search.
 
-As in analytics/queries/dashboard.py, the scope is a condition of every query, with bound parameters: a job
+As in analytics/queries/summaries.py, the scope is a condition of every query, with bound parameters: a job
 outside it looks exactly like one that does not exist.
 
 A page of jobs is read in two steps, so that a page costs about the same at 10^3 or 10^6 jobs:
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from jobsight.analytics.queries.dashboard import SEVERITY_RANK, keyed, with_savings
 from jobsight.analytics.queries.scope import Filters, Scope
+from jobsight.analytics.queries.summaries import SEVERITY_RANK, keyed, with_savings
 from jobsight.analytics.queries.usage import EARLIEST, LATEST
 from jobsight.analytics.store.database import Database
 

@@ -3,7 +3,7 @@ their latest samples, and the GPUs wasting now (under flags.gpu_idle_pct for at 
 flags.running_gpu_idle_min minutes), with the SBU per hour they burn.
 
 The numbers are the views of sql/views/70_running.sql (running_jobs, running_gpus), over the
-snapshot's latest accounting and samples. As in analytics/queries/dashboard.py, the scope is a condition of
+snapshot's latest accounting and samples. As in analytics/queries/summaries.py, the scope is a condition of
 every query, with bound parameters: a job outside it looks exactly like one that does not exist.
 """
 from __future__ import annotations

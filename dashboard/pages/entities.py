@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dash import Input, Output, dcc, html, no_update
 
-from jobsight.analytics.queries import dashboard as queries
+from jobsight.analytics.queries import summaries as queries
 from jobsight.analytics.queries.scope import Filters, Scope
 from jobsight.dashboard import common, grids
 

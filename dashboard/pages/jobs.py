@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dash import Input, Output, State, ctx, dcc, html, no_update
 
-from jobsight.analytics.queries import dashboard as queries
 from jobsight.analytics.queries import job_lists as job_queries
+from jobsight.analytics.queries import summaries as queries
 from jobsight.analytics.queries.job_lists import JobFilter
 from jobsight.analytics.queries.scope import Scope
 from jobsight.dashboard import common, grids

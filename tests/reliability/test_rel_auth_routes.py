@@ -68,7 +68,7 @@ EXPORTS: frozenset[str] = frozenset({"AgGrid#ut-table", "AgGrid#pt-table", "AgGr
 
 def url_rules(env) -> set[str]:
     """The routes of the app exactly as `jobsight dashboard` builds it for the header server."""
-    from jobsight.analytics.commands import dashboard as dashboard_cli
+    import jobsight.analytics.commands.dashboard as dashboard_cli
     from jobsight.dashboard import common
     p = argparse.ArgumentParser()
     dashboard_cli.configure(p)

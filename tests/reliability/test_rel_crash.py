@@ -183,7 +183,7 @@ def test_kill_9_during_migration(clean, tmp_path):
         UPDATE job SET job_name = 'migrated';
         CREATE TABLE big AS SELECT i, md5(i::VARCHAR) AS m FROM range(40000000) t(i);
     """)
-    script = ("import sys, duckdb; from pathlib import Path; from jobsight.analytics import db;"
+    script = ("import sys, duckdb; from pathlib import Path; from jobsight.analytics.store import db;"
               "con = duckdb.connect(sys.argv[1]); print('go', flush=True);"
               "db.migrate(con, schema_dir=Path(sys.argv[2]))")
     proc = subprocess.Popen([sys.executable, "-c", script, str(db), str(schema)], cwd=ROOT,
