@@ -177,7 +177,8 @@ def test_seff(tmp_path):
     # Cores -2 is Slurm's NO_VAL: unknown; a peak above 1 EiB: NULL with the reason; 'inf' is no duration
     assert rejects == {21: "seff report: not a duration: 'inf'"}
     jobs = {j["job_id_raw"]: j for j in out["job"]}
-    assert set(jobs) == {"1", "2", "4", "5"} and (jobs["1"]["ncpus"], jobs["1"]["cpu_time_s"], jobs["1"]["mem_peak_bytes"]) == (2, 3600, GiB)
+    assert set(jobs) == {"1", "2", "4", "5"}
+    assert (jobs["1"]["ncpus"], jobs["1"]["cpu_time_s"], jobs["1"]["mem_peak_bytes"]) == (2, 3600, GiB)
     assert jobs["2"]["ncpus"] is None and json.loads(jobs["2"]["null_reasons"])["ncpus"] == "Slurm NO_VAL: not set"
     assert jobs["4"]["mem_peak_bytes"] is None and jobs["4"]["cpu_time_s"] == 3600
     assert f"{99999999999 * 2 ** 40} is above the limit" in json.loads(jobs["4"]["null_reasons"])["mem_peak_bytes"]
