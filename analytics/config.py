@@ -145,6 +145,7 @@ class Config:
     watch: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WATCH))
     watch_opt_out: list[str] = field(default_factory=list)
     watch_every: str = DEFAULT_WATCH_EVERY
+    read_scope: str = "all"       # [database] read_scope: what the read commands show whoever runs them
     db_group: str | None = None   # [database] group: may read the database files (0640); None: the owner only (0600)
 
     def settings(self) -> list[tuple[str, float | None, str | None]]:
@@ -365,12 +366,22 @@ def _parse_client(cfg: Config, check: _Checker, client: dict[str, Any]) -> None:
         cfg.client_server = url
 
 
+READ_SCOPES = ("all", "own")
+
+
 def _parse_database(cfg: Config, check: _Checker, database: dict[str, Any]) -> None:
     """[database] group: the Unix group that may read the database and its snapshot (0640)."""
     import grp
     for key, value in database.items():
+        if key == "read_scope":
+            scope = check.string("database.read_scope", value)
+            if scope not in READ_SCOPES:
+                check.fail("database.read_scope", f"database.read_scope must be one of {', '.join(READ_SCOPES)}, "
+                                                  f"got {_show(scope)}")
+            cfg.read_scope = scope
+            continue
         if key != "group":
-            check.fail(f"database.{key}", f"unknown key database.{_name(key)} (known: group)")
+            check.fail(f"database.{key}", f"unknown key database.{_name(key)} (known: group, read_scope)")
         name = check.string("database.group", value)
         try:
             grp.getgrnam(name)

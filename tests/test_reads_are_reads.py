@@ -190,3 +190,31 @@ def test_a_failed_publish_fails_every_ingest_until_it_succeeds(site):
     jobsight("ingest", "--db", str(db), "--timezone", "UTC", str(SACCT), cwd=work)
     assert snap.is_file()
     jobsight("job", "--db", str(db), "503", cwd=work)
+
+
+def test_read_scope_own_shows_the_invoking_user_their_jobs(site):
+    """`[database] read_scope = "own"`: alice, reading the file, gets her own jobs only, as on the
+    dashboard; bob's job is "no job", exit 2; root still reads everything."""
+    if os.geteuid() != 0:
+        require_service(False, "switches to the user alice: run as root")
+    try:
+        pwd.getpwnam("alice")
+    except KeyError:
+        require_service(False, "no Unix user alice: run scripts/slurm-harness.sh start as root (it creates them)")
+    work, db, conf, group = site
+    own = work / "own.toml"
+    own.write_text(conf.read_text() + 'read_scope = "own"\n')
+    flags = ["flags", "--db", str(db), "--config", str(own), "--limit", "0", "--format", "json"]
+    rc, out, err = as_user("alice", group, flags)
+    assert rc == 0, err
+    assert {r["user"] for r in json.loads(out)} == {"alice"}
+    assert {r["user"] for r in json.loads(in_process(flags)[1])} == {"alice", "bob"}
+    rc, out, err = as_user("alice", group, ["job", "--db", str(db), "--config", str(own), "504"])   # bob's
+    assert rc == 2 and "no job '504'" in err, err
+    rc, out, err = as_user("alice", group, ["job", "--db", str(db), "--config", str(own), "503", "--format", "json"])
+    assert rc == 0 and json.loads(out)["user"] == "alice", err
+    rc, out, err = as_user("alice", group, ["usage", "--db", str(db), "--config", str(own), "--by", "user", "--format", "json"])
+    assert rc == 0 and [r["user"] for r in json.loads(out)] == ["alice"], err
+    rc, out, err = as_user("alice", group, ["report", "--db", str(db), "--config", str(own), "--week", "2026-W47",
+                                            "--for", "user:bob", "--format", "md"])
+    assert rc == 2 and "you may report on user:alice" in err, err

@@ -11,9 +11,8 @@ import argparse
 import sys
 
 from jobsight.analytics import render
-from jobsight.analytics.commands.options import add_db_options, add_scope_options, filters_from
+from jobsight.analytics.commands.options import add_db_options, add_scope_options, filters_from, scope_of
 from jobsight.analytics.queries.flags import COLUMNS, SORTS, flag_codes, flag_rows
-from jobsight.analytics.queries.scope import Scope
 
 TABLE_COLUMNS = ["job_id", "user", "account", "partition", "sbu", "wasted_sbu", "savings_sbu", "severity", "code",
                  "message", "advice"]
@@ -68,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(db, args: argparse.Namespace) -> int:
     f = filters_from(args, codes=tuple(args.flag or ()))
-    names, rows, more = flag_rows(db, Scope.admin(), f, args.sort, args.limit)
+    names, rows, more = flag_rows(db, scope_of(db.config), f, args.sort, args.limit)
     return show(names, rows, more, args)
 
 

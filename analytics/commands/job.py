@@ -7,9 +7,8 @@ from __future__ import annotations
 import argparse
 
 from jobsight.analytics import render
-from jobsight.analytics.commands.options import add_db_options
+from jobsight.analytics.commands.options import add_db_options, scope_of
 from jobsight.analytics.queries import job as job_queries
-from jobsight.analytics.queries.scope import Scope
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -170,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
         return show(client.get(server, ["jobs", args.cluster or client.ANY_CLUSTER, args.job]), args.format)
     from jobsight.analytics.store.database import Database  # duckdb: not to parse options (analytics/cli.py)
     with Database.read(args.db, args.config) as db:
-        m = job_queries.details(db, Scope.admin(), args.job, args.cluster)
+        m = job_queries.details(db, scope_of(db.config), args.job, args.cluster)
     return show(m, args.format)
 
 

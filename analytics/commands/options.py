@@ -3,8 +3,10 @@ API's Filters they become (analytics/queries/scope.py)."""
 from __future__ import annotations
 
 import argparse
+import os
+import pwd
 
-from jobsight.analytics.queries.scope import Filters
+from jobsight.analytics.queries.scope import Filters, Scope
 
 
 def add_db_options(p: argparse.ArgumentParser, server: bool = False) -> None:
@@ -30,3 +32,20 @@ def filters_from(args: argparse.Namespace, **more) -> Filters:
     """The read API's Filters of the period and scope options (and ``more`` by name)."""
     return Filters.from_times(getattr(args, "since", None), getattr(args, "until", None),
                               **{k: getattr(args, k, None) for k in ("user", "account", "partition", "cluster")}, **more)
+
+
+def scope_of(cfg) -> Scope:
+    """Who the command line reads as: everything (`[database] read_scope = "all"`, the default: who
+    can read the file can read every job in it), or with "own" the invoking user's scope, as the
+    dashboard gives it: root and [roles] admins everything, a lead their accounts, others their own jobs."""
+    if cfg.read_scope != "own" or os.getuid() == 0:
+        return Scope.admin()
+    try:
+        me = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return Scope("user", "")   # no passwd entry: no name any job could carry
+    roles = cfg.roles or {}
+    if me in (roles.get("admins") or []):
+        return Scope.admin(me)
+    led = tuple(sorted(a for a, users in (roles.get("leads") or {}).items() if isinstance(users, list) and me in users))
+    return Scope("lead", me, led) if led else Scope("user", me)

@@ -24,7 +24,7 @@ import sys
 import threading
 from pathlib import Path
 
-from jobsight.analytics.commands.options import add_db_options
+from jobsight.analytics.commands.options import add_db_options, scope_of
 from jobsight.analytics.errors import UserError
 
 FORMATS = ("html", "md", "csv")
@@ -89,6 +89,18 @@ def subjects(ds, targets: list[str]) -> list[tuple[str, str]]:
     return list(dict.fromkeys(out))
 
 
+def _may_report(scope, targets: list[str]) -> None:
+    """With `[database] read_scope = "own"`, a user reports on themselves, a lead also on the
+    accounts they lead; nothing else (the command line's scope, as the dashboard's)."""
+    if scope.role == "admin":
+        return
+    for text in targets:
+        kind, name = parse_target(text)
+        if not ((kind == "user" and name == scope.user) or (kind == "account" and name in scope.accounts)):
+            mine = [f"user:{scope.user}"] + [f"account:{a}" for a in scope.accounts]
+            raise UserError(f"--for {text}: you may report on {', '.join(mine)}")
+
+
 def named_only(targets: list[str]) -> tuple[list[str], list[str]] | None:
     """(users, accounts) when every target names its subject; None when one needs the whole cluster."""
     parsed = [parse_target(t) for t in targets]
@@ -144,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
     period = resolve(args.week, args.since, args.until)
     only = named_only(targets)
     with Database.read(args.db, args.config) as db:
+        _may_report(scope_of(db.config), targets)
         settings = from_config(db.config)
         ds = gather(db, period, settings) if only is None else gather(db, period, settings, *only)
     reports = [ds.build(kind, name) for kind, name in subjects(ds, targets)]

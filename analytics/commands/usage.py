@@ -14,7 +14,7 @@ import argparse
 import datetime as dt
 
 from jobsight.analytics import render
-from jobsight.analytics.commands.options import add_db_options, add_scope_options, filters_from
+from jobsight.analytics.commands.options import add_db_options, add_scope_options, filters_from, scope_of
 from jobsight.analytics.errors import UserError
 from jobsight.analytics.queries.scope import Scope
 from jobsight.analytics.queries.usage import BUDGET_COLUMNS, BY, COLUMNS, budget_data_until, budget_rows, usage
@@ -47,19 +47,24 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(db, args: argparse.Namespace) -> int:
     f = filters_from(args)
+    scope = scope_of(db.config)
+    if scope.role == "lead":   # a lead asks for one of their accounts, or their own jobs
+        if f.account not in scope.accounts and f.user != scope.user:
+            raise UserError(f"--account: one of the accounts you lead ({', '.join(scope.accounts)}), or --user {scope.user}")
+        scope = Scope.admin(scope.user)
     if args.budget:
-        return _budget(db, args, f)
-    names, rows = usage(db, Scope.admin(), f, args.by)
+        return _budget(db, args, f, scope)
+    names, rows = usage(db, scope, f, args.by)
     render.emit_rows(names, rows, args.format, [args.by] + COLUMNS, empty="no usage in this period")
     return 0
 
 
-def _budget(db, args: argparse.Namespace, f) -> int:
+def _budget(db, args: argparse.Namespace, f, scope: Scope) -> int:
     """The allocations of --account, --user and --cluster (queries/usage.py), as of --until."""
     until = f.until_ts or budget_data_until(db)
     if until.time() != dt.time():       # a date/time: figures as of its whole day
         until = dt.datetime.combine(until.date() + dt.timedelta(days=1), dt.time())
-    names, rows = budget_rows(db, Scope.admin(), f, until)
+    names, rows = budget_rows(db, scope, f, until)
     if args.format != "table":
         render.emit_rows(names, rows, args.format, BUDGET_COLUMNS)
     elif not rows:
