@@ -62,12 +62,14 @@ class _Part:
 
 
 def ingest_files(con: duckdb.DuckDBPyConnection, entries: list[Entry], folder: str, opts: ParseOptions,
-                 parsers: dict, on_file: Callable[[FileReport], None]) -> list[FileReport]:
+                 parsers: dict, on_file: Callable[[FileReport], None],
+                 judge: Optional[trust.PathJudge] = None) -> list[FileReport]:
     """Ingest the files of entries (found by a walk of `folder`, a resolved path): sidecar files
-    together, the others one by one. on_file is told each file's report once it is committed."""
+    together, the others one by one. on_file is told each file's report once it is committed.
+    `judge`: the run's, when it reads other folders too (each folder's chain checked once)."""
     started = datetime.now(timezone.utc).replace(tzinfo=None)   # before any file is looked at
     stored = offsets.stored(con, folder)
-    judge = trust.PathJudge()   # each folder's chain checked once
+    judge = judge or trust.PathJudge()
     reports, parts, alone = [], [], []
     for entry in entries:
         try:
@@ -82,7 +84,10 @@ def ingest_files(con: duckdb.DuckDBPyConnection, entries: list[Entry], folder: s
         else:
             parts.append(got)
     _mark_known(con, [p for p in parts if p.resume is None])
-    for batch in _batches(parts):
+    parts, copies = _copies(parts)
+    for batch in _batches(parts) + ([copies] if copies else []):
+        if batch is copies:
+            _mark_known(con, copies)   # their first copy is stored now: "already ingested", as one by one
         for rep in _load_or_alone(con, batch, opts, parsers, started):
             reports.append(rep)
             on_file(rep)
@@ -162,6 +167,18 @@ def _mark_known(con, parts: list[_Part]) -> None:
         parts[i].known = prior
 
 
+def _copies(parts: list[_Part]) -> tuple[list[_Part], list[_Part]]:
+    """(parts, copies): a new file read from the start with the bytes and options of one before it
+    in the walk is a copy, loaded after the batches (as ingest_file finds it already ingested)."""
+    seen, keep, copies = set(), [], []
+    for p in parts:
+        key = (p.digest, offsets.options_text(p.file.options)) if p.resume is None and p.known is None else None
+        (copies if key in seen else keep).append(p)
+        if key is not None:
+            seen.add(key)
+    return keep, copies
+
+
 def _batches(parts: list[_Part]) -> list[list[_Part]]:
     batches, size = [[]], 0
     for p in parts:
@@ -209,8 +226,8 @@ def _load(con, batch: list[_Part], opts: ParseOptions, started: datetime) -> lis
     todo = [p for p in batch if p.known is None]
     mod = batch[0].file.mod
     try:
-        samples, results = mod.parse_parts([mod.Part(p.file.path, p.header, p.data, p.first_line, p.rest) for p in todo],
-                                           opts)
+        parts = [mod.Part(p.file.path, p.header, p.data, p.first_line, p.rest) for p in todo]
+        samples, results = mod.parse_parts(parts, opts) if todo else (None, [])
     except OSError:
         raise
     except Exception as exc:
@@ -218,7 +235,7 @@ def _load(con, batch: list[_Part], opts: ParseOptions, started: datetime) -> lis
     con.execute("BEGIN TRANSACTION")
     try:
         ids = sorted(r[0] for r in con.execute("SELECT nextval('ingest_id_seq') FROM range(?)", [len(todo)]).fetchall())
-        reports = _load_parts(con, todo, ids, samples, results)
+        reports = _load_parts(con, todo, ids, samples, results) if todo else []
         loaded = {id(p): i for p, i in zip(todo, ids)}
         offsets.write_offsets(con, [offsets.offset_row(p.file, p.mark, p.end, p.lines, loaded.get(id(p), p.known), p.tail)
                                     for p in batch])

@@ -73,17 +73,34 @@ def load_parsers(warn: Callable[[str], None] | None = None) -> dict[str, ModuleT
 def ingest_paths(con, paths: Iterable[str | Path], opts: ParseOptions, fmt: Optional[str] = None,
                  progress: Optional[Callable[[str], None]] = None,
                  on_file: Optional[Callable[[FileReport], None]] = None) -> list[FileReport]:
+    """Ingest files and folders. The files a folder walk found are read together (ingest_batch, as
+    `watch` reads its spool: small sidecar files in one transaction per batch, each still with its
+    own report and ingest_log row), unless --format names one format for all; the rest one by one."""
+    from jobsight.analytics.ingest import batch  # it builds on this module
     parsers = load_parsers(warn=progress)
     entries = walk(paths)
     judge = trust.PathJudge()   # each folder's chain checked once for the whole run
     n = sum(1 for e in entries if e.skip is None)
     reports, i = [], 0
-    for entry in entries:
-        path = entry.path
-        if entry.skip is not None:   # never opened: a FIFO, a device, a link out of the folder, ...
-            # named on the command line: an input that cannot be read; found in a folder: a note
-            rep = FileReport(path=str(path), status="unreadable" if entry.explicit else "skipped", error=entry.skip)
-        else:
+
+    def report(rep: FileReport) -> None:
+        reports.append(rep)
+        if on_file:
+            on_file(rep)
+
+    for group in _groups(entries, fmt):
+        if len(group) >= BATCH_MIN_FILES:
+            if progress:
+                progress(f"[{i + 1}-{i + len(group)}/{n}] {len(group)} files of {group[0].within}, read together")
+            i += len(group)
+            batch.ingest_files(con, group, group[0].within, opts, parsers, report, judge)
+            continue
+        for entry in group:
+            path = entry.path
+            if entry.skip is not None:   # never opened: a FIFO, a device, a link out of the folder, ...
+                # named on the command line: an input that cannot be read; found in a folder: a note
+                report(FileReport(path=str(path), status="unreadable" if entry.explicit else "skipped", error=entry.skip))
+                continue
             i += 1
             if progress:
                 try:
@@ -93,14 +110,28 @@ def ingest_paths(con, paths: Iterable[str | Path], opts: ParseOptions, fmt: Opti
                 if n > 1 or size > BIG_FILE:
                     progress(f"[{i}/{n}] {path}" + (f" ({size / 1e6:.0f} MB)" if size > BIG_FILE else ""))
             if not path.exists():
-                rep = FileReport(path=str(path), status="unreadable", error="no such file or directory")
+                report(FileReport(path=str(path), status="unreadable", error="no such file or directory"))
             else:
-                rep = ingest_file(con, path, opts, parsers, fmt=fmt, explicit=entry.explicit, progress=progress,
-                                  within=entry.within, given=entry.given, judge=judge)
-        reports.append(rep)
-        if on_file:
-            on_file(rep)
+                report(ingest_file(con, path, opts, parsers, fmt=fmt, explicit=entry.explicit, progress=progress,
+                                   within=entry.within, given=entry.given, judge=judge))
     return reports
+
+
+BATCH_MIN_FILES = 2   # files of one folder walk read together (ingest_batch) from this many on
+
+
+def _groups(entries: list[Entry], fmt: Optional[str]) -> list[list[Entry]]:
+    """Runs of entries, in walk order: the readable files one folder walk found (batched), and each
+    other entry on its own. With --format every file is read alone, as that format."""
+    groups: list[list[Entry]] = []
+    for e in entries:
+        batched = fmt is None and e.skip is None and e.within is not None and not e.explicit
+        if batched and groups and groups[-1][0].within == e.within and groups[-1][0].skip is None \
+                and not groups[-1][0].explicit:
+            groups[-1].append(e)
+        else:
+            groups.append([e])
+    return groups
 
 
 def ingest_file(con, path: Path, opts: ParseOptions, parsers: dict[str, ModuleType],
