@@ -36,6 +36,7 @@ from jobsight.analytics.demo import SUBDIRS, generate
 from jobsight.analytics.store import lake
 from jobsight.analytics.store import results as store
 from jobsight.analytics.store.database import Database
+from jobsight.analytics.store.snapshot import publish
 
 GIB = 1073741824
 TABLE_POLICY = {"charging": {"policy": "table", "preset": "snellius", "rates": [
@@ -104,6 +105,7 @@ def db(tmp_path_factory) -> Path:
     _hand_cluster(con)
     store.refresh(con)      # rows written by hand: compute their stored results, as an ingest does
     con.close()
+    publish(path)           # and publish them, as an ingest does: `lake export` reads the snapshot
     shutil.rmtree(data)
     return path
 
