@@ -207,14 +207,19 @@ def test_unknown_savings_say_why(work):
     assert billing == {"901": 2, "902": 24, "903": 6, "904": 6, "905": 19, "906": 12, "908": None, "909": None}
 
 
-def test_without_a_cpu_partition_dropping_the_gpus_has_no_price(work):
-    """902 would run without GPUs in gpu, whose rate charges such work 2 per core-hour: not a
-    place it could run, so unknown; 903, CPU work already there, stays (the same request: 0)."""
-    cfg = {**TABLE, "advice": {k: v for k, v in ADVICE.items() if k != "cpu_partition"}}
-    got = {j: r for j, *r in rows(work, cfg, "SELECT job_id, fitted_request, savings_sbu, savings_note FROM job_savings "
-                                            "WHERE job_id IN ('902', '903')")}
-    assert got == {"902": ["--gres=none", None, "no [advice] cpu_partition to run it without GPUs"],
-                   "903": ["", 0.0, None]}
+@pytest.mark.parametrize("cfg", [TABLE, BILLING], ids=["table", "billing"])
+def test_without_a_cpu_partition_dropping_the_gpus_is_priced_in_its_own_partition(work, cfg):
+    """902 without GPUs, priced where it ran, gpu, with the GPU term left out; the note names that
+    route. Table: 2 h x 8 cores x 2 = 32 of 160, saves 128. Billing: CPU=1,Mem=0.25G of 8 cores and
+    64 GiB = 24 (the GRES/gpu=32 term gone): 48 of 176, saves 128. 903, CPU work already there,
+    stays (the same request: 0)."""
+    cfg = {**cfg, "advice": {k: v for k, v in cfg["advice"].items() if k != "cpu_partition"}}
+    got = {j: r for j, *r in rows(work, cfg, "SELECT job_id, fitted_request, sbu_if_fitted, savings_sbu, savings_note "
+                                            "FROM job_savings WHERE job_id IN ('902', '903')")}
+    route = "priced as partition gpu without its GPUs: no [advice] cpu_partition is set"
+    assert got["902"] == ["--gres=none", pytest.approx(got["902"][1]), pytest.approx(128), route]
+    assert got["902"][1] == pytest.approx(32 if cfg["advice"].get("billing_weights") is None else 48)
+    assert got["903"][0] == "" and got["903"][2] == 0.0 and got["903"][3] is None
 
 
 def test_a_fat_job_is_priced_in_both_places_and_the_cheaper_counts(work):
@@ -246,6 +251,8 @@ def test_usage_rolls_savings_up(work):
     week = json.loads(jobsight("usage", "--db", str(work / "sv.duckdb"), "--by", "week", *cfg, cwd=work))
     assert [(r["week"], r["sbu"], r["savings_sbu"]) for r in week] == [("2026-W47", pytest.approx(460), pytest.approx(302))]
     # unknown savings weigh in neither: 294 saved of the 650 - 8 - 198 SBU whose savings are known
+    # (a read uses the settings the database holds: `settings` applies BILLING's first)
+    jobsight("settings", "--db", str(work / "sv.duckdb"), "--config", str(work / "billing.toml"), cwd=work)
     billing = ["--config", str(work / "billing.toml"), "--format", "json"]
     (total,) = json.loads(jobsight("usage", "--db", str(work / "sv.duckdb"), "--by", "cluster", *billing, cwd=work))
     assert (total["sbu"], total["savings_sbu"]) == (pytest.approx(650), pytest.approx(294))
@@ -254,12 +261,14 @@ def test_usage_rolls_savings_up(work):
 
 def test_flags_sorted_by_savings_and_job_report(work):
     db, cfg = str(work / "sv.duckdb"), str(work / "table.toml")
+    jobsight("settings", "--db", db, "--config", cfg, cwd=work)    # a read uses the settings the database holds
     flags = json.loads(jobsight("flags", "--db", db, "--config", cfg, "--sort", "savings", "--format", "json", cwd=work))
     order = list(dict.fromkeys(r["job_id"] for r in flags))
     assert order == ["906", "902", "901", "909", "905", "903", "908", "904"]    # 128, 96, 24, 24 (901 first: 40% more waste), 16, 8, 6, 0
     text = jobsight("job", "--db", db, "--config", cfg, "902", cwd=work)
     assert ("Would have fit: --partition=thin --gres=none\n"
             "  charged 64.0 SBU instead of 160.0: following the advice would have saved 96.0 SBU (60%)") in text
+    jobsight("settings", "--db", db, "--config", str(work / "billing.toml"), cwd=work)
     text = jobsight("job", "--db", db, "--config", str(work / "billing.toml"), "909", cwd=work)
     assert "savings: unknown (the TRESBillingWeights known for partition thin give billing=16" in text
 

@@ -159,6 +159,8 @@ def _savings_lines(m: dict) -> list[str]:
         share = f" ({s['savings_sbu'] / m['sbu'] * 100:.0f}%)" if m.get("sbu") else ""
         out.append(f"  charged {s['sbu_if_fitted']:.1f} SBU instead of {m['sbu']:.1f}: "
                    f"following the advice would have saved {s['savings_sbu']:.1f} SBU{share}")
+        if s["savings_note"]:       # how it was priced, when not as the job was
+            out.append(f"  ({t(s['savings_note'])})")
     return out
 
 

@@ -90,6 +90,8 @@ def _fit(s: dict | None, sbu) -> list:
         share = f" ({s['savings_sbu'] / sbu * 100:.0f} % of its charge)" if sbu else ""
         price = (f"charged {common.number(s['sbu_if_fitted'], 1)} SBU instead of {common.number(sbu, 1)}: "
                  f"following the advice would have saved {common.number(s['savings_sbu'], 1)} SBU{share}")
+        if s["savings_note"]:       # how it was priced, when not as the job was
+            price += f" ({s['savings_note']})"
     return [html.H3("Would have fit"),
             html.Div([html.Code(req), html.P(price)], id="job-fit", className="advice")]
 

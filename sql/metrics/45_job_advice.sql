@@ -4,8 +4,10 @@
 -- charging SQL that priced the job (24_lake_job_charge.sql). Rules: docs/metrics.md#what-the-advice-would-have-saved.
 --   partition: jobsight.toml [advice]: cpu_partition for work without GPUs (gpu_idle,
 --       cpu_job_on_gpu_partition), else small_gpu_partition (gpu_fits_smaller); else the job's own.
---       A job that drops all its GPUs has no price without cpu_partition: what its GPU partition
---       would charge work without GPUs (nothing, by Snellius' rates) is not a place it could run.
+--       A job that drops all its GPUs while no cpu_partition is set is priced in its own partition
+--       without GPUs (its rate row, or its TRESBillingWeights, whose GPU term a request without
+--       GPUs leaves out), and price_route names that route: an unknown saving would drop the
+--       largest waste there is, idle GPUs, out of every savings total.
 --       A fat-memory job that fits a thin node (mem_fits_thin) gets a second row, in mem_partition:
 --       46 keeps the cheaper of the two.
 --   billing (policy slurm-billing only): the job's own when the request is unchanged; else Slurm's sum of
@@ -14,6 +16,7 @@
 --       charged (a formula they do not reproduce, PriorityFlags=MAX_TRES say, is not guessed at).
 --       NULL otherwise.
 --   price_note: why the request has no price (NULL: it has one); 46 gives no savings then.
+--   price_route: how a priced request was priced where that is not plain (NULL: as the job was).
 -- DuckDB only: it reads the stored job_flags of the jobs in metric_flag_scope (flag_scoped_*: the
 -- TEMP views of analytics/store.py SCOPED) and their job_metrics.
 
@@ -98,9 +101,7 @@ SELECT cluster, job_id_raw, a_partition AS "partition", f_gpu_type AS gpu_type, 
        CASE WHEN billing IS NULL OR NOT by_billing THEN NULL
             WHEN same_charge THEN billing
             WHEN own_billing = billing THEN target_billing END AS billing,
-       CASE WHEN f_ngpus = 0 AND ngpus > 0 AND a_partition IS NOT DISTINCT FROM "partition"
-                THEN 'no [advice] cpu_partition to run it without GPUs'
-            WHEN billing IS NULL OR NOT by_billing OR same_charge THEN NULL
+       CASE WHEN billing IS NULL OR NOT by_billing OR same_charge THEN NULL
             WHEN NOT own_known THEN 'no TRESBillingWeights known for partition ' || "partition"
             WHEN own_billing IS DISTINCT FROM billing
                 THEN printf('the TRESBillingWeights known for partition %s give billing=%s, not the %d the job was charged',
@@ -108,6 +109,9 @@ SELECT cluster, job_id_raw, a_partition AS "partition", f_gpu_type AS gpu_type, 
             WHEN NOT target_known THEN 'no TRESBillingWeights known for partition ' || a_partition
             WHEN target_billing IS NULL THEN 'the TRESBillingWeights of partition ' || a_partition || ' price what the request does not say'
        END AS price_note,
+       CASE WHEN f_ngpus = 0 AND ngpus > 0 AND a_partition IS NOT DISTINCT FROM "partition"
+            THEN 'priced as partition ' || COALESCE("partition", '(none)')
+                 || ' without its GPUs: no [advice] cpu_partition is set' END AS price_route,
        thin,
        -- the #SBATCH options that differ from the job's own request
        concat_ws(' ',

@@ -5,7 +5,8 @@
 --   A fitted request is priced by the route that priced its job (sbu_source), or not at all: a
 --   price by other rules (a job charged its Slurm billing, whose fitted request has no billing for
 --   want of TRESBillingWeights) would not be a saving. Then sbu_if_fitted and savings_sbu are NULL
---   ("unknown") and savings_note says why.
+--   ("unknown") and savings_note says why. A priced request priced by a route of its own
+--   (job_advice.price_route: its own partition without GPUs) has that route in savings_note.
 --   Of a fat-memory job's two requests (its own partition, the thin one) the one that saves more
 --   counts; on a tie it stays where it is.
 -- first_day / last_day as in job_flags (carried by job_advice): the days the job ran, for period
@@ -31,7 +32,8 @@ WITH priced AS (
            CASE WHEN c.price_note IS NOT NULL OR c.sbu_source <> m.sbu_source
                 THEN COALESCE(c.price_note, printf('partition %s has no %s price', c."partition",
                                                      CASE m.sbu_source WHEN 'billing' THEN 'Slurm billing'
-                                                                       ELSE 'charging table' END)) END AS savings_note
+                                                                       ELSE 'charging table' END))
+                ELSE c.price_route END AS savings_note
     FROM lake_job_charge c
     -- only the scope's jobs (flag_scoped_*: analytics/store.py SCOPED): the planner misjudges the
     -- priced requests as the larger side and would build its hash table on all of job_metrics (1 s
