@@ -80,8 +80,8 @@ def main() -> int:
             rows.append((f"one file per transaction (×{args.files / k:.0f} of {k})", alone, base, ""))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"jobsight many small files: {m['started']}, commit {m['commit']}, {m['cpu']}, {m['cores']} cores, "
-          f"load {_load(m['load_before'])} -> {_load(os.getloadavg())}; {args.files:,} files of {args.rows} rows "
+    print(f"Measured {m['started']}, commit {m['commit']}, {m['cpu']}, {m['cores']} cores, "
+          f"load {_load(m['load_before'])} → {_load(os.getloadavg())}; {args.files:,} files of {args.rows} rows "
           f"({size / 1e6:.1f} MB)")
     print("| what | jobsight | DuckDB read_csv | ratio | per file | target |")
     print("|---|---|---|---|---|---|")
