@@ -36,6 +36,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "dashboard": (COMMANDS + "dashboard", "web dashboard: burn, waste and flagged jobs per user and project, job time series"),
     "settings": (COMMANDS + "settings", "the settings a database holds: show them, or apply a jobsight.toml"),
     "lake": (COMMANDS + "lake", "export samples and jobs to a Parquet lake (cluster/month) and query it in place"),
+    "prune": (COMMANDS + "prune", "move samples older than a date to the Parquet lake, then shrink the database file"),
     "watch": (COMMANDS + "watch", "every 15 minutes: ingest sacct and the site spool, e-mail owners of jobs with idle GPUs"),
     "demo": (COMMANDS + "demo", "generate a realistic cluster's data, ingest it, write reports and serve the dashboard"),
 }

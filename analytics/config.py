@@ -147,6 +147,8 @@ class Config:
     watch_every: str = DEFAULT_WATCH_EVERY
     read_scope: str = "all"       # [database] read_scope: what the read commands show whoever runs them
     db_group: str | None = None   # [database] group: may read the database files (0640); None: the owner only (0600)
+    lake_path: str | None = None  # [lake] path: the Parquet lake (`jobsight prune`, a pruned job's samples)
+    samples_days: int | None = None   # [retention] samples_days: samples older than this move to the lake
 
     def settings(self) -> list[tuple[str, float | None, str | None]]:
         rows: list[tuple[str, float | None, str | None]] = [
@@ -290,7 +292,7 @@ def parse_config(data: dict[str, Any], path: Path | None = None, text: str | Non
     cfg = Config(path=path)
     check = _Checker(path, text)
     known = {"charging", "flags", "samples", "budgets", "budget_options", "roles", "cluster", "dashboard", "report", "email", "advice",
-             "watch", "database", "client"}
+             "watch", "database", "client", "lake", "retention"}
     for key in data:
         if key not in known:
             check.fail(key, f"unknown section or key [{_name(key)}] (known: {', '.join(sorted(known))})")
@@ -352,7 +354,27 @@ def parse_config(data: dict[str, Any], path: Path | None = None, text: str | Non
     _parse_dashboard(cfg, check, data.get("dashboard", {}))
     _parse_database(cfg, check, data.get("database", {}))
     _parse_client(cfg, check, data.get("client", {}))
+    _parse_retention(cfg, check, data.get("lake", {}), data.get("retention", {}))
     return cfg
+
+
+def _parse_retention(cfg: Config, check: _Checker, lake: dict[str, Any], retention: dict[str, Any]) -> None:
+    """[lake] path and [retention] samples_days (analytics/store/prune.py): both or neither."""
+    for section, table, known in (("lake", lake, "path"), ("retention", retention, "samples_days")):
+        for key in table:
+            if key != known:
+                check.fail(f"{section}.{key}", f"unknown key {section}.{_name(key)} (known: {known})")
+    if "path" in lake:
+        path = check.string("lake.path", lake["path"])
+        cfg.lake_path = path if "://" in path or cfg.path is None else str(cfg.path.parent / path)
+    if "samples_days" in retention:
+        days = check.number("retention.samples_days", retention["samples_days"], AT_LEAST_1)
+        if days != int(days):
+            check.fail("retention.samples_days", f"retention.samples_days must be a whole number of days, got {_show(days)}")
+        if cfg.lake_path is None:
+            check.fail("retention.samples_days", "retention.samples_days needs [lake] path: samples leave the "
+                                                 "database only once the lake holds them")
+        cfg.samples_days = int(days)
 
 
 def _parse_client(cfg: Config, check: _Checker, client: dict[str, Any]) -> None:

@@ -193,6 +193,8 @@ def export(con: duckdb.DuckDBPyConnection, out: str | Path, since: str | None = 
     summary: dict[str, dict] = {}
     try:
         for table, sql in EXPORT_SQL.items():
+            if table == "samples":
+                sql += _pruned_samples(con, since, until)
             where, params = _month_where(table, since, until)
             dest = staging / table
             n = con.execute(
@@ -222,6 +224,24 @@ def export(con: duckdb.DuckDBPyConnection, out: str | Path, since: str | None = 
         shutil.rmtree(staging, ignore_errors=True)
     summary["moved_jobs"] = moved_jobs(out, clusters) if summary["jobs"]["partitions"] else []
     return summary
+
+
+def _pruned_samples(con, since: str | None, until: str | None) -> str:
+    """` UNION ALL BY NAME ...`: the samples `jobsight prune` moved to a lake (table pruned_month),
+    read back from it for the months exported, so that a re-exported month keeps them; "" if none."""
+    rows = con.execute("SELECT cluster, month, before, lake FROM pruned_month WHERE month >= ? AND month <= ? "
+                       "ORDER BY ALL", [since or "0000-00", until or "9999-99"]).fetchall()
+    parts = []
+    for cluster, month, before, root in rows:
+        where = _under(root, "samples", f"cluster={cluster}", f"month={month}")
+        files = sorted(Path(where).glob("*.parquet")) if "://" not in root else [_under(where, "*.parquet")]
+        if not files:
+            raise UserError(f"the samples of {cluster} {month} before {before} were pruned to the lake {root}, "
+                            f"which no longer holds them ({where}): restore that partition; nothing was exported")
+        paths = "[" + ", ".join(_quote(str(f)) for f in files) + "]"
+        parts.append(f"SELECT * FROM read_parquet({paths}, hive_partitioning = true, hive_types = "
+                     f"{{'cluster': VARCHAR, 'month': VARCHAR}}) WHERE time < {_quote(str(before))}::TIMESTAMP")
+    return "".join(f" UNION ALL BY NAME {p}" for p in parts)
 
 
 def moved_jobs(lake: str | Path, clusters: set[str]) -> list[tuple[str, str, list[str]]]:

@@ -279,6 +279,37 @@ def _create_views(con, everything: bool = False, stored: tuple[Stored, ...] = ()
         else:
             kind = "TABLE" if name in MATERIALIZED else "VIEW"
             con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {select}")
+            if name in MATERIALIZED:
+                _keep_pruned(con, name)
+
+
+# `jobsight prune` moved some jobs' samples to the lake (pruned_job): their per-device and per-host
+# rows, computed from every sample, are kept as stored, never computed again from the samples left.
+KEPT_PREFIX = "_pruned_"
+
+
+def _stash_pruned(con) -> None:
+    """Before a rebuild drops the per-device and per-host tables: the pruned jobs' rows, aside."""
+    have = _stored_tables(con)
+    for name in MATERIALIZED:
+        table = {s.view: s.table for s in STORED}[name]
+        if table in have:
+            con.execute(f"CREATE OR REPLACE TEMP TABLE {KEPT_PREFIX}{table} AS "
+                        f"SELECT t.* FROM {table} t SEMI JOIN pruned_job USING ({KEY})")
+
+
+def _keep_pruned(con, name: str) -> None:
+    """In the TEMP table ``name`` (a MATERIALIZED view), the pruned jobs' rows are the stored ones."""
+    table = {s.view: s.table for s in STORED}[name]
+    temps = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables "
+                                       "WHERE table_catalog = 'temp'").fetchall()}
+    source = f"temp.{KEPT_PREFIX}{table}" if KEPT_PREFIX + table in temps else table
+    if source == table and table not in _stored_tables(con):
+        source = None
+    con.execute(f"DELETE FROM temp.{name} t USING pruned_job p WHERE t.cluster = p.cluster AND t.job_id_raw = p.job_id_raw")
+    if source:
+        con.execute(f"INSERT INTO temp.{name} BY NAME SELECT k.* FROM {source} k "
+                    f"SEMI JOIN pruned_job USING ({KEY}) SEMI JOIN metric_scope USING ({KEY})")
 
 
 def _scoped_views(con, everything: bool) -> None:
@@ -313,6 +344,8 @@ def _drop_views(con, scoped: bool = True) -> None:
         con.execute(f"DROP VIEW IF EXISTS temp.{lake.INPUT_VIEWS[table]}")
     for name in SCOPED if scoped else ():
         con.execute(f"DROP VIEW IF EXISTS temp.{name}")
+    for name in MATERIALIZED if scoped else ():
+        con.execute(f"DROP TABLE IF EXISTS temp.{KEPT_PREFIX}{name.removeprefix('lake_')}")
 
 
 def _state(con) -> dict[str, str]:
@@ -400,6 +433,7 @@ def _rebuild(con, todo: tuple[Stored, ...], sums: dict[str, str], reason: str, s
     if say and n and announce:
         say(f"{reason}: computing the stored {what} of all {n:,} jobs (once)")
     watermark = watermark_now(con)
+    _stash_pruned(con)
     for s in reversed(todo):
         con.execute(f"DROP TABLE IF EXISTS {s.table}")
     _clear_scope(con)

@@ -40,9 +40,8 @@ from typing import Iterator
 import duckdb
 
 from jobsight.analytics.errors import UserError
-from jobsight.analytics.store import db as dbmod
 from jobsight.analytics.store import results as store
-from jobsight.analytics.store.database import Database, stored_views_checksum, views_checksum
+from jobsight.analytics.store.database import Database, check_readable, views_checksum
 from jobsight.analytics.store.freshness import SNAPSHOT_SUFFIX, snapshot_path  # noqa: F401 - imported from here too
 
 SPARE_SUFFIX = ".spare"            # <db>.snapshot.spare: the previous generation, rewritten in place
@@ -238,6 +237,20 @@ def publish(db_path: str | os.PathLike) -> Path:
     return dest
 
 
+def drop_spare(db_path: str | os.PathLike) -> bool:
+    """Remove the spare (the previous generation) when no reader holds it: after the database shrank
+    (`jobsight prune`), so that the disk it held is freed now. The next publish copies the file."""
+    spare = spare_path(db_path)
+    fd = _claim_spare(spare)
+    if fd is None:
+        return False
+    try:
+        spare.unlink()
+    finally:
+        os.close(fd)
+    return True
+
+
 class _Replaced(Exception):
     """The snapshot file was replaced between its stat() and its ATTACH."""
 
@@ -302,14 +315,7 @@ class SnapshotReader:
             con.execute("USE snap")
             if self._key(path) != key:      # replaced while attaching: the key must be the file held
                 raise _Replaced(path)
-            have = dbmod.current_version(con)
-            if have != dbmod.known_version():
-                raise UserError(f"{path} has schema version {have}, this jobsight needs {dbmod.known_version()}; "
-                                "open it once read-write (e.g. `jobsight ingest --db ...`) to upgrade")
-            if self.check_views:
-                if stored_views_checksum(con) != views_checksum():
-                    raise UserError(f"{path}: its metric views are from another jobsight version; open the "
-                                    "database once read-write (e.g. `jobsight flags --db ...`) and publish again")
+            check_readable(con, path, self.db_path, views=self.check_views)
             tables = frozenset(r[0] for r in con.execute(
                 "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'snap'").fetchall())
         except duckdb.Error as exc:
