@@ -1,43 +1,54 @@
-"""What the bulk accounting-log parsers (sacct text, PBS, LSF) share: a file read in blocks of whole lines, a
-block's lines as a polars frame with the file's own line numbers, blocks converted in threads and
-collected in file order, and a scalar rule applied once per distinct value of a column."""
+"""What the bulk accounting-log parsers (sacct text, PBS, LSF) share: a file read in blocks of whole lines
+(a line longer than lengths.MAX_LINE_BYTES skipped unread and rejected with its number), a block's
+lines as a polars frame with the file's own line numbers, blocks converted in threads and collected
+in file order, and a scalar rule applied once per distinct value of a column."""
 from __future__ import annotations
 
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import Callable, Iterable, Iterator, TypeVar, Union
 
 import polars as pl
 
+from jobsight.analytics.ingest import lengths
+from jobsight.analytics.ingest.records import ParseResult, Reject
+
 BLOCK_BYTES = 16 << 20
 T = TypeVar("T")
+Block = Union[tuple[int, str], lengths.LongLine]
 # ints a column can hold; a rule giving more (a fuzzed '0*99999999999999999999') is refused as too large
 _INT_MAX = 2 ** 62
 
 
-def iter_blocks(path: Path, block_bytes: int = BLOCK_BYTES, skip_bom: bool = False) -> Iterator[tuple[int, str]]:
-    """(first line number, text) for blocks of about block_bytes, cut after a newline. ``skip_bom``:
-    a UTF-8 byte order mark (Windows editors) at the start is not part of the first line."""
-    line_no = 1
+def iter_blocks(path: Path, block_bytes: int = BLOCK_BYTES, skip_bom: bool = False) -> Iterator[Block]:
+    """(first line number, text) for blocks of about block_bytes, cut after a newline, and a
+    lengths.LongLine in their place for each line longer than lengths.MAX_LINE_BYTES, which is
+    skipped unread (the block after it starts at the next line's number): see set_aside.
+    ``skip_bom``: a UTF-8 byte order mark (Windows editors) at the start is not part of the first line."""
     with open(path, "rb") as fh:
-        rest = fh.read(3)
-        if skip_bom and rest == b"\xef\xbb\xbf":
-            rest = b""
-        while True:
-            chunk = fh.read(block_bytes)
-            if not chunk:
-                break
-            data = rest + chunk
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                rest = data
+        start = 3 if skip_bom and fh.read(3) == b"\xef\xbb\xbf" else 0
+        for item in lengths.bounded_lines(fh, start, block=block_bytes):
+            if isinstance(item, lengths.LongLine):
+                yield item
                 continue
-            block, rest = data[:cut], data[cut + 1:]
-            yield line_no, block.decode("utf-8", errors="replace")
-            line_no += block.count(b"\n") + 1
-    if rest:
-        yield line_no, rest.decode("utf-8", errors="replace")
+            data = item.data[:-1] if item.data.endswith(b"\n") else item.data
+            yield item.first, data.decode("utf-8", errors="replace")
+
+
+def set_aside(blocks: Iterable[Block], long_lines: list[lengths.LongLine]) -> Iterator[tuple[int, str]]:
+    """The (first line number, text) blocks of iter_blocks, its LongLines appended to long_lines."""
+    for item in blocks:
+        if isinstance(item, lengths.LongLine):
+            long_lines.append(item)
+        else:
+            yield item
+
+
+def reject_long_lines(result: ParseResult, long_lines: list[lengths.LongLine]) -> None:
+    """Each line set aside as too long is an input row of result, rejected with its number."""
+    result.rows_in += len(long_lines)
+    result.rejects.extend(Reject(ll.line_no, ll.reason(), None) for ll in long_lines)
 
 
 def in_file_order(calls: Iterable[Callable[[], T]], threads: int, name: str) -> Iterator[T]:

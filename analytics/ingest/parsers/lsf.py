@@ -42,7 +42,7 @@ import polars as pl
 
 from jobsight.analytics.ingest import limits
 from jobsight.analytics.ingest.parsers import lsf_frame, lsf_walk
-from jobsight.analytics.ingest.parsers.line_blocks import _INT_MAX, in_file_order, iter_blocks
+from jobsight.analytics.ingest.parsers.line_blocks import _INT_MAX, in_file_order, iter_blocks, reject_long_lines, set_aside
 from jobsight.analytics.ingest.records import ParseOptions, ParseResult, Reject
 
 FORMAT = "lsf"
@@ -287,7 +287,8 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
     comments = 0
     # records are cut in file order here (a quoted field may go on in the next block); their
     # fields and rows are made two blocks at a time in threads, collected in file order
-    calls = (partial(_block, first, recs, cluster) for first, recs in _record_blocks(path))
+    long_lines: list = []   # lines over lengths.MAX_LINE_BYTES, skipped unread
+    calls = (partial(_block, first, recs, cluster) for first, recs in _record_blocks(path, long_lines))
     for rows, rejects, ncom, rows_in, block_notes, block_other in in_file_order(calls, PIPELINE, "jobsight-lsf"):
         notes.update(block_notes)
         other.update(block_other)
@@ -299,6 +300,7 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
         jobs = pl.concat(parts, how="vertical")
         if jobs.height:
             result.jobs = jobs
+    reject_long_lines(result, long_lines)
     result.rejects.sort(key=lambda r: r.line_no or 0)
     result.dropped = comments + sum(other.values())
     if comments:
@@ -309,11 +311,13 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
     return result
 
 
-def _record_blocks(path: pathlib.Path):
-    """(first line number, [(line index, text, error)]) per block of the file, records whole."""
+def _record_blocks(path: pathlib.Path, long_lines: list):
+    """(first line number, [(line index, text, error)]) per block of the file, records whole. A
+    record never goes on past a line set aside as too long (into long_lines): the block before
+    it is read as if the file ended there."""
     carry: list[str] = []
     carry_first = 1
-    blocks = iter_blocks(path)
+    blocks = set_aside(iter_blocks(path), long_lines)
     nxt = next(blocks, None)
     while nxt is not None:
         first, text = nxt
@@ -325,7 +329,7 @@ def _record_blocks(path: pathlib.Path):
             first, lines = carry_first, carry + lines
             carry = []
         recs = []
-        for i, rec, err in records(lines, final=nxt is None):
+        for i, rec, err in records(lines, final=nxt is None or nxt[0] != first + len(lines)):
             if err == "more":
                 carry, carry_first = lines[i:], first + i
                 break

@@ -46,7 +46,7 @@ import polars as pl
 
 from jobsight.analytics.ingest import limits
 from jobsight.analytics.ingest.parsers import pbs_frame
-from jobsight.analytics.ingest.parsers.line_blocks import in_file_order, iter_blocks
+from jobsight.analytics.ingest.parsers.line_blocks import in_file_order, iter_blocks, reject_long_lines, set_aside
 from jobsight.analytics.ingest.parsers.pbs_frame import exit_state
 from jobsight.analytics.ingest.records import ParseOptions, ParseResult, Reject
 from jobsight.analytics.ingest.timezones import local_zone_name
@@ -226,7 +226,9 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
     zoneinfo.ZoneInfo(zone_name)   # an unknown zone fails here, before any work
     parts, dparts, skipped, comments = [], [], Counter(), 0
     # blocks converted two at a time (polars releases the GIL), collected in file order
-    calls = (partial(_block, first, text, zone_name, opts.cluster) for first, text in iter_blocks(path))
+    long_lines: list = []   # lines over lengths.MAX_LINE_BYTES, skipped unread
+    calls = (partial(_block, first, text, zone_name, opts.cluster)
+             for first, text in set_aside(iter_blocks(path), long_lines))
     for rows, deletions, rejects, ncom, skip, rows_in in in_file_order(calls, PIPELINE, "jobsight-pbs"):
         parts.append(rows)
         dparts.append(deletions)
@@ -240,6 +242,7 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
             rows = _deletions(rows, deletions, result.rejects)
         if rows.height:
             result.jobs = rows.select([pl.col(c).cast(t, strict=False) for c, t in SCHEMA.items()])
+    reject_long_lines(result, long_lines)
     result.rejects.sort(key=lambda r: r.line_no or 0)
     result.dropped = comments + sum(skipped.values())
     if comments:

@@ -11,7 +11,7 @@ from typing import Callable, Optional
 import polars as pl
 
 from jobsight.analytics.ingest import slurm_values, timezones
-from jobsight.analytics.ingest.parsers.line_blocks import in_file_order, iter_blocks
+from jobsight.analytics.ingest.parsers.line_blocks import in_file_order, iter_blocks, reject_long_lines, set_aside
 from jobsight.analytics.ingest.parsers.sacct_columns import fast_frame, split_fields
 from jobsight.analytics.ingest.parsers.sacct_format import (
     AWS_COLUMNS,
@@ -103,6 +103,7 @@ def parse_file(path: Path, opts: ParseOptions, on_piece: Optional[Callable[[pl.D
     frames = _Frames(on_piece)
     slow: list[tuple[int, str, Optional[list[str]]]] = []  # (line_no, text, cols or None=guess)
     comments = 0
+    long_lines: list = []   # lines over lengths.MAX_LINE_BYTES, skipped unread
     guessed: dict[str, int] = {}
     guessed_cols: dict[str, list[str]] = {}
     # Blocks are split into sections (lines + column layout) here, in order, as a header line may
@@ -111,7 +112,7 @@ def parse_file(path: Path, opts: ParseOptions, on_piece: Optional[Callable[[pl.D
     # the on_piece calls (one at a time, from this thread) are as if the blocks were done in turn.
     def calls():
         nonlocal layout, comments
-        for first, text in iter_blocks(path, block_bytes, skip_bom=True):
+        for first, text in set_aside(iter_blocks(path, block_bytes, skip_bom=True), long_lines):
             sections, ncom, layout = _sections(first, text, layout, ctx)
             comments += ncom
             result.rows_in += sum(sec.height for sec, _ in sections)
@@ -144,6 +145,7 @@ def parse_file(path: Path, opts: ParseOptions, on_piece: Optional[Callable[[pl.D
     if recs:
         frames.append(pl.DataFrame(recs, schema=OUT_SCHEMA, orient="row"))
     result.jobs, result.steps = frames.finish()
+    reject_long_lines(result, long_lines)
     result.rejects.sort(key=lambda r: r.line_no or 0)
     result.dropped = comments
     result.rows_in += comments

@@ -28,7 +28,10 @@ Nodes'), whose times are local (``opts.timezone``), in two variants:
   USC CARC jobinfo: 'Nodes' is the count and 'Nodelist' the list, 'CPUs', 'Submit time', 'Start
   time', 'End time', 'Account', 'Exit code', 'Reserved memory', 'Max memory used'.
 A state 'CANCELLED by user' (a name, not a uid) is CANCELLED with who in null_reasons.
-rows_in = number of reports; a report that cannot be read is one Reject at its `Job ID:` line.
+rows_in = number of reports; a report that cannot be read is one Reject at its `Job ID:` line. A line
+longer than lengths.MAX_LINE_BYTES is skipped unread: the report it is in is one Reject at that line
+(a report read without one of its lines could be stored wrong); before the first report it is a
+rejected row of its own.
 """
 from __future__ import annotations
 
@@ -39,11 +42,11 @@ import pathlib
 import re
 import zoneinfo
 from collections import Counter
-from typing import Optional
+from typing import Iterator, Optional, Union
 
 import polars as pl
 
-from jobsight.analytics.ingest import slurm_values
+from jobsight.analytics.ingest import lengths, slurm_values
 from jobsight.analytics.ingest.records import ParseOptions, ParseResult, Reject
 from jobsight.analytics.ingest.units import parse_duration, parse_mem, parse_state
 
@@ -82,14 +85,39 @@ def _num(text: str) -> float:
     return v
 
 
-def _blocks(lines: list[str]) -> list[tuple[int, list[str]]]:
-    blocks: list[tuple[int, list[str]]] = []
-    for i, line in enumerate(lines, start=1):
+def _lines(path: pathlib.Path) -> Iterator[Union[tuple[int, str], lengths.LongLine]]:
+    """(line number, text) of each line, read in blocks; a lengths.LongLine for a line longer than
+    lengths.MAX_LINE_BYTES, which is skipped unread."""
+    with open(path, "rb") as fh:
+        for item in lengths.bounded_lines(fh):
+            if isinstance(item, lengths.LongLine):
+                yield item
+                continue
+            text = item.data.decode("utf-8", errors="replace")
+            for no, line in enumerate(text.removesuffix("\n").split("\n"), item.first):
+                yield no, line.removesuffix("\r")
+
+
+def _reports(path: pathlib.Path) -> Iterator[tuple[int, list[str], Optional[lengths.LongLine]]]:
+    """(number of its `Job ID:` line, its lines, its first line too long to read or None) per report,
+    as read; a line too long before the first report is a row of its own: (its number, [], it)."""
+    start, block, long = None, [], None
+    for item in _lines(path):
+        if isinstance(item, lengths.LongLine):
+            if start is None:
+                yield item.line_no, [], item
+            elif long is None:
+                long = item
+            continue
+        no, line = item
         if _START.match(line):
-            blocks.append((i, [line]))
-        elif blocks:
-            blocks[-1][1].append(line)
-    return blocks
+            if start is not None:
+                yield start, block, long
+            start, block, long = no, [line], None
+        elif start is not None:
+            block.append(line)
+    if start is not None:
+        yield start, block, long
 
 
 def _fields(block: list[str]) -> dict[str, str]:
@@ -284,13 +312,15 @@ SCHEMA = {
 def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
     path = pathlib.Path(path)
     result = ParseResult(format=FORMAT)
-    lines = path.read_bytes().decode("utf-8", errors="replace").splitlines()
-    blocks = _blocks(lines)
-    result.rows_in = len(blocks)
     cluster_default = opts.cluster or "default"
     rows = []
     tally: Counter = Counter()
-    for line_no, block in blocks:
+    for line_no, block, long in _reports(path):
+        result.rows_in += 1
+        if long is not None:   # a report missing a line would be stored wrong: the whole report goes
+            whose = f": the seff report of line {line_no} not stored" if block else ""
+            result.rejects.append(Reject(long.line_no, long.reason() + whose, "\n".join(block)[:1000] or None))
+            continue
         fields = _fields(block)
         try:
             if "Used walltime" in fields or "Number of Nodes" in fields:
