@@ -33,7 +33,8 @@ from typing import Optional
 
 import polars as pl
 
-from jobsight.analytics.ingest import limits
+from jobsight.analytics.ingest import lengths, limits
+from jobsight.analytics.ingest.parsers.line_blocks import lines_frame, reject_long_lines
 from jobsight.analytics.ingest.records import ParseOptions, ParseResult, Reject
 from jobsight.analytics.ingest.timezones import fall_back_note, fall_back_utc, local_zone_name
 
@@ -115,17 +116,20 @@ _HEADER_LINE = r"^[A-Za-z_][A-Za-z0-9_.]*(?: \[[^\]]*\])?(?:\s*,\s*[A-Za-z_][A-Z
 _LINES_SCHEMA = {"line_no": pl.Int64, "line": pl.String}
 
 
-def _read_lines(path: pathlib.Path) -> pl.DataFrame:
-    """(line_no, line) for the non-blank lines, stripped; one polars read (no Python per line)."""
-    try:
-        raw = pl.read_csv(path, has_header=False, separator="\x01", quote_char=None, schema={"line": pl.String},
-                          empty_string_is_null=False, raise_if_empty=False, encoding="utf8-lossy",
-                          truncate_ragged_lines=True)["line"]
-    except Exception:  # noqa: BLE001 - odd bytes polars refuses: fall back to Python
-        raw = pl.Series("line", path.read_bytes().decode("utf-8", errors="replace").splitlines(), dtype=pl.String)
-    df = pl.DataFrame({"line_no": pl.int_range(1, len(raw) + 1, eager=True, dtype=pl.Int64),
-                       "line": raw.fill_null("").str.strip_chars().str.strip_prefix("\ufeff").str.strip_chars()})
-    return df.filter(pl.col("line") != "")
+def _read_lines(path: pathlib.Path) -> tuple[pl.DataFrame, list[lengths.LongLine]]:
+    """(line_no, line) for the non-blank lines, stripped, read in blocks with polars (no Python per
+    line); and the lines longer than lengths.MAX_LINE_BYTES, skipped unread."""
+    parts, long_lines = [], []
+    with open(path, "rb") as fh:
+        for item in lengths.bounded_lines(fh):
+            if isinstance(item, lengths.LongLine):
+                long_lines.append(item)
+                continue
+            lines = lines_frame(item.first, item.data.decode("utf-8", errors="replace").removesuffix("\n"))
+            lines = lines.select(line_no="_line", line=pl.col("text").str.strip_chars().str.strip_prefix("\ufeff")
+                                 .str.strip_chars())
+            parts.append(lines.filter(pl.col("line") != ""))
+    return (pl.concat(parts) if parts else pl.DataFrame(schema=_LINES_SCHEMA)), long_lines
 
 
 def _segments(lines: pl.DataFrame, opts_columns: Optional[list[str]], notes: list[str]):
@@ -323,9 +327,12 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
         zoneinfo.ZoneInfo(zone)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         raise ValueError(f"unknown time zone {zone!r} (want an IANA name like Europe/Amsterdam)") from None
-    segments = _segments(_read_lines(path), opts.columns, result.notes)
+    lines, long_lines = _read_lines(path)
+    segments = _segments(lines, opts.columns, result.notes)
     result.rows_in = sum(len(rows) for _, _, rows in segments)
-    segments, result.dropped = _without_cut_last_line(path, segments, result.notes)
+    reject_long_lines(result, long_lines)
+    if not long_lines or long_lines[-1].ended:   # else the last line is the long one
+        segments, result.dropped = _without_cut_last_line(path, segments, result.notes)
     job_id, why = (opts.job_id, None) if opts.job_id else job_id_from_name(path)
     frames = []
     for header, kind, rows in segments:
