@@ -66,6 +66,19 @@ def apply_views(con: duckdb.DuckDBPyConnection) -> None:
         raise
 
 
+def check_readable(con: duckdb.DuckDBPyConnection, target: Path, db_path: Path, views: bool = True) -> None:
+    """UserError unless the attached ``target`` (the database or its snapshot) has this jobsight's
+    schema and, with ``views``, its metric views: a reader never answers with other formulas, and
+    never upgrades a file itself (`jobsight settings` does, as a writer)."""
+    have, need = db.current_version(con), db.known_version()
+    if have != need:
+        raise UserError(f"{target} has schema version {have}, this jobsight needs {need}; "
+                        f"run `jobsight settings --db {db_path}` once to upgrade it")
+    if views and stored_views_checksum(con) != views_checksum():
+        raise UserError(f"{target}: its metric views are from another jobsight version; "
+                        f"run `jobsight settings --db {db_path}` once to bring them up to date")
+
+
 class Database:
     """An open jobsight database: queries (``execute``, ``rows``, ``fetch``, ``value``, ``df``),
     ``refresh`` and ``close``; a context manager."""
@@ -135,13 +148,7 @@ class Database:
         try:
             con.execute(f"ATTACH '{str(target).replace(chr(39), chr(39) * 2)}' AS jobs (READ_ONLY)")
             con.execute("USE jobs")
-            have, need = db.current_version(con), db.known_version()
-            if have != need:
-                raise UserError(f"{target} has schema version {have}, this jobsight needs {need}; "
-                                f"run `jobsight settings --db {path}` once to upgrade it")
-            if stored_views_checksum(con) != views_checksum():
-                raise UserError(f"{target}: its metric views are from another jobsight version; "
-                                f"run `jobsight settings --db {path}` once to bring them up to date")
+            check_readable(con, target, path)
             if note and say:
                 say(note)
             if say and (isinstance(config, Config) or cfg.path is not None):
