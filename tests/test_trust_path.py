@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,10 @@ def test_proc_file_with_a_users_command_line_is_never_read(db, tmp_path, uids):
     proc = subprocess.Popen([forged(uids), "60"], executable="/bin/sleep")
     try:
         cmdline = Path(f"/proc/{proc.pid}/cmdline")
+        for _ in range(200):   # until the exec has happened (the child's cmdline is empty before)
+            if cmdline.read_bytes():
+                break
+            time.sleep(0.01)
         assert cmdline.read_bytes().startswith(b"JobID|")   # the "file" holds the dump
         link = home(tmp_path, "alice", uids) / "proc"
         os.symlink(f"/proc/{proc.pid}", link)

@@ -131,9 +131,9 @@ def run(args) -> int:
         print(f"total: {len(reports)} files, {t['stored']} stored, {t['updated']} updated, {t['rejected']} rejected"
               + (f", {len(failed)} could not be read" if failed else "")
               + (f", {len(skipped)} skipped" if skipped else ""))
-    if snap["error"]:
-        return NOT_PUBLISHED
-    return 1 if failed else 0
+    if failed:      # inputs not read come first: exit 1 whatever happened after
+        return 1
+    return NOT_PUBLISHED if snap["error"] else 0
 
 
 def _config(args):
