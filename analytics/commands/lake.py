@@ -2,7 +2,7 @@
 
     jobsight lake export --db DB --out DIR [--month YYYY-MM | --since YYYY-MM --until YYYY-MM]
     jobsight lake metrics DIR [--cluster C] [--month YYYY-MM] [--format table|csv|json]
-    jobsight lake query DIR "SELECT ... FROM lake_job_metrics ..." [--format table|csv|json]
+    jobsight lake query DIR "<a query over lake_job_metrics ...>" [--format table|csv|json]
 
 Layout, partition keys and why: analytics/store/lake.py. The metric views over the lake are the portable
 SQL of sql/metrics/ (NN_lake_*.sql), which Spark SQL runs unchanged and the database's stored
