@@ -96,9 +96,12 @@ def test_version_2_file_keeps_its_jobs_and_steps_without_key_indexes(tmp_path):
     con.close()
     con = db.connect(path)
     assert db.current_version(con) == db.known_version()
-    assert {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in ("job", "step")} == before
+    # later migrations only add columns after these: the version-2 columns keep their rows and shape
+    v2_cols = {t: ", ".join(f'"{c}"' for c, _, _ in shape[t]) for t in shape}
+    assert {t: con.execute(f"SELECT {v2_cols[t]} FROM {t} ORDER BY ALL").fetchall() for t in ("job", "step")} == before
     assert {t: con.execute(f"SELECT column_name, data_type, is_nullable FROM information_schema.columns "
-                           f"WHERE table_name = '{t}' ORDER BY ordinal_position").fetchall() for t in ("job", "step")} == shape
+                           f"WHERE table_name = '{t}' ORDER BY ordinal_position").fetchall()[:len(shape[t])]
+            for t in ("job", "step")} == shape
     assert con.execute(keys).fetchone()[0] == 0
     assert con.execute("SELECT count(*) FROM jobs").fetchone()[0] == len(before["job"])   # the views still read them
     with pytest.raises(duckdb.ConstraintException):

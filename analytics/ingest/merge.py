@@ -147,11 +147,12 @@ def _merge_sql(table: str, keys: list[str], data_cols: list[str], time_cols: lis
     seen through another format). A winner of strictly higher rank that explains its NULL (a RUNNING
     job's "Unknown" end, seff's lack of the signal) keeps it NULL. The result depends only on the two
     records, not on which came first. null_reasons: the winner's text where it still describes the
-    NULL columns exactly, else rebuilt from both (winner first) for the columns left NULL."""
+    NULL columns exactly, else rebuilt from both (winner first) for the columns left NULL. derived
+    (where derived values came from) is the winner's, as source is."""
     finals = ", ".join(f"'{s}'" for s in FINAL_STATES)
     pref = " ".join(f"WHEN '{s}' THEN {len(SOURCE_PREFERENCE) - i}" for i, s in enumerate(SOURCE_PREFERENCE))
     on = " AND ".join(f"t.{quote_name(k)} = w.{quote_name(k)}" for k in keys)
-    vals = [c for c in data_cols if c not in ("source", "null_reasons")]
+    vals = [c for c in data_cols if c not in ("source", "null_reasons", "derived")]
     stored = ", ".join(f"t.{quote_name(c)} AS {quote_name('_t_' + c)}" for c in data_cols)
     t_time = _as_of(time_cols, "t")
     rank = f"""
@@ -175,6 +176,7 @@ def _merge_sql(table: str, keys: list[str], data_cols: list[str], time_cols: lis
     merged = f"""
         SELECT *, {', '.join(pick(c) for c in vals)},
                CASE WHEN _ww THEN source ELSE "_t_source" END AS "_m_source",
+               {'CASE WHEN _ww THEN derived ELSE "_t_derived" END' if 'derived' in data_cols else 'NULL'} AS "_m_derived",
                CASE WHEN _ww THEN null_reasons ELSE "_t_null_reasons" END AS _nw,
                CASE WHEN _ww THEN "_t_null_reasons" ELSE null_reasons END AS _nl
         FROM ({order})"""
@@ -186,11 +188,13 @@ def _merge_sql(table: str, keys: list[str], data_cols: list[str], time_cols: lis
                         json_extract_string(_nl, '$."{c}"')))::VARCHAR END""" for c in vals)
     rebuilt = f"nullif('{{' || concat_ws(', ', {entries}) || '}}', '{{}}')"   # concat_ws skips NULLs
     same = " AND ".join(f"{m[c]} IS NOT DISTINCT FROM {quote_name('_t_' + c)}" for c in vals)
-    out = ", ".join([quote_name(k) for k in keys] + [f"{m[c]} AS {quote_name(c)}" for c in vals] + ['"_m_source" AS source', "ingest_id"])
+    out = ", ".join([quote_name(k) for k in keys] + [f"{m[c]} AS {quote_name(c)}" for c in vals] + ['"_m_source" AS source', "ingest_id"]
+                    + (['"_m_derived" AS derived'] if "derived" in data_cols else []))
     return f"""
         SELECT {out}, _nr AS null_reasons,
                CASE WHEN _new THEN 'insert'
                     WHEN {same} AND "_m_source" IS NOT DISTINCT FROM "_t_source" AND _nr IS NOT DISTINCT FROM "_t_null_reasons"
+                         AND "_m_derived" IS NOT DISTINCT FROM {'"_t_derived"' if 'derived' in data_cols else 'NULL'}
                     THEN 'same' ELSE 'update' END AS _action
         FROM (SELECT *, CASE WHEN {changed} THEN {rebuilt} ELSE _nw END AS _nr FROM ({merged}))"""
 

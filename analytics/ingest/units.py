@@ -153,6 +153,31 @@ def tres_gpus(tres: dict[str, str]) -> tuple[int | None, str | None]:
     return count, gtype
 
 
+_GRES_IDX = re.compile(r"\([^)]*\)$")   # 'gpu:2(IDX:0-1)': the device indexes after the count
+
+
+def gres_gpus(text: str | None) -> tuple[int | None, str | None]:
+    """GPU count and type from a GRES string, as AllocGRES / ReqGRES print it before Slurm 19.05:
+    'gpu:2', 'gpu:tesla:2', 'gpu:2(IDX:0-1)', 'gpu' (one), 'gpu:k80' (one k80); other resources
+    ('mic:1') are skipped, several gpu items summed. (None, None) when no item names gpu."""
+    if is_null_word(text) or text.strip() == "(null)":
+        return None, None
+    count, gtype = None, None
+    for item in text.split(","):
+        parts = _GRES_IDX.sub("", item.strip()).split(":")
+        if parts[0].strip() != "gpu":
+            continue
+        parts = [p.strip() for p in parts[1:]]
+        n = 1
+        if parts and parts[-1].isdigit():
+            n = int(parts.pop())
+        if len(parts) > 1 or (parts and not parts[0]):
+            raise ValueError(f"not a GRES gpu item: {item!r}")
+        count = (count or 0) + n
+        gtype = gtype or (parts[0] if parts else None)
+    return count, gtype
+
+
 _STATE_RE = re.compile(r"^\s*([A-Za-z_]+)\+?(?:\s+by\s+(\d+))?\s*$", re.IGNORECASE)
 
 

@@ -7,7 +7,19 @@ from typing import Optional
 import polars as pl
 
 from jobsight.analytics.ingest import limits, slurm_values, units
-from jobsight.analytics.ingest.parsers.sacct_format import COLUMNS, OUT_SCHEMA, SOURCE, TRAILING, TRES_PARSED, Ctx
+from jobsight.analytics.ingest.parsers.sacct_format import (
+    COLUMNS,
+    CPU_TIME_FROM,
+    DERIVED_CPUS,
+    DERIVED_GPUS,
+    ELAPSED_FROM,
+    OUT_SCHEMA,
+    SOURCE,
+    TRAILING,
+    TRES_PARSED,
+    Ctx,
+    derives,
+)
 
 _NULL_WORDS = sorted(units.NULL_WORDS - {""})
 
@@ -58,6 +70,7 @@ class _Stages:
         self.bad: list[pl.Expr] = []       # evaluated after s2
         self.reasons: list[tuple] = []     # (target, condition, '"target": "text"'), evaluated after s2
         self.no_gpu: set[str] = set()      # TRES fields no value of which names a gres/gpu* item
+        self.want_cpu = False              # read TRES cpu=N (the cores are derived from it)
 
 
 def _src(name: str) -> pl.Expr:
@@ -167,6 +180,10 @@ def _convert_column(st: "_Stages", col: str, kind: str, target: str, ctx: Ctx) -
             st.s2["mem_alloc_bytes"] = pl.when(pl.col(g + "mt").str.contains(_MEM_OK)).then(_mem_value(pl.col(g + "mt")))
             st.bad.append(pl.col(g + "b").is_not_null() & pl.col("billing").is_null())
             st.bad.append(pl.col(g + "mt").is_not_null() & pl.col("mem_alloc_bytes").is_null())
+        if target in ("alloc_tres", "req_tres") and st.want_cpu:
+            st.s1[g + "c"] = item("cpu")
+            st.s2["_cpu_" + target] = pl.when(pl.col(g + "c").str.contains(r"^[0-9]+$")).then(
+                pl.col(g + "c").cast(pl.Int64, strict=False))
         if target in ("alloc_tres", "req_tres"):
             st.s1[g + "p"] = item("gres/gpu")
             # one typed entry ('gres/gpu:a100=2') is cut out here; several go to the per-line path
@@ -203,6 +220,7 @@ def _convert_distinct(df: pl.DataFrame, col: str, kind: str, target: str, ctx: C
     if distinct.height > df.height * DEDUP_MAX_SHARE:
         return None
     sub = _Stages()
+    sub.want_cpu = st.want_cpu
     _convert_column(sub, col, kind, target, ctx)
     conv = distinct.with_columns(**sub.s1).with_columns(**sub.s1b).with_columns(**sub.s2)
     bad, why = f"__bad_{col}", [f"__why_{col}_{k}" for k in range(len(sub.reasons))]
@@ -221,10 +239,68 @@ def _beside(df: pl.DataFrame, key: str, conv: pl.DataFrame) -> pl.DataFrame:
     return df.hstack(back.drop(key).get_columns())
 
 
+def _gres_beside(df: pl.DataFrame, col: str, target: str, st: _Stages) -> pl.DataFrame:
+    """AllocGRES / ReqGRES -> GPU count and type, read by units.gres_gpus once per distinct text (a
+    dump holds a handful); a text it refuses sends the row to the per-line reader for the reason."""
+    name = "__s_" + col
+    texts = df[name].unique().to_list()
+    counts, types, bad = [], [], []
+    for t in texts:
+        try:
+            n, gtype = (None, None) if t is None or units.is_null_word(t) else units.gres_gpus(t)
+        except ValueError:
+            n, gtype = None, None
+            bad.append(t)
+        counts.append(n)
+        types.append(gtype)
+    conv = pl.DataFrame({name: texts, "_gpus" + target: counts, "_gtype" + target: types},
+                        schema={name: pl.String, "_gpus" + target: pl.Int64, "_gtype" + target: pl.String})
+    st.bad.append(pl.col(name).is_in(bad))
+    return _beside(df, name, conv)
+
+
+def _derived(w: pl.DataFrame, present: set) -> pl.DataFrame:
+    """The values the column set lacks, from the columns it has, and `derived` naming where each
+    came from: as sacct_lines._derive does, column-wise."""
+    todo = derives(present)
+    found: list[tuple[str, pl.Expr, pl.Expr]] = []   # (column, value, text of where it came from)
+    if todo["ncpus"]:
+        cands = [(pl.col(key), text) for col, key, text in DERIVED_CPUS if col in present and key in w.columns]
+        if cands:
+            val = pl.coalesce([pl.when(v > 0).then(v) for v, _ in cands])
+            src = pl.coalesce([pl.when(v > 0).then(pl.lit(text)) for v, text in cands])
+            found.append(("ncpus", val, src))
+    if todo["cpu_time_s"]:
+        val = pl.col("user_cpu_s") + pl.col("system_cpu_s")
+        found.append(("cpu_time_s", val, pl.when(val.is_not_null()).then(pl.lit(CPU_TIME_FROM))))
+    if todo["elapsed_s"]:
+        val = (pl.col("end_time") - pl.col("start_time")).dt.total_seconds()
+        found.append(("elapsed_s", val, pl.when(val.is_not_null()).then(pl.lit(ELAPSED_FROM))))
+    gres = [(key, text) for col, key, text in DERIVED_GPUS if col in present]
+    if gres:
+        counts = [pl.col("_gpus" + key) for key, _ in gres]
+        src = pl.when(pl.col("ngpus").is_null()).then(
+            pl.coalesce([pl.when(n.is_not_null()).then(pl.lit(text)) for n, (_, text) in zip(counts, gres)]))
+        w = w.with_columns(__gsrc=src)
+        gtype = pl.coalesce([pl.when(pl.col("__gsrc") == text).then(pl.col("_gtype" + key)) for key, text in gres])
+        w = w.with_columns(ngpus=pl.coalesce(pl.col("ngpus"), *counts),
+                           gpu_type=pl.when(pl.col("__gsrc").is_not_null()).then(
+                               pl.coalesce(pl.col("gpu_type"), gtype)).otherwise(pl.col("gpu_type")))
+        found.append(("ngpus", pl.col("ngpus"), pl.col("__gsrc")))
+    if not found:
+        return w.with_columns(derived=pl.lit(None, pl.String))
+    w = w.with_columns(**{f"__d_{c}": src for c, _, src in found})
+    w = w.with_columns(**{c: val for c, val, _ in found if c != "ngpus"})   # ngpus is filled above
+    parts = [pl.format('"{}": "{}"', pl.lit(c), pl.col(f"__d_{c}")) for c, _, _ in found]
+    text = pl.concat_str(parts, separator=", ", ignore_nulls=True)
+    return w.with_columns(derived=pl.when(text != "").then(pl.concat_str([pl.lit("{"), text, pl.lit("}")])))
+
+
 def fast_frame(df: pl.DataFrame, cols: list[str], ctx: Ctx) -> pl.DataFrame:
     """Stripped string columns named after sacct fields (+ _line) -> OUT_SCHEMA columns + _bad."""
     st = _Stages()
     present = set(cols)
+    st.want_cpu = derives(present)["ncpus"]
     src = _src
     df = df.rename({c: "__s_" + c for c in df.columns if c != "_line"})
     targets = [COLUMNS[c][1] for c in dict.fromkeys(cols) if c in COLUMNS]
@@ -233,6 +309,9 @@ def fast_frame(df: pl.DataFrame, cols: list[str], ctx: Ctx) -> pl.DataFrame:
         if spec is None:
             continue
         kind, target = spec
+        if kind == "gres":
+            df = _gres_beside(df, col, target, st)
+            continue
         if kind in _DEDUP_KINDS and targets.count(target) == 1:
             done = _convert_distinct(df, col, kind, target, ctx, st)
             if done is not None:
@@ -315,6 +394,7 @@ def fast_frame(df: pl.DataFrame, cols: list[str], ctx: Ctx) -> pl.DataFrame:
         gpu_type=pl.coalesce(opt("_gtype_alloc_tres", pl.String), opt("_gtype_req_tres", pl.String)),
         source=pl.lit(SOURCE),
     )
+    w = _derived(w, present)
     # an impossible number (analytics/ingest/limits.py): the per-line reader rejects the line and says why
     w = w.with_columns(_bad=pl.col("_bad") | limits.out_of_range({c: w.schema[c] for c in w.columns if c in limits.RECORD}))
     # null_reasons only for the rows that have one (string building is the costly part), filtering

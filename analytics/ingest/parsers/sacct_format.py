@@ -42,7 +42,24 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "maxrss": ("mem", "max_rss_bytes"), "averss": ("mem", "ave_rss_bytes"), "maxvmsize": ("mem", "max_vmsize_bytes"),
     "tresusageintot": ("tres", "tres_usage_in_tot"), "tresusageinmax": ("tres", "tres_usage_in_max"),
     "tresusageinave": ("tres", "tres_usage_in_ave"), "restarts": ("int", "restarts"),
+    "allocgres": ("gres", "_alloc_gres"), "reqgres": ("gres", "_req_gres"),   # GPU counts before Slurm 19.05
 }
+# Values derived from the columns present when the column that holds them is absent, each recorded
+# in the row's `derived` ({column: where it came from}). Cores: the first of these that is > 0
+# (source column, the reader's value, the text recorded).
+DERIVED_CPUS = (("alloctres", "_cpu_alloc_tres", "AllocTRES cpu"), ("reqtres", "_cpu_req_tres", "ReqTRES cpu"),
+                ("reqcpus", "_reqcpus", "ReqCPUS"))
+DERIVED_GPUS = (("allocgres", "_alloc_gres", "AllocGRES gpu"), ("reqgres", "_req_gres", "ReqGRES gpu"))
+CPU_TIME_FROM = "UserCPU + SystemCPU"
+ELAPSED_FROM = "End - Start"
+
+
+def derives(present: set) -> dict[str, bool]:
+    """Which values a column set leaves to be derived: cores without NCPUS/AllocCPUS, CPU time
+    without TotalCPU, elapsed without Elapsed/ElapsedRaw (GPUs: whenever TRES names none)."""
+    return {"ncpus": not present & {"ncpus", "alloccpus"},
+            "cpu_time_s": "totalcpu" not in present and {"usercpu", "systemcpu"} <= present,
+            "elapsed_s": not present & {"elapsed", "elapsedraw"} and {"start", "end"} <= present}
 # Columns whose text is chosen by users and may contain the delimiter.
 FREE_TEXT = {"jobname", "comment", "admincomment", "systemcomment", "constraints", "wckey", "workdir",
              "submitline", "reason", "extra", "container"}
@@ -63,19 +80,19 @@ OUT_SCHEMA: dict[str, pl.DataType] = {
     "max_vmsize_bytes": pl.Int64, "mem_usage_tot_bytes": pl.Int64, "gpu_util_tres": pl.Float64,
     "gpu_mem_tres_bytes": pl.Int64, "tres_usage_in_tot": pl.String, "tres_usage_in_max": pl.String,
     "tres_usage_in_ave": pl.String, "node_list": pl.String, "restarts": pl.Int32, "null_reasons": pl.String,
-    "source": pl.String,
+    "derived": pl.String, "source": pl.String,
 }
 JOB_COLS = ["cluster", "job_id", "job_id_raw", "array_job_id", "array_task_id", "het_job_id", "het_offset",
             "job_name", "user", "uid", "group", "account", "partition", "qos", "state", "cancelled_by_uid",
             "exit_code", "submit_time", "eligible_time", "start_time", "end_time", "elapsed_s", "timelimit_s",
             "ncpus", "nnodes", "ntasks", "ngpus", "gpu_type", "mem_req_bytes", "mem_alloc_bytes", "cpu_time_s",
             "billing", "alloc_tres", "req_tres", "gpu_util_tres", "gpu_mem_tres_bytes", "node_list", "restarts",
-            "null_reasons", "source"]
+            "null_reasons", "derived", "source"]
 STEP_COLS = ["cluster", "job_id_raw", "step_id", "job_id", "step_name", "state", "cancelled_by_uid", "exit_code",
              "start_time", "end_time", "elapsed_s", "ncpus", "nnodes", "ntasks", "cpu_time_s", "user_cpu_s",
              "system_cpu_s", "max_rss_bytes", "ave_rss_bytes", "max_vmsize_bytes", "mem_usage_tot_bytes",
              "gpu_util_tres", "gpu_mem_tres_bytes", "tres_usage_in_tot", "tres_usage_in_max", "tres_usage_in_ave",
-             "node_list", "null_reasons", "source"]
+             "node_list", "null_reasons", "derived", "source"]
 
 JOBID_RE = re.compile(r"^(\d+)(?:_(\d+|\[[^\]]*\]))?(?:\+(\d+))?(?:\.([A-Za-z0-9_]+(?:\+\d+)?))?$")
 HEADER_RE = re.compile(r"^[A-Za-z][A-Za-z_]*(?:(?:\||☃|\^\|\^)[A-Za-z_]*)+$")

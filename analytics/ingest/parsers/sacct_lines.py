@@ -10,7 +10,21 @@ from typing import Optional
 from zoneinfo import ZoneInfo
 
 from jobsight.analytics.ingest import limits, slurm_values, timezones, units
-from jobsight.analytics.ingest.parsers.sacct_format import COLUMNS, FREE_TEXT, JOBID_RE, OUT_SCHEMA, SOURCE, TRAILING, TRES_PARSED, Ctx
+from jobsight.analytics.ingest.parsers.sacct_format import (
+    COLUMNS,
+    CPU_TIME_FROM,
+    DERIVED_CPUS,
+    DERIVED_GPUS,
+    ELAPSED_FROM,
+    FREE_TEXT,
+    JOBID_RE,
+    OUT_SCHEMA,
+    SOURCE,
+    TRAILING,
+    TRES_PARSED,
+    Ctx,
+    derives,
+)
 
 
 def _to_utc(text: str, tz: str) -> Optional[datetime]:
@@ -61,6 +75,8 @@ def _tres_values(text: str, target: str, rec: dict) -> None:
     tres = units.parse_tres(text)
     if target == "alloc_tres" or target == "req_tres":
         gpus, gtype = units.tres_gpus(tres)
+        cpu = tres.get("cpu", "")
+        rec["_cpu_" + target] = int(cpu) if cpu.isascii() and cpu.isdigit() else None   # only ever a derived core count
         if target == "alloc_tres":
             rec["_alloc_gpus"], rec["_alloc_gtype"] = gpus, gtype
             rec["billing"] = float(tres["billing"]) if "billing" in tres else None
@@ -179,6 +195,30 @@ def _impossible(rec: dict, reasons: dict, found: set, target: str, why: str) -> 
     found.add((target, "impossible"))
 
 
+def _derive(present: set, rec: dict) -> dict[str, str]:
+    """Fill what the column set lacks from the columns it has (sacct_format.derives); returns
+    {column: where it came from} for the values filled."""
+    why: dict[str, str] = {}
+    todo = derives(present)
+    if todo["ncpus"]:
+        for col, key, text in DERIVED_CPUS:
+            if col in present and (rec.get(key) or 0) > 0:
+                rec["ncpus"], why["ncpus"] = rec[key], text
+                break
+    if todo["cpu_time_s"] and rec.get("user_cpu_s") is not None and rec.get("system_cpu_s") is not None:
+        rec["cpu_time_s"], why["cpu_time_s"] = rec["user_cpu_s"] + rec["system_cpu_s"], CPU_TIME_FROM
+    if todo["elapsed_s"] and rec.get("start_time") and rec.get("end_time"):
+        rec["elapsed_s"] = int((rec["end_time"] - rec["start_time"]).total_seconds())
+        why["elapsed_s"] = ELAPSED_FROM
+    if rec.get("ngpus") is None:
+        for col, key, text in DERIVED_GPUS:
+            count, gtype = rec.get(key) or (None, None)
+            if col in present and count is not None:
+                rec["ngpus"], rec["gpu_type"], why["ngpus"] = count, rec.get("gpu_type") or gtype, text
+                break
+    return why
+
+
 def _record(cols: list[str], fields: list[str], line_no: int, ctx: Ctx) -> dict:
     """The record of a line with exactly one field per column."""
     rec: dict = {"_line": line_no, "source": SOURCE}
@@ -230,6 +270,8 @@ def _record(cols: list[str], fields: list[str], line_no: int, ctx: Ctx) -> dict:
                 rec[target] = units.parse_mem(t)
             elif kind == "reqmem":
                 rec[target] = None  # resolved below, needs ncpus / nnodes
+            elif kind == "gres":
+                rec[target] = units.gres_gpus(t)
             elif kind == "tres":
                 t = _known_tres(t, found)
                 rec[target] = t or None
@@ -280,7 +322,9 @@ def _record(cols: list[str], fields: list[str], line_no: int, ctx: Ctx) -> dict:
         ctx.folds.append(line_no)
     if rec.get("start_time") and rec.get("end_time") and rec["end_time"] < rec["start_time"]:
         raise ValueError(f"End {raw.get('end')!r} is before Start {raw.get('start')!r}")
+    derived = _derive(set(cols), rec)
     out = {k: rec.get(k) for k in OUT_SCHEMA}
+    out["derived"] = json.dumps(derived) if derived else None
     tally: Counter = Counter(found)
     slurm_values.settle(out, reasons, tally)
     out["null_reasons"] = json.dumps(reasons) if reasons else None
