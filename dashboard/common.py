@@ -169,6 +169,9 @@ def number(x: float | None, digits: int = 1) -> str:
     return f"{x:,.{digits}f}"
 
 
-def card(label: str, value: str, cid: str) -> html.Div:
-    return html.Div([html.Div(label, className="card-label"), html.Div(value, className="card-value", id=cid)],
-                    className="card")
+def card(label: str, value: str, cid: str, note: str | None = None) -> html.Div:
+    """A total; ``note`` a line under it (what the total leaves out), id ``note-<cid>``."""
+    parts = [html.Div(label, className="card-label"), html.Div(value, className="card-value", id=cid)]
+    if note:
+        parts.append(html.Div(note, className="card-note", id=f"note-{cid}"))
+    return html.Div(parts, className="card")

@@ -109,7 +109,12 @@ def test_totals_per_scope(h):
     assert t["jobs"] == 4 and t["flagged_jobs"] == 3
     assert t["core_hours"] == pytest.approx(17) and t["gpu_hours"] == pytest.approx(5)
     assert t["idle_gpu_hours"] == pytest.approx(4)
+    # jobs 1 and 4 have no saving known (no TRESBillingWeights for cpu or gpu): named beside the
+    # total, with what they wasted (6 + 400); job 2's saving is known (0)
+    assert (t["unpriced_jobs"], t["unpriced_wasted_sbu"]) == (2, pytest.approx(406))
     a = queries.totals(h, ALICE, Filters())
+    assert (a["unpriced_jobs"], a["unpriced_wasted_sbu"]) == (1, pytest.approx(6))
+    assert queries.totals(h, ADMIN, Filters(since=dt.date(2026, 11, 17), until=dt.date(2026, 11, 17)))["unpriced_jobs"] == 0
     assert (a["sbu"], a["wasted_sbu"], a["jobs"], a["flagged_jobs"]) == (pytest.approx(8), pytest.approx(6), 1, 1)
     d = queries.totals(h, DAVE_LEADS_A, Filters())
     assert (d["sbu"], d["jobs"]) == (pytest.approx(9), 2)

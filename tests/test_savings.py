@@ -250,6 +250,7 @@ def test_usage_rolls_savings_up(work):
     assert by_part == {"thin": pytest.approx(48), "gpu": pytest.approx(232), "fat": pytest.approx(16), "other": pytest.approx(6)}
     week = json.loads(jobsight("usage", "--db", str(work / "sv.duckdb"), "--by", "week", *cfg, cwd=work))
     assert [(r["week"], r["sbu"], r["savings_sbu"]) for r in week] == [("2026-W47", pytest.approx(460), pytest.approx(302))]
+    assert [(r["unpriced_jobs"], r["unpriced_wasted_sbu"]) for r in week] == [(0, 0)]    # every saving known
     # unknown savings weigh in neither: 294 saved of the 650 - 8 - 198 SBU whose savings are known
     # (a read uses the settings the database holds: `settings` applies BILLING's first)
     jobsight("settings", "--db", str(work / "sv.duckdb"), "--config", str(work / "billing.toml"), cwd=work)
@@ -257,6 +258,17 @@ def test_usage_rolls_savings_up(work):
     (total,) = json.loads(jobsight("usage", "--db", str(work / "sv.duckdb"), "--by", "cluster", *billing, cwd=work))
     assert (total["sbu"], total["savings_sbu"]) == (pytest.approx(650), pytest.approx(294))
     assert total["savings_pct"] == pytest.approx(294 / 444 * 100)
+    # beside it, what the total leaves out: 908 and 909, both CPU-driven, 1 of 4 and 2 of 16
+    # core-hours busy: 8 x 0.75 + 198 x 0.875 wasted
+    assert (total["unpriced_jobs"], total["unpriced_wasted_sbu"]) == (2, pytest.approx(6 + 173.25))
+    by_user = {r["user"]: r for r in json.loads(jobsight("usage", "--db", str(work / "sv.duckdb"), "--by", "user",
+                                                         *billing, cwd=work))}
+    assert {u: (r["unpriced_jobs"], r["unpriced_wasted_sbu"]) for u, r in by_user.items()} == {
+        "ann": (1, pytest.approx(6)), "bob": (1, pytest.approx(173.25))}
+    csv = jobsight("usage", "--db", str(work / "sv.duckdb"), "--by", "user", "--config", str(work / "billing.toml"),
+                   "--format", "csv", cwd=work).splitlines()
+    header = csv[0].split(",")
+    assert [dict(zip(header, line.split(",")))["unpriced_jobs"] for line in csv[1:]] == ["1", "1"]
 
 
 def test_flags_sorted_by_savings_and_job_report(work):

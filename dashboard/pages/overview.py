@@ -35,8 +35,11 @@ def render(h, scope: Scope, f: Filters, grain: str, stack: str) -> list:
     cards = html.Div([
         common.card("SBU burned", common.number(t["sbu"]), "total-sbu"),
         common.card("SBU wasted", common.number(t["wasted_sbu"]), "total-wasted"),
-        # what following the flags' advice would have saved, and its share of the burn it priced
-        common.card("SBU the advice would save", common.number(t["savings_sbu"]), "total-savings"),
+        # what following the flags' advice would have saved, and its share of the burn it priced;
+        # never 0 when no saving is known, and the jobs it leaves out named beside it
+        common.card("SBU the advice would save",
+                    "not priced" if t["savings_pct"] is None else common.number(t["savings_sbu"]), "total-savings",
+                    _unpriced(t)),
         common.card("Share of the burn", "-" if t["savings_pct"] is None else f"{t['savings_pct']:.0f} %", "savings-pct"),
         common.card("Jobs run", f"{t['jobs']:,}", "total-jobs"),       # that ran in the period, as the reports count
         common.card("Flagged jobs", f"{t['flagged_jobs']:,}", "total-flagged"),
@@ -56,6 +59,14 @@ def render(h, scope: Scope, f: Filters, grain: str, stack: str) -> list:
                       config={"displaylogo": False}, className="half"),
         ], className="row"),
     ]
+
+
+def _unpriced(t: dict) -> str | None:
+    """What a savings total leaves out: the jobs whose saving is unknown, and what they wasted."""
+    if not t["unpriced_jobs"]:
+        return None
+    jobs = "1 job" if t["unpriced_jobs"] == 1 else f"{t['unpriced_jobs']:,} jobs"
+    return f"not priced: {jobs}, {common.number(t['unpriced_wasted_sbu'])} SBU wasted"
 
 
 def layout(prefix: str, params: dict[str, str], scope: Scope) -> html.Div:

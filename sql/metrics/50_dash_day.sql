@@ -39,6 +39,11 @@ SELECT day, cluster, "user", account, "partition",
        -- known (the share saved is savings_sbu over savings_w)
        sum(savings_sbu)                                                       AS savings_sbu,
        sum(sbu) FILTER (WHERE savings_sbu IS NOT NULL)                        AS savings_w,
+       -- the jobs whose savings are unknown (left out of savings_sbu: "not priced"), counted as
+       -- jobs_* are, and what they wasted
+       count(*) FILTER (WHERE is_first AND savings_sbu IS NULL)               AS unpriced_first,
+       count(*) FILTER (WHERE savings_sbu IS NULL)                            AS unpriced_running,
+       sum(wasted_sbu) FILTER (WHERE savings_sbu IS NULL)                     AS unpriced_wasted_sbu,
        sum(core_hours)                                                        AS core_hours,
        sum(gpu_hours)                                                         AS gpu_hours,
        -- GPU-hours on GPUs counted idle (job_metrics.idle_gpus, split by day in job_day)

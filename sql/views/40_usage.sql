@@ -35,7 +35,8 @@ CREATE OR REPLACE MACRO wasted_pct(wasted_sbu, sbu) AS
 CREATE OR REPLACE MACRO savings_pct(savings_sbu, sbu) AS
     sum(savings_sbu) * 100.0 / NULLIF(sum(sbu) FILTER (WHERE savings_sbu IS NOT NULL), 0);
 
--- `jobsight usage`: jobs, SBU burned, wasted and the advice would have saved, core- and GPU-hours of the days [since, until), by
+-- `jobsight usage`: jobs, SBU burned, wasted and the advice would have saved (and the jobs whose
+-- saving is unknown: unpriced_jobs, with their unpriced_wasted_sbu), core- and GPU-hours of the days [since, until), by
 -- `by_key` (user, account, partition, cluster, or the day, ISO week or month as text), for the jobs of
 -- the named user, account, partition and cluster (NULL: any). "key" holds the group's value.
 -- With plain DuckDB:  SELECT * FROM usage_summary('account', DATE '2026-11-16', DATE '2026-11-23');
@@ -54,6 +55,9 @@ SELECT CASE by_key WHEN 'user' THEN "user" WHEN 'account' THEN account WHEN 'par
        wasted_pct(wasted_sbu, sbu)                                            AS wasted_pct,
        sum(savings_sbu)                                                       AS savings_sbu,
        savings_pct(savings_sbu, sbu)                                          AS savings_pct,
+       -- the jobs left out of savings_sbu because their saving is unknown, and what they wasted
+       count(DISTINCT (cluster, job_id_raw)) FILTER (WHERE savings_sbu IS NULL)   AS unpriced_jobs,
+       COALESCE(sum(wasted_sbu) FILTER (WHERE savings_sbu IS NULL), 0)        AS unpriced_wasted_sbu,
        sum(core_hours)                                                        AS core_hours,
        sum(gpu_hours)                                                         AS gpu_hours
 FROM usage_job_day
