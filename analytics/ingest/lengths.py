@@ -3,7 +3,8 @@
 A line, a metadata file or a text cell longer than any real record is a broken or forged input,
 and held whole it would cost every later reader its length in memory. So: a line longer than
 MAX_LINE_BYTES is never held (the readers skip to its end: bounded_lines) and is rejected with its
-number; a `.meta.json` larger than MAX_META_BYTES is not read; a text value longer than its column's
+number; a `.meta.json` larger than MAX_META_BYTES is not read, a sacct --json document larger than
+MAX_JSON_BYTES is refused unread; a text value longer than its column's
 limit in TEXT rejects its row, except the free text of FREE_TEXT, which is cut with a note. Every
 route applies the same rule: the loader checks each parsed frame (checked), the batch loader and
 the DuckDB bulk read of sidecar files check the same limits (checked, sql_ok).
@@ -17,6 +18,9 @@ import polars as pl
 
 MAX_LINE_BYTES = 1 << 20     # one line of any input; a sacct line of every field is ~10 KB
 MAX_META_BYTES = 1 << 20     # a sidecar's <stem>.meta.json; the sidecar writes ~1 KB
+# a sacct --json document, parsed whole: Python's objects cost ~7x its bytes, so 256 MiB peaks near
+# 2 GiB (docs/benchmarks.md's 3 GB); a dump that big is ~30k jobs, and sacct -S/-E splits it
+MAX_JSON_BYTES = 256 << 20
 MAX_REJECT_TEXT = 1000       # a reject's reason and raw line, as stored
 
 _ID, _NAME, _TRES = 1024, 256, 65536

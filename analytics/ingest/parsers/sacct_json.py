@@ -14,12 +14,14 @@ Units: job ``tres.allocated`` / ``tres.requested`` mem counts are MiB; step usag
 minutes; times are Unix epochs (0 = unset).
 rows_in = jobs + steps. A job that cannot be read is rejected with line_no = its 1-based index in
 ``jobs`` (its steps are rejected with it); a bad step is rejected alone with its job's index.
+A document larger than lengths.MAX_JSON_BYTES is not read: one row, rejected with the reason.
 """
 from __future__ import annotations
 
 import datetime as dt
 import json
 import math
+import os
 import pathlib
 import re
 from collections import Counter
@@ -27,7 +29,7 @@ from typing import Any, Optional
 
 import polars as pl
 
-from jobsight.analytics.ingest import limits, slurm_values
+from jobsight.analytics.ingest import lengths, limits, slurm_values
 from jobsight.analytics.ingest.records import ParseOptions, ParseResult, Reject
 from jobsight.analytics.ingest.units import tres_gpus
 
@@ -401,7 +403,17 @@ def sniff(head: str, path: pathlib.Path) -> bool:
 def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
     path = pathlib.Path(path)
     result = ParseResult(format=FORMAT)
-    text = path.read_bytes().decode("utf-8", errors="replace")
+    with open(path, "rb") as fh:   # one document, parsed whole: never more than the limit is read
+        size = os.fstat(fh.fileno()).st_size
+        data = fh.read(lengths.MAX_JSON_BYTES + 1) if size <= lengths.MAX_JSON_BYTES else b""
+    if size > lengths.MAX_JSON_BYTES or len(data) > lengths.MAX_JSON_BYTES:
+        result.rows_in = 1
+        result.rejects.append(Reject(1, f"a sacct --json document of {max(size, len(data)):,} bytes, larger than the "
+                                        f"limit of {lengths.MAX_JSON_BYTES:,}: not read (split it with sacct -S/-E, "
+                                        "or use sacct --parsable2, read in blocks)", None))
+        return result
+    text = data.decode("utf-8", errors="replace")
+    del data
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
