@@ -174,3 +174,17 @@ def test_unknown_cores_give_unknown_core_hours(con):
     assert ran["core_hours"] is None and ran["sbu"] is None
     assert never["core_hours"] == 0.0
     assert known["core_hours"] == pytest.approx(6.0)
+
+
+def test_unknown_gpu_count_gives_unknown_gpu_hours(con):
+    # ran 2 h with GPUs Slurm named but did not count: GPU-hours unknown, not 0; a CPU job used 0
+    add_job(con, "93", elapsed_s=7200, ncpus=4, ngpus=None, req_tres="cpu=4,gres/gpu:a100=")
+    add_job(con, "94", elapsed_s=7200, ncpus=4, ngpus=None, gpu_type="a100")
+    add_job(con, "95", elapsed_s=7200, ncpus=4, ngpus=None, null_reasons='{"ngpus": "Slurm NO_VAL: not set"}')
+    add_job(con, "96", elapsed_s=7200, ncpus=4, ngpus=None, alloc_tres="cpu=4,mem=8G,node=1")
+    add_job(con, "97", elapsed_s=7200, ncpus=4, ngpus=2, alloc_tres="cpu=4,gres/gpu=2")
+    add_job(con, "98", elapsed_s=0, ncpus=4, ngpus=None, gpu_type="a100", state="CANCELLED")
+    assert [metrics(con, j)["gpu_hours"] for j in ("93", "94", "95")] == [None, None, None]
+    assert metrics(con, "96")["gpu_hours"] == 0.0
+    assert metrics(con, "97")["gpu_hours"] == pytest.approx(4.0)
+    assert metrics(con, "98")["gpu_hours"] == 0.0
