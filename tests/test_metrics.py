@@ -188,3 +188,16 @@ def test_unknown_gpu_count_gives_unknown_gpu_hours(con):
     assert metrics(con, "96")["gpu_hours"] == 0.0
     assert metrics(con, "97")["gpu_hours"] == pytest.approx(4.0)
     assert metrics(con, "98")["gpu_hours"] == 0.0
+
+
+def test_usage_says_how_many_jobs_its_core_and_gpu_hours_leave_out(con):
+    # two jobs across midnight (two job_day rows each) with unknown cores / GPUs, one known
+    add_job(con, "80", elapsed_s=7200, ncpus=None, ngpus=None)
+    add_job(con, "81", elapsed_s=7200, ncpus=4, ngpus=None, gpu_type="a100")
+    add_job(con, "82", elapsed_s=3600, ncpus=2, ngpus=1)
+    store.refresh(con)
+    cur = con.execute("SELECT * FROM usage_summary('account', DATE '2026-11-16', DATE '2026-11-18')")
+    (row,) = [dict(zip([d[0] for d in cur.description], r)) for r in cur.fetchall()]
+    assert (row["jobs"], row["core_hours_unknown_jobs"], row["gpu_hours_unknown_jobs"]) == (3, 1, 1)
+    assert row["core_hours"] == pytest.approx(4 * 2 + 2 * 1)   # 81 and 82
+    assert row["gpu_hours"] == pytest.approx(0 + 1 * 1)        # 80 named no GPUs: 0; 81 left out

@@ -10,7 +10,7 @@ from jobsight.analytics.queries.scope import Filters, Scope
 BY = ("user", "account", "partition", "cluster", "day", "week", "month")
 PERIODS = ("day", "week", "month")
 COLUMNS = ["jobs", "sbu", "wasted_sbu", "wasted_pct", "savings_sbu", "savings_pct", "unpriced_jobs",
-           "unpriced_wasted_sbu", "core_hours", "gpu_hours"]
+           "unpriced_wasted_sbu", "core_hours", "gpu_hours", "core_hours_unknown_jobs", "gpu_hours_unknown_jobs"]
 # no period: every day DuckDB can hold (bounds rather than NULLs keep the day filter a range that
 # the scan of job_day, stored in day order, prunes with)
 EARLIEST, LATEST = dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31)

@@ -36,7 +36,8 @@ CREATE OR REPLACE MACRO savings_pct(savings_sbu, sbu) AS
     sum(savings_sbu) * 100.0 / NULLIF(sum(sbu) FILTER (WHERE savings_sbu IS NOT NULL), 0);
 
 -- `jobsight usage`: jobs, SBU burned, wasted and the advice would have saved (and the jobs whose
--- saving is unknown: unpriced_jobs, with their unpriced_wasted_sbu), core- and GPU-hours of the days [since, until), by
+-- saving is unknown: unpriced_jobs, with their unpriced_wasted_sbu), core- and GPU-hours (and the jobs
+-- they leave out, core_hours_unknown_jobs, gpu_hours_unknown_jobs) of the days [since, until), by
 -- `by_key` (user, account, partition, cluster, or the day, ISO week or month as text), for the jobs of
 -- the named user, account, partition and cluster (NULL: any). "key" holds the group's value.
 -- With plain DuckDB:  SELECT * FROM usage_summary('account', DATE '2026-11-16', DATE '2026-11-23');
@@ -59,7 +60,10 @@ SELECT CASE by_key WHEN 'user' THEN "user" WHEN 'account' THEN account WHEN 'par
        count(DISTINCT (cluster, job_id_raw)) FILTER (WHERE savings_sbu IS NULL)   AS unpriced_jobs,
        COALESCE(sum(wasted_sbu) FILTER (WHERE savings_sbu IS NULL), 0)        AS unpriced_wasted_sbu,
        sum(core_hours)                                                        AS core_hours,
-       sum(gpu_hours)                                                         AS gpu_hours
+       sum(gpu_hours)                                                         AS gpu_hours,
+       -- the jobs left out of core_hours / gpu_hours: they ran on an unknown number of cores / GPUs
+       count(DISTINCT (cluster, job_id_raw)) FILTER (WHERE core_hours IS NULL) AS core_hours_unknown_jobs,
+       count(DISTINCT (cluster, job_id_raw)) FILTER (WHERE gpu_hours IS NULL)  AS gpu_hours_unknown_jobs
 FROM usage_job_day
 WHERE day >= since AND day < until
   AND (only_user IS NULL OR "user" = only_user) AND (only_account IS NULL OR account = only_account)
