@@ -53,8 +53,9 @@ def details(db, scope: Scope, job: str, cluster: str | None) -> dict:
                     "fitted_ngpus, fitted_mem_bytes, fitted_timelimit_s, fitted_billing FROM job_savings "
                     "WHERE cluster = ? AND job_id_raw = ?", key)
     m["savings"] = saved[0] if saved else None
-    hosts = db.value("SELECT count(DISTINCT host) FROM samples WHERE cluster = ? AND job_id_raw = ? AND device = 'cpu'", key)
-    m["nodes"] = job_samples.per_node(db, *key) if hosts > 1 or (m.get("nnodes") or 0) > 1 else []
+    # the stored per-host rows the job's figures sum: also for a job whose samples were pruned
+    nodes = job_samples.stored_per_node(db, *key)
+    m["nodes"] = nodes if len(nodes) > 1 or (m.get("nnodes") or 0) > 1 else []
     m["pending"] = db.rows("SELECT owner_uid, owner_user, count(*) AS n_samples FROM sample_pending "
                            "WHERE cluster = ? AND job_id_raw = ? GROUP BY ALL ORDER BY owner_uid", key)
     return m

@@ -100,6 +100,13 @@ def per_node(db, cluster: str, job_id_raw: str, which: str = "sample") -> list[d
     return _query(db, cluster, job_id_raw, which, {"nodes": NODE_QUERY})["nodes"]
 
 
+def stored_per_node(db, cluster: str, job_id_raw: str) -> list[dict]:
+    """``per_node`` of a job with accounting: its stored rows (job_cpu_hosts, the same SQL), which
+    outlive its samples (`jobsight prune`)."""
+    return db.rows(NODE_QUERY.replace("FROM lake_job_cpu_hosts", "FROM job_cpu_hosts WHERE cluster = ? AND job_id_raw = ?"),
+                   [cluster, job_id_raw])
+
+
 def summary(db, cluster: str, job_id_raw: str, which: str) -> dict:
     """The samples of a job as `jobsight job` shows them: nodes, gpus, series, span and count;
     for held samples (``which="pending"``) also the owners of the files they came from."""

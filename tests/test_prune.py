@@ -1,0 +1,140 @@
+"""`jobsight prune` (analytics/store/prune.py) on the demo generator's data: refused before the lake
+holds the samples, then every sample before the cutoff removed, the file shrunk, and every figure a
+reader sees unchanged, also after a later refresh and a settings change."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import jobsight.analytics.demo.jobs as demo_jobs
+from jobsight.analytics.cli import main as jobsight
+from jobsight.analytics.demo import SUBDIRS, generate
+
+CUTOFF = "2026-11-17"          # the demo's data ends 2026-11-18 14:00 UTC: nearly every sample goes
+
+
+def _cli(args: list) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = jobsight([str(a) for a in args])
+    return rc, out.getvalue(), err.getvalue()
+
+
+def _ok(args: list) -> str:
+    rc, out, err = _cli(args)
+    assert rc == 0, (args, out[-2000:], err[-2000:])
+    return out
+
+
+def _query(db: Path, sql: str, params=None) -> list[tuple]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql, params or []).fetchall()
+    finally:
+        con.close()
+
+
+def _job_figures(db: Path, job: str) -> dict:
+    """What `jobsight job --format json` says of a job, but for its time series (samples)."""
+    m = json.loads(_ok(["job", "--db", db, job, "--format", "json"]))
+    m = m[0] if isinstance(m, list) else m
+    return {k: v for k, v in m.items() if k not in ("series",)}
+
+
+def _same(a, b) -> bool:
+    """Equal, floats to 1e-12 relative: a job recomputed from its stored per-device rows sums them
+    in another order than the first computation did."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == pytest.approx(b, rel=1e-12, abs=1e-12)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("prune")
+    data, db, config = root / "data", root / "demo.duckdb", root / "jobsight.toml"
+    config.write_text("# defaults\n", encoding="utf-8")
+    # long jobs sampled finely: samples are most of the file, as at a site (the demo caps them)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(demo_jobs, "MAX_SAMPLES_PER_DEVICE", 20000)
+        generate(data, jobs=300, days=30, seed=3)
+    _ok(["ingest", "--db", db, "--config", config, "--timezone", "Europe/Amsterdam", "--cluster", "demo", "--quiet"]
+        + [data / d for d in SUBDIRS if (data / d).is_dir()])
+    return root, db, config
+
+
+def test_prune_keeps_every_figure(world):
+    root, db, config = world
+    lake = root / "lake"
+    # the jobs that will lose samples: finished, with GPU samples before the cutoff
+    gpu_jobs = [r[0] for r in _query(db, "SELECT DISTINCT s.job_id_raw FROM sample s JOIN job j USING (cluster, job_id_raw) "
+                                         "WHERE s.time < ? AND s.device <> 'cpu' AND j.end_time IS NOT NULL ORDER BY 1",
+                                     [CUTOFF])]
+    assert len(gpu_jobs) >= 5
+    gpu_jobs = gpu_jobs[:: max(1, len(gpu_jobs) // 8)]      # a spread of them: `jobsight job` takes a second
+    before_rows = _query(db, "SELECT count(*) FROM sample WHERE time < ?", [CUTOFF])[0][0]
+    assert before_rows > 50_000
+    usage = _ok(["usage", "--db", db, "--by", "account", "--format", "json"])
+    flags = _ok(["flags", "--db", db, "--format", "json"])
+    figures = {j: _job_figures(db, j) for j in gpu_jobs}
+    assert all(figures[j]["gpus"] and figures[j]["sbu"] is not None for j in gpu_jobs)
+    size = db.stat().st_size
+    mode = os.stat(db).st_mode
+
+    # before any export: refused, nothing removed, the months named
+    rc, out, err = _cli(["prune", "--db", db, "--samples-before", CUTOFF, "--lake", lake])
+    assert rc == 2
+    assert "demo 2026-10" in err and "demo 2026-11" in err and "nothing was removed" in err
+    assert _query(db, "SELECT count(*) FROM sample WHERE time < ?", [CUTOFF])[0][0] == before_rows
+
+    # an export of one month is not enough: the other is named
+    _ok(["lake", "export", "--db", db, "--out", lake, "--month", "2026-11"])
+    rc, out, err = _cli(["prune", "--db", db, "--samples-before", CUTOFF, "--lake", lake])
+    assert rc == 2 and "demo 2026-10" in err and "demo 2026-11:" not in err
+
+    _ok(["lake", "export", "--db", db, "--out", lake])
+    out = _ok(["prune", "--db", db, "--samples-before", CUTOFF, "--lake", lake])
+    assert f"removed {before_rows:,} sample rows" in out
+    assert _query(db, "SELECT count(*) FROM sample WHERE time < ?", [CUTOFF])[0][0] == 0
+    assert db.stat().st_size <= 0.8 * size, (size, db.stat().st_size)
+    assert os.stat(db).st_mode == mode
+    snap = db.with_name(db.name + ".snapshot")
+    assert snap.stat().st_size == db.stat().st_size
+    assert not db.with_name(db.name + ".snapshot.spare").exists()
+    assert _query(db, "SELECT sum(rows_pruned) FROM pruned_month")[0][0] == before_rows
+
+    # readers see the same figures
+    assert _ok(["usage", "--db", db, "--by", "account", "--format", "json"]) == usage
+    assert _ok(["flags", "--db", db, "--format", "json"]) == flags
+    for j in gpu_jobs:
+        assert _job_figures(db, j) == figures[j], j
+
+    # a refresh that recomputes the pruned jobs (rows without an ingest_id are recomputed at every
+    # refresh, as an ingest that changed them would) and a settings change (job_metrics rebuilt from
+    # the stored per-device rows) keep their figures
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE job SET ingest_id = NULL WHERE list_contains(?, job_id_raw)", [gpu_jobs])
+    con.close()
+    _ok(["settings", "--db", db, "--quiet"])
+    assert _query(db, "SELECT value FROM metric_state WHERE name = 'last_refresh'")[0][0].startswith("incremental")
+    for j in gpu_jobs:
+        assert _same(_job_figures(db, j), figures[j]), j
+    config.write_text("[flags]\ngpu_idle_pct = 40\n", encoding="utf-8")
+    _ok(["settings", "--db", db, "--config", config, "--quiet"])
+    for j in gpu_jobs:
+        after = _job_figures(db, j)
+        assert after["gpus"] and after["nodes"] == figures[j]["nodes"]
+        for key in ("sbu", "gpu_util_pct", "cpu_eff_pct", "mem_eff_pct", "gpus", "gpus_sampled"):
+            assert _same(after.get(key), figures[j].get(key)), (j, key)
+        # the idle GPUs counted under the new threshold, from the per-GPU figures the samples gave
+        assert after["gpus_idle"] == sum(g["util_mean_pct"] < 40 for g in figures[j]["gpus"]), j
