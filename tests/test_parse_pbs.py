@@ -213,3 +213,34 @@ def test_blocks_cut_anywhere_give_the_same_rows(monkeypatch, tmp_path):
     d = rows(cut, "103")[-1]   # carries the E record's values, ends at the D record's time
     assert (d["state"], d["exit_code"], d["ncpus"], d["end_time"]) == ("CANCELLED", None, 4, utc(2024, 3, 1, 14))
     assert rows(cut, "104")[0]["state"] == "CANCELLED" and rows(cut, "104")[0]["user"] is None
+
+
+QDEL = FIXTURES / "pbs" / "20240302-qdel"
+
+
+def test_qdel_then_end_is_cancelled_by_the_requestor(tmp_path):
+    r = pbs.parse(QDEL, ParseOptions(timezone="UTC"))
+    assert (r.rows_in, len(r.rejects), r.dropped) == (10, 0, 2) and accounted(r)
+    last = {x["job_id"]: x for x in r.jobs.rows(named=True)}   # rows are in file order: the E record last
+    # owner's qdel, then the E record with the shell's 128 + SIGTERM: CANCELLED, not FAILED, by alice
+    assert (last["200"]["state"], last["200"]["exit_code"]) == ("CANCELLED", "143:0")
+    assert json.loads(last["200"]["null_reasons"]) == {"cancelled_by_uid": "alice@login01"}
+    # an operator's qdel, killed by signal 15 (271)
+    assert (last["202"]["state"], json.loads(last["202"]["null_reasons"])) == ("CANCELLED", {"cancelled_by_uid": "root@pbsserver"})
+    # the same exit status without a qdel stays FAILED; a job that still ended COMPLETED stays so
+    assert (last["201"]["state"], last["201"]["null_reasons"]) == ("FAILED", None)
+    assert (last["203"]["state"], last["203"]["null_reasons"]) == ("COMPLETED", None)
+    assert any(n.startswith("1 L (licence) records skipped: they are the licence server's counts") for n in r.notes)
+    assert not any("L (licence)" in n and "E record" in n for n in r.notes)
+    # stored: the E record wins over the D record, and keeps who cancelled
+    db = tmp_path / "q.duckdb"
+    subprocess.run(jobsight_cmd() + ["ingest", "--db", str(db), "--timezone", "UTC", str(QDEL)], check=True,
+                   capture_output=True)
+    con = duckdb.connect(str(db), read_only=True)
+    stored = {j: (s, c, json.loads(n) if n else None) for j, s, c, n in con.execute(
+        "SELECT job_id, state, exit_code, null_reasons FROM jobs ORDER BY job_id").fetchall()}
+    con.close()
+    assert stored == {"200": ("CANCELLED", "143:0", {"cancelled_by_uid": "alice@login01"}),
+                      "201": ("FAILED", "143:0", None),
+                      "202": ("CANCELLED", "0:15", {"cancelled_by_uid": "root@pbsserver"}),
+                      "203": ("COMPLETED", "0:0", None)}

@@ -8,7 +8,10 @@ epochs. Every non-blank line is one input row, accounted as follows:
                         10000 + signal variant; TIMEOUT when walltime used >= the walltime limit)
   S (started)        -> RUNNING row;  Q (queued) -> PENDING row
   D (deleted)        -> CANCELLED row (end = record time) carrying what earlier records of the
-                        same job in the file said; the E record that follows a run replaces it
+                        same job in the file said; the E record that follows a run replaces it,
+                        CANCELLED too unless it ended COMPLETED (a qdel'd job ends with its
+                        signal: Exit_status 143, 271); who deleted it (requestor=user@host) is kept
+                        in null_reasons["cancelled_by_uid"], as sacct --json's kill_request_user is
   A, R and the rest  -> dropped (counted, one note per type): A/R say nothing the E record does not
   '#' lines          -> dropped (comments);  unreadable lines -> Reject(line, reason)
 Mapping: queue -> partition; account (or project, unless '_pbs_project_default') -> account;
@@ -64,9 +67,13 @@ _MEM = re.compile(r"^(\d+(?:\.\d+)?)(b|w|kb|mb|gb|tb|pb)?$", re.IGNORECASE)
 _MEM_POW = {"b": 0, "kb": 1, "mb": 2, "gb": 3, "tb": 4, "pb": 5}
 _SKIP = {"A": "A (aborted by the server) records", "R": "R (rerun) records", "B": "B (reservation) records",
          "F": "F (reservation end) records", "K": "K (reservation removed) records", "k": "k records",
-         "L": "L (license) records", "M": "M (moved) records", "P": "P (provisioning) records",
+         "L": "L (licence) records", "M": "M (moved) records", "P": "P (provisioning) records",
          "T": "T (restarted from checkpoint) records", "U": "U (reservation request) records",
          "Y": "Y (reservation confirmed) records", "C": "C (checkpointed) records", "a": "a (altered) records"}
+
+_E_CARRIES = "the job's E record carries its outcome"
+_WHY_SKIPPED = {"L": "they are the licence server's counts of licences, no job's record"}
+_REQUESTOR = r"(?:^|[\s;])requestor=(\S+)"
 
 SCHEMA = {
     "cluster": pl.String, "job_id": pl.String, "job_id_raw": pl.String, "array_job_id": pl.String,
@@ -249,7 +256,7 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
         result.notes.append(f"{comments} comment line(s) ('#') skipped")
     for rtype, n in sorted(skipped.items()):
         what = _SKIP.get(rtype, f"{rtype} records")
-        result.notes.append(f"{n} {what} skipped: the job's E record carries its outcome")
+        result.notes.append(f"{n} {what} skipped: {_WHY_SKIPPED.get(rtype, _E_CARRIES)}")
     return result
 
 
@@ -329,7 +336,27 @@ def _deletions(rows: pl.DataFrame, deletions: pl.DataFrame, rejects: list) -> pl
     alone_lines = rows.filter(is_d & pl.col("_base").is_null())["_line"]
     alone = _standalone_deletions(deletions.filter(pl.col("_line").is_in(alone_lines.implode())), rejects)
     alone = alone.select("_line", "rtype", *SCHEMA).with_columns(_i=pl.lit(0, dtype=pl.UInt32), _base=pl.lit(None, dtype=pl.Int64))
-    return pl.concat([rows.filter(~is_d), carried, alone.select(rows.columns)]).sort("_line").drop("_i", "_base")
+    out = pl.concat([rows.filter(~is_d), carried, alone.select(rows.columns)]).sort("_line").drop("_i", "_base")
+    return _cancelled_by(out, deletions)
+
+
+def _cancelled_by(rows: pl.DataFrame, deletions: pl.DataFrame) -> pl.DataFrame:
+    """A job deleted with qdel: from its first D record on, its rows are CANCELLED (an E record that
+    ended COMPLETED stays so), and the D record's requestor (user@host: the owner or an operator)
+    is who cancelled it, in null_reasons["cancelled_by_uid"] (PBS logs no uid)."""
+    first = (deletions.sort("_line").group_by("cluster", "job_id", maintain_order=True)
+             .agg(_dline=pl.col("_line").first(), _who=pl.col("text").str.extract(_REQUESTOR).first()))
+    rows = rows.join(first, on=["cluster", "job_id"], how="left", maintain_order="left")
+    hit = (pl.col("_line") >= pl.col("_dline")).fill_null(False) & (pl.col("state") != "COMPLETED").fill_null(True)
+    rows = rows.with_columns(state=pl.when(hit).then(pl.lit("CANCELLED")).otherwise(pl.col("state")), _hit=hit)
+    who = rows.filter(pl.col("_hit") & pl.col("_who").is_not_null())
+    if who.height:
+        texts = {}
+        for line, nr, name in who.select("_line", "null_reasons", "_who").iter_rows():
+            texts[line] = json.dumps({**(json.loads(nr) if nr else {}), "cancelled_by_uid": name})
+        rows = rows.with_columns(null_reasons=pl.when(pl.col("_line").is_in(list(texts))).then(
+            pl.col("_line").replace_strict(texts, default=None, return_dtype=pl.String)).otherwise(pl.col("null_reasons")))
+    return rows.drop("_dline", "_who", "_hit")
 
 
 def _standalone_deletions(rows: pl.DataFrame, rejects: list) -> pl.DataFrame:
