@@ -113,6 +113,17 @@ def test_prune_keeps_every_figure(world):
     assert not db.with_name(db.name + ".snapshot.spare").exists()
     assert _query(db, "SELECT sum(rows_pruned) FROM pruned_month")[0][0] == before_rows
 
+    # a re-export of the pruned months keeps the pruned rows (read back from the lake)
+    lake_rows = "SELECT count(*) FROM read_parquet(?, hive_partitioning = true)"
+    files = str(lake / "samples" / "**" / "*.parquet")
+    total = _query(db, "SELECT count(*) FROM sample")[0][0] + before_rows
+    assert duckdb.execute(lake_rows, [files]).fetchone()[0] == total
+    _ok(["lake", "export", "--db", db, "--out", lake])
+    assert duckdb.execute(lake_rows, [files]).fetchone()[0] == total
+    # another lake than the one the months were pruned to is refused: it would not hold those rows
+    rc, _out, err = _cli(["prune", "--db", db, "--samples-before", "2026-11-18", "--lake", root / "other"])
+    assert rc == 2 and "demo 2026-11" in err
+
     # readers see the same figures
     assert _ok(["usage", "--db", db, "--by", "account", "--format", "json"]) == usage
     assert _ok(["flags", "--db", db, "--format", "json"]) == flags
@@ -138,3 +149,52 @@ def test_prune_keeps_every_figure(world):
             assert _same(after.get(key), figures[j].get(key)), (j, key)
         # the idle GPUs counted under the new threshold, from the per-GPU figures the samples gave
         assert after["gpus_idle"] == sum(g["util_mean_pct"] < 40 for g in figures[j]["gpus"]), j
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
+HARNESS = [FIXTURES / n for n in ("harness-sacct.txt", "jobsight-jobsight-114-vm-20261122T001601Z-4242.csv")]
+
+
+def test_watch_prunes_once_a_day(tmp_path):
+    """[retention] samples_days with [lake] path: watch's daily prune, refused (and not retried that
+    day) while the lake lacks the months, done the next day after an export."""
+    import argparse
+    import datetime as dt
+
+    from jobsight.analytics.commands import watch
+    from jobsight.analytics.config import load_config
+    db, lake, toml = tmp_path / "h.duckdb", tmp_path / "lake", tmp_path / "jobsight.toml"
+    toml.write_text(f'[lake]\npath = "{lake}"\n[retention]\nsamples_days = 30\n', encoding="utf-8")
+    _ok(["ingest", "--db", db, "--config", toml, "--timezone", "UTC", "--cluster", "jobsight", "--quiet", *HARNESS])
+    n = _query(db, "SELECT count(*) FROM sample")[0][0]
+    assert n > 0 and _query(db, "SELECT max(time) < '2026-12-01' FROM sample")[0][0]
+    cfg, args = load_config(toml), argparse.Namespace(db=str(db))
+    day = dt.datetime(2026, 12, 31, 0, 5)
+    assert watch._retention(args, cfg, day) is False                # no lake yet: refused, logged
+    assert _query(db, "SELECT count(*) FROM sample")[0][0] == n
+    _ok(["lake", "export", "--db", db, "--out", lake])
+    assert watch._retention(args, cfg, day + dt.timedelta(hours=1)) is True    # once a day: not again today
+    assert _query(db, "SELECT count(*) FROM sample")[0][0] == n
+    assert watch._retention(args, cfg, day + dt.timedelta(days=1)) is True
+    assert _query(db, "SELECT count(*) FROM sample")[0][0] == 0
+    assert _query(db, "SELECT count(*) FROM pruned_job")[0][0] >= 1
+
+
+@pytest.mark.parametrize("toml,why", [
+    ("[retention]\nsamples_days = 30\n", r"needs \[lake\] path"),
+    ('[lake]\npath = "/l"\n[retention]\nsamples_days = 1.5\n', "whole number"),
+    ('[lake]\npath = "/l"\n[retention]\nsamples_days = 0\n', "at least 1"),
+    ('[lake]\nroot = "/l"\n', "unknown key lake.root"),
+])
+def test_retention_config_errors(tmp_path, toml, why):
+    from jobsight.analytics.config import ConfigError, load_config
+    p = tmp_path / "jobsight.toml"
+    p.write_text(toml, encoding="utf-8")
+    with pytest.raises(ConfigError, match=why):
+        load_config(p)
+
+
+@pytest.mark.parametrize("when", ["2026-13-01", "yesterday", "2026-11-01; DROP TABLE sample"])
+def test_bad_cutoff_is_named(tmp_path, when):
+    rc, _out, err = _cli(["prune", "--db", tmp_path / "none.duckdb", "--samples-before", when, "--lake", tmp_path])
+    assert rc == 2 and "--samples-before" in err and repr(when) in err

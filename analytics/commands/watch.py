@@ -173,8 +173,30 @@ def cycle(args, cfg, settings, spools: list[Path], stopper: Stopper, first: bool
         except Exception as exc:   # noqa: BLE001 - the data is in; the dashboard shows it after the next publish
             _failed("dashboard snapshot", exc)
             ok = False
+    if accounting_ok and ingested["ok"]:
+        ok = _retention(args, cfg, at) and ok
     log(f"cycle {'done' if ok else 'failed'} in {time.monotonic() - t0:.1f} s: {ingested['summary']}; {notified}")
     return ok
+
+
+_pruned_on: dict[str, dt.date] = {}     # database -> the UTC day of its last prune by this process
+
+
+def _retention(args, cfg, at: dt.datetime) -> bool:
+    """[retention] samples_days with [lake] path: `jobsight prune` once a UTC day (the first cycle
+    of the day), after the cycle's publish. False when it failed (logged; tried again tomorrow)."""
+    if cfg is None or cfg.samples_days is None or _pruned_on.get(args.db) == at.date():
+        return True
+    _pruned_on[args.db] = at.date()
+    from jobsight.analytics.store import prune
+    try:
+        result = prune.prune(args.db, prune.retention_cutoff(cfg.samples_days, at), cfg.lake_path, cfg)
+    except Exception as exc:   # noqa: BLE001 - e.g. the lake lacks a month: the next day's cycle tries again
+        _failed("prune", exc)
+        return False
+    log(f"prune: {result.rows:,} sample rows before {result.before:%Y-%m-%d} moved to {cfg.lake_path}"
+        + (f"; {result.size_before / 1e6:,.1f} MB -> {result.size_after / 1e6:,.1f} MB" if result.rows else ""))
+    return True
 
 
 def _failed(step: str, exc: Exception) -> None:
