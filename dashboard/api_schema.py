@@ -80,7 +80,7 @@ def document(prefix: str = "/") -> dict:
                 _param("limit", "jobs per page, 1 to 1000 (default 100)", count)], "JobPage"),
             f"{base}/flags": _get("Flagged jobs, one row per flag, most wasted first", FILTER_PARAMS + [
                 FLAG_PARAM, _param("sort", "order", {"type": "string", "enum": list(SORTS)}),
-                _param("limit", "at most this many rows (default 100); 0: every row", count)], "Flags"),
+                _param("limit", "the flags of at most this many jobs (default 100); 0: every job", count)], "Flags"),
             f"{base}/usage": _get("Billing units burned, wasted and savable, summed by one key", FILTER_PARAMS + [
                 _param("by", "the key (default account)", {"type": "string", "enum": list(BY)})], "Usage"),
             f"{base}/budgets": _get("Allocations against their burn, as of the latest day with data",

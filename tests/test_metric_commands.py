@@ -79,11 +79,23 @@ def test_job_text_report_serial_job(env):
 def test_job_text_report_gpu_job(env):
     text = run(env, "job", "503")
     # (80 + 0) / 2; least-used 0; 30e9 / 40e9; energy (72000 + 36000) J / 3.6e6 = 0.03 kWh
-    assert ("GPU utilisation: 40.0%  [sidecar]   least-used GPU: 0.0%   peak GPU memory: 75.0%   idle GPUs: 1"
-            "   energy: 0.03 kWh") in text
+    # two lines, so that the report fits 100 columns
+    assert ("GPU utilisation: 40.0%  [sidecar]   idle GPUs: 1   energy: 0.03 kWh\n"
+            "  least-used GPU: 0.0%   peak GPU memory: 75.0%") in text
     assert "SBU: 132.0 [billing]   wasted: 79.2  (charged for gpu)" in text
     assert "Utilisation over time" in text and "GPU-aaaaaaaa" in text
     assert "[alarm] gpu_unused_devices: 1 of 2 GPUs idle (least-used GPU at 0.0%)" in text
+
+
+@pytest.mark.parametrize("job", ["501", "502_4", "503", "504"])
+def test_job_text_fits_100_columns(env, job):
+    """Long advice wraps, its continuation indented; the GPU table cuts the device id, never a number."""
+    text = run(env, "job", job)
+    assert max(len(line) for line in text.splitlines()) <= 100, text
+    if job == "503":
+        assert "advice: --gres=gpu:1 (or make the code use all GPUs: DistributedDataParallel, one task per\n" in text
+        gpus = text.split("GPUs:\n")[1].split("\n\n")[0].splitlines()
+        assert [line.split()[-1] for line in gpus[2:]] == ["3", "3"]      # samples per GPU, whole
 
 
 def test_job_json_fields_are_view_columns_and_flags_objects(env):
@@ -164,6 +176,28 @@ def test_flags_csv_and_table(env):
     assert mem[0]["advice"] == "--mem=3G"
     table = run(env, "flags", "--partition", "gpu")
     assert "gpu_unused_devices" in table and "501" not in table
+
+
+def test_flags_table_one_line_per_job_within_100_columns(env):
+    """501's four flags are one line, its codes joined, so the SBU column adds up: 132 + 16 + 4."""
+    work, db = env
+    environ = {k: v for k, v in os.environ.items() if k != "JOBSIGHT_CONFIG"} | {"COLUMNS": "100"}
+    out = subprocess.run([*jobsight_cmd(), "flags", "--db", str(db)], capture_output=True, text=True, timeout=120,
+                         cwd=work, env=environ, check=True).stdout
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    rows = [line.split() for line in lines[2:]]
+    assert [r[0] for r in rows] == ["503", "501", "504"]                 # each job once, most wasted first
+    assert sum(float(r[2].replace(",", "")) for r in rows) == pytest.approx(154 - 2)   # 502_4 has no flag
+    assert lines[3].split()[5].startswith("cpu_low_eff,")                # its codes joined
+    wide = run(env, "flags", "--wide")
+    line_501 = next(line for line in wide.splitlines() if line.startswith("501 "))
+    assert "cpu_low_eff, cpu_serial_on_many, mem_oversized, time_oversized" in line_501
+    assert "--mem=3G" in line_501 and "--time=06:00:00" in line_501      # every flag's advice, uncut
+    # --limit counts jobs: 503's and 501's flags whole, and the note says how many jobs are left
+    proc = jobsight("flags", "--db", str(db), "--limit", "2", "--format", "json", cwd=work)
+    assert codes(json.loads(proc.stdout)) == {c for c in ALL_FLAGS if c[0] in ("501", "503")}
+    assert "1 more jobs; --limit 0 for all" in proc.stderr
     assert run(env, "flags", "--user", "nobody").strip() == "no flagged jobs"
 
 

@@ -5,6 +5,7 @@ its samples' summary and says that the accounting is missing (analytics/queries/
 from __future__ import annotations
 
 import argparse
+import textwrap
 
 from jobsight.analytics import render
 from jobsight.analytics.commands.options import add_db_options, scope_of
@@ -16,6 +17,21 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("job", help="job id: 123, 123_4 (array task) or the raw id")
     p.add_argument("--cluster", help="when the id exists on several clusters")
     p.add_argument("--format", choices=("text", "json"), default="text")
+
+
+WIDTH = 100      # the text report's lines fit a terminal this wide
+
+
+def _fitted(lines: list[str]) -> str:
+    """The lines, each longer than WIDTH wrapped at spaces, its continuation indented under it."""
+    out = []
+    for text in "\n".join(lines).split("\n"):
+        if len(text) <= WIDTH:
+            out.append(text)
+            continue
+        lead = " " * (len(text) - len(text.lstrip(" ")) + 4)
+        out += textwrap.wrap(text, WIDTH, subsequent_indent=lead, break_on_hyphens=False)
+    return "\n".join(out)
 
 
 def _hms(seconds) -> str:
@@ -62,7 +78,8 @@ def _gpu_lines(gpus: list[dict]) -> list[str]:
         return []
     rows = [{**g, **{f"{k}_gib": None if g[f"{k}_bytes"] is None else g[f"{k}_bytes"] / 2**30
                      for k in ("mem_peak", "mem_total")}} for g in gpus]
-    return ["", "GPUs:", render.table(rows, GPU_TABLE, GPU_HEADERS)]
+    data = [tuple(r.get(c) for c in GPU_TABLE) for r in rows]     # the device id is cut before anything else
+    return ["", "GPUs:", render.table_of(GPU_TABLE, data, GPU_TABLE, GPU_HEADERS, width=WIDTH, cut_first=("device",))]
 
 
 def _series_lines(series: dict) -> list[str]:
@@ -100,7 +117,7 @@ def samples_report(m: dict) -> str:
             lines.append("  from files of " + ", ".join(f"{_owner(o)}: {o['n_samples']}" for o in s["owners"])
                          + "; they count only if the accounting shows the job is that user's")
         lines += _node_lines(s["nodes"]) + _gpu_lines(s["gpus"]) + _series_lines(s["series"])
-    return "\n".join(lines)
+    return _fitted(lines)
 
 
 def text_report(m: dict) -> str:
@@ -123,10 +140,11 @@ def text_report(m: dict) -> str:
         f"({_gib(m['mem_peak_bytes'])} peak of {_gib(m['mem_charged_bytes'])})",
     ]
     if m.get("ngpus") or m["gpus"]:
-        lines.append(f"GPU utilisation: {_pct(m['gpu_util_pct'], m['gpu_util_source'])}   least-used GPU: "
-                     f"{_pct(m['gpu_util_min_device_pct'])}   peak GPU memory: {_pct(m['gpu_mem_peak_pct'])}   "
+        lines.append(f"GPU utilisation: {_pct(m['gpu_util_pct'], m['gpu_util_source'])}   "
                      f"idle GPUs: {m['gpus_idle'] if m['gpus_idle'] is not None else '-'}"
                      + (f"   energy: {m['gpu_energy_kwh']:.2f} kWh" if m.get("gpu_energy_kwh") else ""))
+        lines.append(f"  least-used GPU: {_pct(m['gpu_util_min_device_pct'])}   "
+                     f"peak GPU memory: {_pct(m['gpu_mem_peak_pct'])}")
     wasted = "unknown" if m["wasted_sbu"] is None else f"{m['wasted_sbu']:.1f}"
     lines.append(f"SBU: {m['sbu']:.1f} [{m['sbu_source']}]   wasted: {wasted}  (charged for {m['charge_driver']})"
                  if m["sbu"] is not None else "SBU: unknown")
@@ -143,7 +161,7 @@ def text_report(m: dict) -> str:
     else:
         lines += ["", "Flags: none"]
     lines += _savings_lines(m)
-    return "\n".join(lines)     # run() escapes anything a line above let through, before a terminal sees it
+    return _fitted(lines)     # run() escapes anything a line above let through, before a terminal sees it
 
 
 def _savings_lines(m: dict) -> list[str]:

@@ -1,6 +1,7 @@
 """The flagged jobs a question is about, one row per flag with what following the advice would
 have saved (job_flags_savings), in the asker's scope and by the period rule (queries/scope.py): a
-job counts in every period it ran in, as on the dashboard and in the reports."""
+job counts in every period it ran in, as on the dashboard and in the reports. A limit counts jobs:
+a job's flags come together, never cut apart."""
 from __future__ import annotations
 
 import functools
@@ -18,7 +19,8 @@ SORTS = {
     "savings": "savings_sbu DESC NULLS LAST, sbu DESC NULLS LAST",
     "end_time": "COALESCE(end_time, start_time) DESC NULLS LAST",
 }
-TIE_BREAK = "cluster, job_id_raw, code"
+JOB_ORDER = "cluster, job_id_raw"      # ties between jobs; a job's flags by code
+TIE_BREAK = f"{JOB_ORDER}, code"
 FLAGS_SQL = Path(__file__).resolve().parents[2] / "sql" / "metrics" / "40_job_flags.sql"
 
 
@@ -42,14 +44,20 @@ def _where(scope: Scope, f: Filters) -> tuple[str, list]:
 
 
 def flag_rows(db, scope: Scope, f: Filters, sort: str = "wasted_sbu", limit: int = 0) -> tuple[list[str], list[tuple], int]:
-    """(column names, rows, how many more there are beyond ``limit``; 0: every row)."""
+    """(column names, the flags of the first ``limit`` jobs (0: every job), how many more jobs
+    there are); a job's flags are consecutive rows."""
     where, params = _where(scope, f)
     cols = ", ".join(f'"{c}"' for c in COLUMNS)
-    sql = f"SELECT {cols} FROM job_flags_savings{where} ORDER BY {SORTS[sort]}, {TIE_BREAK}"
-    names, rows = db.fetch(sql + (f" LIMIT {int(limit)}" if limit else ""), params)
+    order = f"{SORTS[sort]}, {JOB_ORDER}"
+    top = f" QUALIFY dense_rank() OVER (ORDER BY {order}) <= {int(limit)}" if limit else ""
+    names, rows = db.fetch(f"SELECT {cols} FROM job_flags_savings{where}{top} ORDER BY {SORTS[sort]}, {TIE_BREAK}",
+                           params)
     more = 0
-    if limit and len(rows) == limit:
-        more = db.value(f"SELECT count(*) FROM job_flags_savings{where}", params) - len(rows)
+    if limit:
+        i, j = names.index("cluster"), names.index("job_id_raw")
+        shown = len({(r[i], r[j]) for r in rows})
+        if shown == limit:
+            more = flagged_job_count(db, scope, f) - shown
     return names, rows, more
 
 
