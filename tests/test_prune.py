@@ -149,6 +149,14 @@ def test_prune_keeps_every_figure(world):
             assert _same(after.get(key), figures[j].get(key)), (j, key)
         # the idle GPUs counted under the new threshold, from the per-GPU figures the samples gave
         assert after["gpus_idle"] == sum(g["util_mean_pct"] < 40 for g in figures[j]["gpus"]), j
+    # a change of what the per-GPU rows are computed from: the pruned jobs keep theirs, and are named
+    config.write_text("[flags]\ngpu_idle_pct = 40\n[samples]\nmax_gap_s = 900\n", encoding="utf-8")
+    out = _ok(["settings", "--db", db, "--config", config, "--quiet"])
+    pruned = _query(db, "SELECT count(*) FROM pruned_job")[0][0]
+    assert "job_gpu_devices" in out and f"{pruned} job(s) whose samples were pruned" in out
+    assert all(f"demo/{j}" in out for j in gpu_jobs[:2])
+    for j in gpu_jobs:
+        assert _same(_job_figures(db, j)["gpus"], figures[j]["gpus"]), j
 
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"

@@ -28,9 +28,9 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from jobsight.analytics.config import ConfigError, load_config
+    from jobsight.analytics.store import prune, snapshot
     from jobsight.analytics.store import results as store
     from jobsight.analytics.store import settings as settings_store
-    from jobsight.analytics.store import snapshot
     from jobsight.analytics.store.database import Database, apply_views
     try:
         cfg = load_config(args.config)
@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
             con.execute("COMMIT" if write and not args.dry_run else "ROLLBACK")
         if plan:
             print(f"{'would rebuild' if args.dry_run else 'rebuilds'} the stored tables: {', '.join(plan)}")
+            _say_kept(prune.kept_from_earlier(con, plan))
         if args.dry_run:
             return 0
         store.refresh(con, say=progress, progress=progress)
@@ -72,6 +73,14 @@ def run(args: argparse.Namespace) -> int:
         published = snapshot.publish(args.db)
         print(f"published {published}")
     return 0
+
+
+def _say_kept(jobs: list[tuple[str, str]]) -> None:
+    """The jobs `jobsight prune` moved samples of: their per-GPU and per-host figures stay as computed."""
+    if jobs:
+        shown = ", ".join(f"{c}/{j}" for c, j in jobs[:20]) + (f", ... ({len(jobs) - 20} more)" if len(jobs) > 20 else "")
+        print(f"{len(jobs)} job(s) whose samples were pruned to the lake keep their per-GPU and per-host figures "
+              f"computed under the earlier settings: {shown}")
 
 
 def snapshot_stale(db: str) -> bool:

@@ -156,6 +156,17 @@ def _remove(con, before: dt.datetime, root: str, result: Pruned) -> None:
         raise
 
 
+def kept_from_earlier(con, rebuilt: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(cluster, job_id_raw) of the pruned jobs whose per-device and per-host rows a rebuild of
+    ``rebuilt`` keeps as computed before (their samples are in the lake only): none when the
+    rebuild leaves those tables alone."""
+    from jobsight.analytics.store.results import MATERIALIZED, STORED
+    frozen = {s.table for s in STORED if s.view in MATERIALIZED}
+    if not frozen & set(rebuilt):
+        return []
+    return [tuple(r) for r in con.execute(f"SELECT {KEY} FROM pruned_job ORDER BY ALL").fetchall()]
+
+
 def _fsync(path: Path, directory: bool = False) -> None:
     fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
     try:
