@@ -45,7 +45,7 @@ SELECT j.cluster, j.job_id, j.job_id_raw, j.array_job_id, j.array_task_id, j.het
     -- a job that ran on GPUs of an unknown count (its TRES or GPU type names GPUs, or its GPU
     -- count was unreadable: null_reasons names ngpus) has unknown GPU-hours, not 0
     CASE WHEN j.ngpus IS NULL AND j.elapsed_s > 0
-              AND (j.gpu_type IS NOT NULL OR j.null_reasons LIKE '%"ngpus"%'
+              AND (j.gpu_type IS NOT NULL OR j.null_reasons LIKE '%ngpus%'
                    OR j.alloc_tres LIKE '%gres/gpu%' OR j.req_tres LIKE '%gres/gpu%') THEN NULL
          ELSE j.elapsed_s * COALESCE(j.ngpus, 0) / 3600e0 END            AS gpu_hours
 FROM lake_jobs j
