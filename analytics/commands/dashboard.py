@@ -16,6 +16,7 @@ Python then never turns SIGINT into KeyboardInterrupt; the server claims SIGINT 
 from __future__ import annotations
 
 import argparse
+import errno
 import getpass
 import logging
 import signal
@@ -147,16 +148,37 @@ def run(args: argparse.Namespace) -> int:
         interrupted.append(signum)
         raise KeyboardInterrupt
     signal.signal(signal.SIGINT, interrupt)     # see the module docstring
+    _check_port(args.host, args.port)       # before publishing anything: a busy port is one line
     app = build(args)
     if args.debug:
         app.run(host=args.host, port=args.port, debug=True)
         return 0
     try:
-        from waitress import serve
+        from waitress import create_server
     except ImportError:
         raise UserError("the production server needs waitress (pip install waitress), or use --debug locally") from None
+    try:
+        # trusted_proxy is left unset on purpose: the remote address must stay the proxy's own address
+        server = create_server(app.server, host=args.host, port=args.port, threads=args.threads, ident="jobsight")
+    except OSError as exc:
+        raise UserError(_port_problem(args.host, args.port, exc)) from None
     print(f"jobsight dashboard: serving {args.db} on http://{args.host}:{args.port}{app.config.url_base_pathname} "
           f"(auth {args.auth})", file=sys.stderr)
-    # trusted_proxy is left unset on purpose: the remote address must stay the proxy's own address
-    serve(app.server, host=args.host, port=args.port, threads=args.threads, ident="jobsight")
+    server.run()
     return 130 if interrupted else 0        # waitress stops on KeyboardInterrupt and returns
+
+
+def _port_problem(host: str, port: int, exc: OSError) -> str:
+    if exc.errno == errno.EADDRINUSE:
+        return f"port {port} on {host} is already in use (another dashboard?): stop it, or choose another --port"
+    return f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+
+
+def _check_port(host: str, port: int) -> None:
+    """The port is free (the development server would print a traceback, waitress its own lines)."""
+    import socket
+    try:
+        with socket.create_server((host, port)):
+            pass
+    except OSError as exc:
+        raise UserError(_port_problem(host, port, exc)) from None

@@ -1,0 +1,33 @@
+"""What a newcomer's first mistakes get: one line naming the problem and exit 2, never a traceback."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+
+import pytest
+from conftest import jobsight_cmd
+from test_dashboard_queries import build_db
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    return build_db(tmp_path_factory.mktemp("newcomer") / "jobs.duckdb")
+
+
+def jobsight(*args: str, cwd) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "JOBSIGHT_CONFIG"}
+    return subprocess.run([*jobsight_cmd(), *args], capture_output=True, text=True, timeout=120, cwd=cwd, env=env)
+
+
+@pytest.mark.parametrize("debug", [False, True], ids=["waitress", "debug"])
+def test_dashboard_on_a_busy_port_says_so_in_one_line(db, debug):
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        proc = jobsight("dashboard", "--db", str(db), "--auth", "none", "--port", str(port),
+                        *(["--debug"] if debug else []), cwd=db.parent)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"jobsight dashboard: error: port {port} on 127.0.0.1 is already in use (another dashboard?): "
+        "stop it, or choose another --port"]
+    assert "Traceback" not in proc.stderr and "serving" not in proc.stderr
