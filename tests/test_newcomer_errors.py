@@ -31,3 +31,15 @@ def test_dashboard_on_a_busy_port_says_so_in_one_line(db, debug):
         f"jobsight dashboard: error: port {port} on 127.0.0.1 is already in use (another dashboard?): "
         "stop it, or choose another --port"]
     assert "Traceback" not in proc.stderr and "serving" not in proc.stderr
+
+
+def test_a_report_for_a_never_seen_user_or_account_is_exit_2(db):
+    for target in ("user:nobody", "account:proj-z"):
+        proc = jobsight("report", "--db", str(db), "--week", "2026-W47", "--for", target, "--format", "md",
+                        "--out", str(db.parent / "out"), cwd=db.parent)
+        assert proc.returncode == 2 and target in proc.stderr and "no job" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
+    # carol is known (job 3, week 47) and gets her report in a week she ran nothing
+    proc = jobsight("report", "--db", str(db), "--week", "2026-W45", "--for", "user:carol", "--format", "md",
+                    "--out", str(db.parent / "out"), cwd=db.parent)
+    assert proc.returncode == 0, proc.stderr

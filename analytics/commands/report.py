@@ -101,6 +101,17 @@ def _may_report(scope, targets: list[str]) -> None:
             raise UserError(f"--for {text}: you may report on {', '.join(mine)}")
 
 
+def _known(db, targets: list[str]) -> None:
+    """A user or account named in --for has a job in the database (in any week; a quiet week still
+    gets its report), else exit 2 naming it."""
+    from jobsight.analytics.queries.subjects import seen
+    for text in targets:
+        kind, name = parse_target(text)
+        if kind in ("user", "account") and not seen(db, kind, name):
+            raise UserError(f"--for {text}: the database has no job of {kind} {name!r} in any period "
+                            f"(a typo? jobs get in through `jobsight ingest` and the sidecar)")
+
+
 def named_only(targets: list[str]) -> tuple[list[str], list[str]] | None:
     """(users, accounts) when every target names its subject; None when one needs the whole cluster."""
     parsed = [parse_target(t) for t in targets]
@@ -157,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
     only = named_only(targets)
     with Database.read(args.db, args.config) as db:
         _may_report(scope_of(db.config), targets)
+        _known(db, targets)
         settings = from_config(db.config)
         ds = gather(db, period, settings) if only is None else gather(db, period, settings, *only)
     reports = [ds.build(kind, name) for kind, name in subjects(ds, targets)]
