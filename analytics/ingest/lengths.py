@@ -19,7 +19,7 @@ import polars as pl
 MAX_LINE_BYTES = 1 << 20     # one line of any input; a sacct line of every field is ~10 KB
 MAX_META_BYTES = 1 << 20     # a sidecar's <stem>.meta.json; the sidecar writes ~1 KB
 # a sacct --json document, parsed whole: Python's objects cost ~7x its bytes, so 256 MiB peaks near
-# 2 GiB (docs/benchmarks.md's 3 GB); a dump that big is ~30k jobs, and sacct -S/-E splits it
+# 2 GiB (docs/benchmarks.md's 3 GB); that is tens of thousands of jobs, and sacct -S/-E splits a dump
 MAX_JSON_BYTES = 256 << 20
 MAX_REJECT_TEXT = 1000       # a reject's reason and raw line, as stored
 
