@@ -44,7 +44,12 @@ def _job_figures(db: Path, job: str) -> dict:
     """What `jobsight job --format json` says of a job, but for its time series (samples)."""
     m = json.loads(_ok(["job", "--db", db, job, "--format", "json"]))
     m = m[0] if isinstance(m, list) else m
-    return {k: v for k, v in m.items() if k not in ("series",)}
+    return {k: v for k, v in m.items() if k not in ("series", "samples_moved")}
+
+
+def _job_json(db: Path, job: str, *extra) -> dict:
+    m = json.loads(_ok(["job", "--db", db, job, "--format", "json", *extra]))
+    return m[0] if isinstance(m, list) else m
 
 
 def _same(a, b) -> bool:
@@ -87,6 +92,7 @@ def test_prune_keeps_every_figure(world):
     usage = _ok(["usage", "--db", db, "--by", "account", "--format", "json"])
     flags = _ok(["flags", "--db", db, "--format", "json"])
     figures = {j: _job_figures(db, j) for j in gpu_jobs}
+    series = {j: _job_json(db, j)["series"] for j in gpu_jobs}
     assert all(figures[j]["gpus"] and figures[j]["sbu"] is not None for j in gpu_jobs)
     size = db.stat().st_size
     mode = os.stat(db).st_mode
@@ -129,6 +135,18 @@ def test_prune_keeps_every_figure(world):
     assert _ok(["flags", "--db", db, "--format", "json"]) == flags
     for j in gpu_jobs:
         assert _job_figures(db, j) == figures[j], j
+
+    # a pruned job's time series: from the lake with [lake] path, the same as before; else what is
+    # left, and the command says where the rest went
+    with_lake = root / "with-lake.toml"
+    with_lake.write_text(f'[lake]\npath = "{lake}"\n', encoding="utf-8")
+    for j in gpu_jobs:
+        read = _job_json(db, j, "--config", with_lake)
+        assert read["series"] == series[j] and read["samples_moved"]["read"] is True, j
+        kept = _job_json(db, j)
+        assert kept["samples_moved"]["read"] is False and kept["samples_moved"]["lake"] == str(lake)
+        assert sum(map(len, kept["series"].values())) < sum(map(len, series[j].values()))
+    assert "were moved to the Parquet lake" in _ok(["job", "--db", db, gpu_jobs[0]])
 
     # a refresh that recomputes the pruned jobs (rows without an ingest_id are recomputed at every
     # refresh, as an ingest that changed them would) and a settings change (job_metrics rebuilt from

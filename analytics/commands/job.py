@@ -95,6 +95,14 @@ def _series_lines(series: dict) -> list[str]:
     return lines
 
 
+def _moved_line(moved: dict) -> str:
+    """Where a pruned job's samples are (its figures above were computed from all of them)."""
+    lake = render.terminal_safe(moved["lake"] or "")
+    where = f"samples before {moved['before']:%Y-%m-%d %H:%M} UTC were moved to the Parquet lake {lake}"
+    return (f"  ({where}: the series is read from there)" if moved["read"] else
+            f"  ({where}: the series shows only the samples kept, {render.terminal_safe(moved.get('why') or '')})")
+
+
 def _owner(o: dict) -> str:
     return f"{render.terminal_safe(o['owner_user'])} (uid {o['owner_uid']})" if o["owner_user"] else f"uid {o['owner_uid']}"
 
@@ -149,6 +157,8 @@ def text_report(m: dict) -> str:
     lines.append(f"SBU: {m['sbu']:.1f} [{m['sbu_source']}]   wasted: {wasted}  (charged for {m['charge_driver']})"
                  if m["sbu"] is not None else "SBU: unknown")
     lines += _node_lines(m.get("nodes") or [], m.get("nnodes")) + _gpu_lines(m["gpus"]) + _series_lines(m["series"])
+    if m.get("samples_moved"):
+        lines.append(_moved_line(m["samples_moved"]))
     if m.get("pending"):
         lines += ["", "Held samples, not counted: " + ", ".join(f"{o['n_samples']} from files of {_owner(o)}"
                                                             for o in m["pending"])

@@ -3,6 +3,8 @@ series, savings and per-node lines, within the asker's scope. A job no accountin
 summarised from its samples (queries/samples.py)."""
 from __future__ import annotations
 
+import duckdb
+
 from jobsight.analytics.errors import UserError
 from jobsight.analytics.queries import samples as job_samples
 from jobsight.analytics.queries.scope import Scope
@@ -48,7 +50,7 @@ def details(db, scope: Scope, job: str, cluster: str | None) -> dict:
     m["steps"] = db.rows("SELECT step_id, step_name, state, exit_code, elapsed_s, ncpus, ntasks, cpu_time_s, "
                                      "max_rss_bytes, mem_usage_tot_bytes FROM steps WHERE cluster = ? AND job_id_raw = ? "
                                      "ORDER BY start_time NULLS LAST, step_id", key)
-    m["series"] = job_samples.series(db, *key)
+    m["series"], m["samples_moved"] = _series(db, key)
     saved = db.rows("SELECT fitted_request, sbu_if_fitted, savings_sbu, savings_note, fitted_partition, fitted_ncpus, "
                     "fitted_ngpus, fitted_mem_bytes, fitted_timelimit_s, fitted_billing FROM job_savings "
                     "WHERE cluster = ? AND job_id_raw = ?", key)
@@ -59,6 +61,26 @@ def details(db, scope: Scope, job: str, cluster: str | None) -> dict:
     m["pending"] = db.rows("SELECT owner_uid, owner_user, count(*) AS n_samples FROM sample_pending "
                            "WHERE cluster = ? AND job_id_raw = ? GROUP BY ALL ORDER BY owner_uid", key)
     return m
+
+
+def _series(db, key: list) -> tuple[dict, dict | None]:
+    """The job's series, and where its pruned samples went (None: not pruned). With [lake] path
+    set, the pruned part is read from that lake ("read": true); unreachable, the series holds only
+    the samples the database kept and "read" says why not."""
+    moved = job_samples.moved(db, *key)
+    if moved is None:
+        return job_samples.series(db, *key), None
+    lake = getattr(getattr(db, "config", None), "lake_path", None)
+    moved = {**moved, "read": False}
+    if lake is None:
+        moved["why"] = "no [lake] path in the config"
+        return job_samples.series(db, *key), moved
+    try:
+        series = job_samples.series(db, *key, lake_before=(lake, moved["before"]))
+    except duckdb.Error as exc:     # an unreachable lake: the samples the database kept
+        moved["why"] = f"{lake}: {str(exc).splitlines()[0]}"
+        return job_samples.series(db, *key), moved
+    return series, {**moved, "lake": lake, "read": True}
 
 
 def samples_only(db, job: str, cluster: str | None) -> dict:

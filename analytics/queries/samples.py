@@ -85,12 +85,28 @@ GPU_QUERY = ("SELECT host, device, gpu_index, util_mean_pct, util_max_pct, mem_p
              "energy_j, n_samples, source FROM lake_job_gpu_devices ORDER BY host, gpu_index, device")
 
 
-def series(db, cluster: str, job_id_raw: str, table: str = "samples") -> dict[str, list]:
+def moved(db, cluster: str, job_id_raw: str) -> dict | None:
+    """{"before", "lake"} when `jobsight prune` moved this job's samples before `before` to the
+    Parquet lake `lake` (tables pruned_job, pruned_month); None when it did not."""
+    row = db.execute("SELECT p.before, (SELECT max(m.lake) FROM pruned_month m WHERE m.cluster = p.cluster "
+                     "AND m.month <= strftime(p.before, '%Y-%m')) FROM pruned_job p "
+                     "WHERE p.cluster = ? AND p.job_id_raw = ?", [cluster, job_id_raw]).fetchone()
+    return {"before": row[0], "lake": row[1]} if row else None
+
+
+def series(db, cluster: str, job_id_raw: str, table: str = "samples",
+           lake_before: tuple[str, object] | None = None) -> dict[str, list]:
     """Utilisation in time order per device (the CPU first), for the sparklines: keyed by the
-    device, or by "host device" when the job has samples from more than one host."""
-    rows = db.execute(f"SELECT host, device, list(util_pct ORDER BY time) FROM {_rows(db, table)} WHERE cluster = ? "
-                      "AND job_id_raw = ? GROUP BY host, device ORDER BY device = 'cpu' DESC, device, host",
-                      [cluster, job_id_raw]).fetchall()
+    device, or by "host device" when the job has samples from more than one host.
+    ``lake_before`` (lake root, cutoff): the samples before the cutoff are read from that lake."""
+    source, params = f"{_rows(db, table)} WHERE cluster = ? AND job_id_raw = ?", [cluster, job_id_raw]
+    if lake_before:
+        root, before = lake_before
+        source = (f"(SELECT host, device, time, util_pct FROM {source} UNION ALL SELECT host, device, time, util_pct "
+                  f"FROM {lake._read_parquet(root, 'samples')} WHERE cluster = ? AND job_id_raw = ? AND time < ?)")
+        params += [cluster, job_id_raw, before]
+    rows = db.execute(f"SELECT host, device, list(util_pct ORDER BY time) FROM {source} "
+                      "GROUP BY host, device ORDER BY device = 'cpu' DESC, device, host", params).fetchall()
     many = len({host for host, _d, _v in rows}) > 1
     return {f"{host} {dev}" if many else dev: vals for host, dev, vals in rows}
 
