@@ -23,6 +23,7 @@ import pytest
 from jobsight.analytics.config import parse_config
 from jobsight.analytics.queries import job_lists as job_queries
 from jobsight.analytics.queries import summaries as queries
+from jobsight.analytics.queries.data_age import data_age
 from jobsight.analytics.queries.job_lists import JobFilter
 from jobsight.analytics.queries.scope import Filters, Scope
 from jobsight.analytics.store import results as store
@@ -438,3 +439,23 @@ def test_job_page_of_a_cpu_job_shows_nothing_of_gpus(h):
     gpu = json.dumps(page.render(h, ADMIN, "c1", "2"), cls=plotly.utils.PlotlyJSONEncoder)
     assert "GPU utilisation" not in cpu and "Idle GPUs" not in cpu and "job-fig-gpu" not in cpu
     assert "GPU utilisation" in gpu and "job-fig-gpu_util" in gpu and "job-fig-cpu_util" in gpu
+
+
+def test_data_age_is_the_newest_accounting_time_and_old_after_a_day(h):
+    # job 3 ends last: T0 + 1 day + 1 h; old only once now is more than a day after that
+    newest = T0 + dt.timedelta(days=1, hours=1)
+    fresh = data_age(h, now=newest + dt.timedelta(hours=24))
+    assert (fresh.newest, fresh.old) == (newest, False)
+    assert fresh.line() == "data up to 2026-11-17 11:00 UTC"
+    stale = data_age(h, now=newest + dt.timedelta(hours=24, minutes=1))
+    assert (stale.newest, stale.old) == (newest, True)
+    assert stale.line() == "data up to 2026-11-17 11:00 UTC (more than a day old)"
+
+
+def test_data_age_of_an_empty_database(tmp_path):
+    con = Database.open(tmp_path / "empty.duckdb", parse_config({}))
+    try:
+        got = data_age(Database.of(con), now=T0)
+    finally:
+        con.close()
+    assert (got.newest, got.old, got.line()) == (None, False, "no accounting data yet")

@@ -251,6 +251,13 @@ def test_usage_csv(env):
     assert [float(r["sbu"]) for r in rows] == pytest.approx([132.0, 22.0])
 
 
+def test_usage_table_says_how_old_the_data_is_and_json_csv_do_not(env):
+    # the newest accounting time: 503's end, 2026-11-16 01:00; "now" in these tests is later than a day after it
+    assert run(env, "usage", "--by", "user").splitlines()[-1] == "data up to 2026-11-16 01:00 UTC (more than a day old)"
+    assert set(usage(env, "user")) == {"alice", "bob"}          # JSON: the rows alone
+    assert "data up to" not in run(env, "usage", "--by", "user", "--format", "csv")
+
+
 def test_usage_by_week_with_a_window_inside_a_week(env):
     # --since Wednesday 11 Nov: W46 keeps what ran from then on: 504 (4 SBU, 11 Nov) and 503's Sunday hour
     # (66); W47 503's Monday hour (66). The same window by user: 132 + 4 = 136 in all.

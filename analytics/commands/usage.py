@@ -16,6 +16,7 @@ import datetime as dt
 from jobsight.analytics import render
 from jobsight.analytics.commands.options import add_db_options, add_scope_options, filters_from, scope_of
 from jobsight.analytics.errors import UserError
+from jobsight.analytics.queries.data_age import data_age
 from jobsight.analytics.queries.scope import Scope
 from jobsight.analytics.queries.usage import BUDGET_COLUMNS, BY, COLUMNS, budget_data_until, budget_rows, usage
 
@@ -56,6 +57,8 @@ def _run(db, args: argparse.Namespace) -> int:
         return _budget(db, args, f, scope)
     names, rows = usage(db, scope, f, args.by)
     render.emit_rows(names, rows, args.format, [args.by] + COLUMNS, empty="no usage in this period")
+    if args.format == "table":      # how old the figures are; JSON and CSV stay rows only
+        render.print_text(data_age(db).line())
     return 0
 
 
@@ -73,5 +76,6 @@ def _budget(db, args: argparse.Namespace, f, scope: Scope) -> int:
     else:
         first = rows[0][names.index("as_of")]
         render.print_text(f"budgets as of {first:%Y-%m-%d} (SBU; rates in SBU per day; OVER: over budget)\n"
-                          + render.table_of(names, rows, [c for c, _ in BUDGET_TABLE], [h for _, h in BUDGET_TABLE]))
+                          + render.table_of(names, rows, [c for c, _ in BUDGET_TABLE], [h for _, h in BUDGET_TABLE])
+                          + "\n" + data_age(db).line())
     return 0

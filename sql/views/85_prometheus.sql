@@ -28,6 +28,17 @@ SELECT cluster, coalesce(account, '') AS account, coalesce("partition", '') AS "
 FROM running_jobs
 GROUP BY ALL;
 
+-- The newest time the accounting records name (a submit, start or end), over all clusters: the
+-- "data up to" every page, report and usage table shows (NULL: no job yet).
+CREATE OR REPLACE VIEW accounting_newest AS
+SELECT greatest(max(submit_time), max(start_time), max(end_time)) AS newest FROM job;
+
+-- accounting_newest, and whether it is more than a day before as_of (a UTC TIMESTAMP): then the
+-- faces warn that the data is old. One row; newest NULL with no job (never old).
+CREATE OR REPLACE MACRO data_freshness(as_of) AS TABLE
+SELECT newest, coalesce(newest < CAST(as_of AS TIMESTAMP) - INTERVAL 1 DAY, false) AS more_than_a_day_old
+FROM accounting_newest;
+
 -- How far behind as_of the data is, in seconds: since the newest finished ingest, the newest
 -- sample and the newest time the accounting records name (a submit, start or end), over all
 -- clusters. Ungrouped, a max is read from the column's statistics: no scan of the samples.
@@ -41,4 +52,4 @@ FROM (SELECT max(time) AS newest FROM sample) WHERE newest IS NOT NULL;
 
 CREATE OR REPLACE MACRO prometheus_accounting_age(as_of) AS TABLE
 SELECT epoch(CAST(as_of AS TIMESTAMP)) - epoch(newest) AS age_s
-FROM (SELECT greatest(max(submit_time), max(start_time), max(end_time)) AS newest FROM job) WHERE newest IS NOT NULL;
+FROM accounting_newest WHERE newest IS NOT NULL;
