@@ -25,9 +25,13 @@ import pytest
 
 from jobsight.analytics.cli import main
 from jobsight.analytics.config import parse_config
+from jobsight.analytics.queries import data_age as data_age_module
 from jobsight.analytics.reports.data import gather
+from jobsight.analytics.reports.html import render_html
+from jobsight.analytics.reports.markdown import render_markdown
 from jobsight.analytics.reports.period import iso_week
 from jobsight.analytics.reports.settings import from_config
+from jobsight.analytics.reports.text import render_text
 from jobsight.analytics.store import results as store
 from jobsight.analytics.store.database import Database
 
@@ -293,3 +297,20 @@ def test_an_unpriced_saving_is_not_shown_as_zero(ds):
     assert week.endswith("| not priced |"), week
     job = next(line for line in md.splitlines() if line.startswith("| 3 |"))
     assert "| not priced |" in job, job
+
+
+def test_every_report_says_how_old_the_data_is(ds, tmp_path, monkeypatch):
+    # the newest accounting time is job 4's end, Wed 18 Nov 14:00; these tests run later than a day after
+    said = "Data up to 2026-11-18 14:00 UTC (more than a day old)"
+    for kind, name in (("user", "alice"), ("account", "proj-b"), ("admin", "cluster")):
+        rep = ds.build(kind, name)
+        assert said in render_text(rep).splitlines()[:4]
+        assert said in render_markdown(rep).splitlines()[:4]
+        assert f'<p class="period data-age old" id="data-age">{said}</p>' in render_html(rep, charts=False)
+    # within a day of it: no warning
+    monkeypatch.setattr(data_age_module, "utc_now", lambda: dt.datetime(2026, 11, 19, 13, 0))
+    con, cfg = build_db(tmp_path / "fresh.duckdb")
+    rep = gather(con, W47, from_config(cfg)).build("user", "alice")
+    con.close()
+    assert '<p class="period data-age" id="data-age">Data up to 2026-11-18 14:00 UTC</p>' in render_html(rep, charts=False)
+    assert "Data up to 2026-11-18 14:00 UTC" in render_text(rep).splitlines() and "more than a day" not in render_text(rep)

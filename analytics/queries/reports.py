@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import datetime as dt
 
+from jobsight.analytics.queries.data_age import data_age
+
 
 def report_rows(db, first: dt.datetime, since: dt.datetime, until: dt.datetime,
-                names: tuple, trend_weeks: int, top_jobs: int) -> dict[str, list[dict]]:
+                names: tuple, trend_weeks: int, top_jobs: int) -> dict:
     """totals, daily, trend, flag_counts, top (each job ranked within its user, account and the
     cluster) and budgets (with alert_shown) of [since, until), the trend from ``first``;
-    ``names``: (users, accounts) the rows are limited to, or (None, None)."""
+    ``names``: (users, accounts) the rows are limited to, or (None, None). And data_age: how old
+    the whole database's data is now, one DataAge for every report of the run."""
     db.execute("CREATE OR REPLACE TEMP TABLE report_window AS "
                "SELECT * FROM report_days(?, ?, users := ?, accounts := ?)", [first, until, *names])
     db.execute("CREATE OR REPLACE TEMP TABLE report_window_flags AS SELECT * FROM report_flags('report_window', ?)",
@@ -27,6 +30,7 @@ def report_rows(db, first: dt.datetime, since: dt.datetime, until: dt.datetime,
             # every allocation (there are few): a user's report shows those of the accounts the user ran in
             "budgets": [{**b, "alert_shown": b["alert"].upper()} for b in db.rows(
                 'SELECT * FROM budget_status(?) ORDER BY account, "user" NULLS FIRST, cluster NULLS FIRST', [until])],
+            "data_age": data_age(db),
         }
     finally:
         db.execute("DROP TABLE report_window")

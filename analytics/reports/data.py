@@ -15,6 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from jobsight.analytics.queries.data_age import DataAge
 from jobsight.analytics.queries.reports import report_rows
 from jobsight.analytics.reports.period import Period
 from jobsight.analytics.reports.report import Report
@@ -54,6 +55,7 @@ class Dataset:
     members: dict[str, list[dict]] = field(default_factory=dict)   # account -> member rows
     # (users, accounts) gathered when not the whole cluster: the only reports this data can build
     only: tuple[frozenset, frozenset] | None = None
+    data_age: DataAge | None = None       # the newest accounting time, as every report of the run says it
 
     def __post_init__(self):
         for (scope, key), rows in self.totals.items():
@@ -79,7 +81,7 @@ class Dataset:
         flags = sorted(self.flags.get((scope, key), []), key=lambda r: (-r["jobs"], r["code"]))
         rep = Report(kind=kind, name=name, period=p, cluster=s.cluster, totals=totals,
                      trend=self._trend(scope, key), daily=self._daily(scope, key),
-                     top_jobs=top, flag_counts=flags)
+                     top_jobs=top, flag_counts=flags, data_age=self.data_age)
         if kind == "account":
             rep.members = sorted(self.members.get(name, []), key=_most_wasted)
             rep.budgets = [b for b in self.budgets if b["account"] == name]
@@ -145,7 +147,7 @@ def gather(db: Database, period: Period, settings: ReportSettings, users: list[s
     totals, daily, trend, flag_counts, top = (rows[k] for k in ("totals", "daily", "trend", "flag_counts", "top"))
     budgets = rows["budgets"]
     return Dataset(period, settings, _index(totals), _index(daily), _index(trend), _index(flag_counts),
-                   _index_top(top, settings.top_jobs), budgets, only=only)
+                   _index_top(top, settings.top_jobs), budgets, only=only, data_age=rows["data_age"])
 
 
 def _index_top(rows: list[dict], n: int) -> dict[tuple, list[dict]]:

@@ -31,6 +31,7 @@ body { margin: 0; font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, 
 main { max-width: 1100px; margin: 0 auto; padding: 16px; }
 h1 { font-size: 1.35rem; margin: 0 0 4px; }
 .period { color: var(--muted); margin: 0; }
+.data-age.old { color: #b35900; font-weight: 600; }
 h2 { font-size: 1.1rem; margin: 28px 0 8px; border-bottom: 1px solid var(--line); padding-bottom: 4px; }
 .summary { font-size: 1.02rem; background: var(--card); border-left: 4px solid #0969da; padding: 10px 14px; margin: 12px 0; }
 .kpis { display: grid; grid-template-columns: repeat(auto-fill, minmax(150px, 1fr)); gap: 8px; margin: 12px 0; }
@@ -169,6 +170,14 @@ def _css_bars(rep: Report) -> str:
     return legend + f'<div class="scroll"><table><thead>{head}</thead><tbody>' + "".join(rows) + "</tbody></table></div>"
 
 
+def _data_age(rep: Report) -> str:
+    """The 'Data up to' line under the period; class old when more than a day old."""
+    if not rep.data_line:
+        return ""
+    old = " old" if rep.data_age and rep.data_age.old else ""
+    return f'<p class="period data-age{old}" id="data-age">{esc(rep.data_line)}</p>'
+
+
 def _cell(value, kind: str) -> str:
     if kind == "code":
         lines = "\n".join(esc(line) for line in str(value).splitlines())   # esc() would show \n literally
@@ -265,7 +274,7 @@ def render_html_chunks(rep: Report, charts: bool = True, generated: dt.datetime 
 </head>
 <body>
 <main>
-<header><h1>{esc(rep.heading)}</h1><p class="period">{esc(rep.period.describe())}</p></header>
+<header><h1>{esc(rep.heading)}</h1><p class="period">{esc(rep.period.describe())}</p>{_data_age(rep)}</header>
 <p class="summary" id="summary">{esc(rep.summary)}</p>
 <div class="kpis" id="headline">{kpis}</div>
 {"".join(parts)}

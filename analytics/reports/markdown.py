@@ -29,7 +29,10 @@ def md_cell(value, kind: str) -> str:
 
 
 def render_markdown(rep: Report) -> str:
-    out = [f"# {md_escape(rep.title)}", "", md_escape(rep.summary), ""]
+    out = [f"# {md_escape(rep.title)}", ""]
+    if rep.data_line:
+        out += [md_escape(rep.data_line), ""]
+    out += [md_escape(rep.summary), ""]
     out += ["| " + " | ".join(md_escape(c.header) for c, _ in headline(rep)) + " |",
             "|" + "|".join("---:" for _ in headline(rep)) + "|",
             "| " + " | ".join(md_cell(v, c.kind) for c, v in headline(rep)) + " |", ""]

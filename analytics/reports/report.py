@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobsight.analytics.queries.data_age import DataAge
 from jobsight.analytics.reports.period import Period
 
 ADMIN_NAME = "cluster"
@@ -49,6 +50,7 @@ class Report:
     accounts: list[dict] = field(default_factory=list)     # admin
     leaderboard: list[dict] = field(default_factory=list)  # admin: users by wasted SBU
     summary: str = ""
+    data_age: DataAge | None = None                        # how old the database's data was when gathered
 
     @property
     def stem(self) -> str:
@@ -63,6 +65,14 @@ class Report:
     @property
     def title(self) -> str:
         return f"{self.heading}: {self.period.describe()}"
+
+    @property
+    def data_line(self) -> str:
+        """'Data up to <time> UTC', warning when that is more than a day old; '' when not known."""
+        if self.data_age is None:
+            return ""
+        line = self.data_age.line()
+        return line[:1].upper() + line[1:]
 
     @property
     def has_jobs(self) -> bool:

@@ -11,6 +11,8 @@ from jobsight.analytics.reports.sections import fmt, headline, sections
 
 def render_text(rep: Report) -> str:
     out = [terminal_safe(rep.title), "=" * min(len(rep.title), 78), ""]
+    if rep.data_line:
+        out += [rep.data_line, ""]
     out += textwrap.wrap(terminal_safe(rep.summary), 78) + [""]
     width = max(len(c.header) for c, _ in headline(rep))
     out += [f"{c.header + ':':<{width + 1}} {fmt(v, c.kind)}" for c, v in headline(rep)] + [""]
