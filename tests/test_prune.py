@@ -230,3 +230,56 @@ def test_retention_config_errors(tmp_path, toml, why):
 def test_bad_cutoff_is_named(tmp_path, when):
     rc, _out, err = _cli(["prune", "--db", tmp_path / "none.duckdb", "--samples-before", when, "--lake", tmp_path])
     assert rc == 2 and "--samples-before" in err and repr(when) in err
+
+
+def _harness(tmp_path: Path) -> Path:
+    db = tmp_path / "h.duckdb"
+    _ok(["ingest", "--db", db, "--timezone", "UTC", "--cluster", "jobsight", "--quiet", *HARNESS])
+    return db
+
+
+def test_a_lake_path_is_data(tmp_path):
+    """A quote in the lake's path (or the database's) is a character of a path, never SQL."""
+    folder = tmp_path / "it's here"
+    folder.mkdir()
+    db = _harness(folder)
+    lake = folder / "la'ke"
+    n = _query(db, "SELECT count(*) FROM sample")[0][0]
+    _ok(["lake", "export", "--db", db, "--out", lake])
+    out = _ok(["prune", "--db", db, "--samples-before", "2027-01-01", "--lake", lake])
+    assert f"removed {n:,} sample rows" in out
+    assert _query(db, "SELECT count(*) FROM sample")[0][0] == 0
+    assert _query(db, "SELECT lake FROM pruned_month")[0][0] == str(lake)
+
+
+def test_a_failed_compaction_loses_nothing(tmp_path, monkeypatch):
+    """The swap fails: the database is the one it was, less the samples the lake holds, and usable;
+    no copy is left behind."""
+    from jobsight.analytics.store import prune
+    db, lake = _harness(tmp_path), tmp_path / "lake"
+    jobs = _query(db, "SELECT count(*) FROM job_metrics")[0][0]
+    _ok(["lake", "export", "--db", db, "--out", lake])
+
+    def refuse(src, dst):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(prune.os, "replace", refuse)
+    rc, _out, err = _cli(["prune", "--db", db, "--samples-before", "2027-01-01", "--lake", lake])
+    assert rc == 2 and "cannot swap in its compacted copy" in err and "No space left" in err
+    monkeypatch.undo()
+    assert not list(tmp_path.glob(".h.duckdb.compact-*"))
+    assert _query(db, "SELECT count(*) FROM sample")[0][0] == 0
+    assert _query(db, "SELECT count(*) FROM job_metrics")[0][0] == jobs
+    _ok(["prune", "--db", db, "--samples-before", "2027-01-01", "--lake", lake])     # usable: nothing left to do
+
+
+def test_export_refuses_a_pruned_month_the_lake_lost(tmp_path):
+    """A re-export of a pruned month reads the pruned rows back; when the lake lost them it refuses,
+    naming the partition, rather than write the month without them."""
+    import shutil
+    db, lake = _harness(tmp_path), tmp_path / "lake"
+    _ok(["lake", "export", "--db", db, "--out", lake])
+    _ok(["prune", "--db", db, "--samples-before", "2027-01-01", "--lake", lake])
+    (month,) = _query(db, "SELECT month FROM pruned_month")[0]
+    shutil.rmtree(lake / "samples" / "cluster=jobsight" / f"month={month}")
+    rc, _out, err = _cli(["lake", "export", "--db", db, "--out", lake])
+    assert rc == 2 and f"jobsight {month}" in err and "no longer holds them" in err
