@@ -14,6 +14,7 @@ import dash
 from dash import Input, Output, State, dcc, html
 from dash.exceptions import UnsupportedRelativePath
 
+from jobsight.analytics.queries.data_age import data_age
 from jobsight.analytics.store.snapshot import SnapshotReader
 from jobsight.dashboard import api, callback_requests, common, prometheus, search, served_files
 from jobsight.dashboard.auth import Auth, current_scope, install
@@ -66,6 +67,7 @@ def create_app(reader: SnapshotReader, auth: Auth, url_prefix: str = "/", debug:
             dcc.Location(id="url", refresh="callback-nav"),
             html.Nav([dcc.Link(label, href=app.get_relative_path(path)) for path, label in NAV]
                      + [search.box(), html.Span(who, className="who")], className="topbar"),
+            html.Div(id="data-age", className="data-age"),
             html.Div(id="search-results"),
             html.Div(id="page"),
         ])
@@ -80,6 +82,14 @@ def create_app(reader: SnapshotReader, auth: Auth, url_prefix: str = "/", debug:
         except UnsupportedRelativePath:      # a crafted request: a path outside the app's prefix
             path = "/not-found"
         return page_for(path, common.parse_search(search))
+
+    @app.callback(Output("data-age", "children"), Output("data-age", "className"), Input("url", "pathname"))
+    @common.safe(fallback=lambda: ("", "data-age"), outputs=2)
+    def data_age_line(_pathname):
+        """Every page: how old the data is (the whole database's newest accounting time)."""
+        with common.handle() as h:
+            age = data_age(h)
+        return age.line(capital=True), "data-age old" if age.old else "data-age"
 
     overview.register(app)
     entities.register(app)

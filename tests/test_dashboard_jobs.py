@@ -10,12 +10,14 @@ the server built.
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
 from conftest import post_callback
 from test_dashboard_queries import XSS, build_db
 
+from jobsight.analytics.queries import data_age as data_age_module
 from jobsight.analytics.store.snapshot import SnapshotReader, publish
 from jobsight.dashboard import grids
 from jobsight.dashboard.app import create_app
@@ -176,3 +178,25 @@ def test_grid_rows_link_to_pages_the_server_built(app):
     assert [r["job_id"] for r in flagged["fl-table"]["rowData"]] == ["4", "2", "1"]
     assert flagged["fl-status"]["children"] == "3 flagged jobs"
     assert {r["href"] for r in flagged["fl-table"]["rowData"]} == {f"/job?cluster=c1&id={i}" for i in ("1", "2", "4")}
+
+
+# -- how old the data is ----------------------------------------------------------------------------
+
+DATA_AGE = "..data-age.children...data-age.className.."
+
+
+@pytest.mark.parametrize("path", ["/", "/jobs", "/flagged", "/running", "/job"])
+def test_every_page_says_how_old_the_data_is(app, path):
+    # the line sits in the shell every page is drawn in
+    shell = app.server.test_client().get("/_dash-layout", headers={"X-Forwarded-User": "alice"})
+    assert shell.status_code == 200 and '"id": "data-age"' in shell.get_data(as_text=True).replace('":"', '": "')
+    # build_db's newest accounting time is job 3's end, 17 Nov 11:00; the tests run later than a day after
+    for who in ("alice", "root", "mallory"):
+        out = post(app, DATA_AGE, {"url.pathname": path}, who)["data-age"]
+        assert out == {"children": "Data up to 2026-11-17 11:00 UTC (more than a day old)", "className": "data-age old"}
+
+
+def test_data_within_a_day_is_not_called_old(app, monkeypatch):
+    monkeypatch.setattr(data_age_module, "utc_now", lambda: dt.datetime(2026, 11, 18, 10, 0))
+    out = post(app, DATA_AGE, {"url.pathname": "/"}, "alice")["data-age"]
+    assert out == {"children": "Data up to 2026-11-17 11:00 UTC", "className": "data-age"}

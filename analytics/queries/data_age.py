@@ -13,12 +13,13 @@ class DataAge:
     newest: dt.datetime | None     # naive UTC; None: the database holds no job
     old: bool                      # newest is more than a day before the time asked at
 
-    def line(self) -> str:
-        """'data up to <time> UTC', with the warning when it is old."""
+    def line(self, capital: bool = False) -> str:
+        """'data up to <time> UTC', with the warning when it is old ('Data ...': a line of its own)."""
         if self.newest is None:
-            return "no accounting data yet"
-        return (f"data up to {self.newest:%Y-%m-%d %H:%M} UTC"
-                + (" (more than a day old)" if self.old else ""))
+            text = "no accounting data yet"
+        else:
+            text = f"data up to {self.newest:%Y-%m-%d %H:%M} UTC" + (" (more than a day old)" if self.old else "")
+        return text[:1].upper() + text[1:] if capital else text
 
 
 def utc_now() -> dt.datetime:

@@ -69,10 +69,7 @@ class Report:
     @property
     def data_line(self) -> str:
         """'Data up to <time> UTC', warning when that is more than a day old; '' when not known."""
-        if self.data_age is None:
-            return ""
-        line = self.data_age.line()
-        return line[:1].upper() + line[1:]
+        return "" if self.data_age is None else self.data_age.line(capital=True)
 
     @property
     def has_jobs(self) -> bool:
