@@ -135,3 +135,44 @@ def test_callback_keeps_a_user_to_their_own_jobs(db):
         assert page.status_code == 200 and "Running now" in page.get_data(as_text=True)
     finally:
         reader.close()
+
+
+def _kv_rows(node) -> dict:
+    """The job page's key/value tables as {key: value}."""
+    found = {}
+    if isinstance(node, dict):
+        props = node.get("props", {})
+        if node.get("type") == "Tr":
+            th, td = (c["props"]["children"] for c in props["children"])
+            found[th] = td
+        for child in (props.get("children") if isinstance(props.get("children"), list) else [props.get("children")]):
+            found.update(_kv_rows(child))
+    elif isinstance(node, list):
+        for child in node:
+            found.update(_kv_rows(child))
+    return found
+
+
+def test_job_page_marks_a_running_job_with_sbu_so_far_and_no_exit_code(db):
+    publish(db)
+    reader = SnapshotReader(db)
+    try:
+        app = create_app(reader, Auth("header", Roles.from_config(ROLES)))
+        client = app.server.test_client()
+        spec = app.callback_map["job-content.children"]
+
+        def page(job_id):
+            r = post_callback(client, "job-content.children", spec,
+                              {"job-key.data": {"cluster": "c1", "id": job_id}}.get, "root")
+            assert r.status_code == 200
+            return _kv_rows(r.get_json()["response"]["job-content"]["children"])
+        running_job, ended = page("10"), page("12")
+    finally:
+        reader.close()
+    # job 10: RUNNING 2 h at billing 200 -> 400 SBU so far; no exit code row
+    assert running_job["State"] == "RUNNING (still running: figures so far)"
+    assert "Exit code" not in running_job and "SBU" not in running_job
+    assert running_job["SBU so far"].startswith("400.00")
+    # job 12 ended: State, Exit code and SBU as always
+    assert ended["State"] == "COMPLETED" and "Exit code" in ended and "SBU so far" not in ended
+    assert ended["SBU"].startswith("100.00")

@@ -45,6 +45,11 @@ def db(tmp_path_factory):
         _sample(con, "sample", "200", "n1", "cpu", k, 50, 2 * GiB, 8 * GiB)
         _sample(con, "sample", "200", "n2", "cpu", k, 100, 4 * GiB, 8 * GiB)
         _sample(con, "sample", "200", "n1", "GPU-1", k, 60, 20 * GiB, 40 * GiB, gpu_index=0)
+    # job 300: RUNNING for 30 min at billing 4 -> 2 SBU so far; sacct's exit code of a running job means nothing yet
+    con.execute("""INSERT INTO job (cluster, job_id, job_id_raw, "user", account, "partition", state, exit_code, source,
+                   start_time, elapsed_s, timelimit_s, ncpus, nnodes, billing)
+                   VALUES ('c1', '300', '300', 'carol', 'proj', 'cpu', 'RUNNING', '0:0', 'test', ?, 1800, 7200, 4, 1, 4)""",
+                [T0])
     # a held sample of job 200 from someone else's file: never counted
     _sample(con, "sample_pending", "200", "n1", "cpu", 0, 1, GiB, 8 * GiB, owner=(1002, "mallory"))
     # local-9333: a sidecar run outside any scheduler, no accounting: one host, a CPU at 25 % and a GPU at 90 %
@@ -116,3 +121,15 @@ def test_held_samples_are_marked_not_counted(db, capsys):
 def test_no_job_and_no_samples_is_an_error(db, capsys):
     rc, _out, err = _run(["job", "--db", db, "404"], capsys)
     assert rc == 2 and "no job '404'" in err and "no accounting and no samples" in err
+
+
+def test_a_running_job_is_marked_running_with_sbu_so_far_and_no_exit_code(db, capsys):
+    rc, out, err = _run(["job", "--db", db, "300"], capsys)
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert "State: RUNNING (still running: figures so far)" in lines
+    assert "exit code" not in out
+    assert any(line.startswith("SBU so far: 2.0 [") for line in lines)
+    assert not any(line.startswith("SBU: ") for line in lines)
+    rc, out, _ = _run(["job", "--db", db, "200"], capsys)      # an ended job: its exit code and SBU as always
+    assert "State: COMPLETED (exit code -)" in out.splitlines() and "SBU so far" not in out

@@ -132,13 +132,17 @@ def text_report(m: dict) -> str:
     if m.get("accounting", True) is None:
         return samples_report(m)
     t = render.terminal_safe
+    running = m.get("state") == "RUNNING"      # no exit code yet; its SBU is what it has burned so far
+    state = "State: RUNNING (still running: figures so far)" if running else \
+        f"State: {t(m['state'] or '-')} (exit code {t(m['exit_code'] or '-')})"
+    sbu_label = "SBU so far" if running else "SBU"
     gpus = f"{m['ngpus']} x {t(m['gpu_type'])}" if m.get("ngpus") and m.get("gpu_type") else str(m.get("ngpus") or 0)
     lines = [
         f"Job ID: {t(m['job_id'])} (raw {t(m['job_id_raw'])})   Cluster: {t(m['cluster'])}",
         f"Name: {t(m['job_name'] or '-')}",
         f"User/Account: {t(m['user'] or '-')} / {t(m['account'] or '-')}   "
         f"Partition: {t(m['partition'] or '-')}   QOS: {t(m['qos'] or '-')}",
-        f"State: {t(m['state'] or '-')} (exit code {t(m['exit_code'] or '-')})",
+        state,
         f"Nodes: {m['nnodes'] or '-'}   Cores: {m['ncpus'] or '-'}   GPUs: {gpus}   Memory: {_gib(m['mem_charged_bytes'])}",
         f"Start: {render.cell(m['start_time'])}   End: {render.cell(m['end_time'])}  (UTC)",
         f"Wall-clock: {_hms(m['elapsed_s'])} of {_hms(m['timelimit_s']) if m['timelimit_s'] else 'no'} limit   "
@@ -154,8 +158,8 @@ def text_report(m: dict) -> str:
         lines.append(f"  least-used GPU: {_pct(m['gpu_util_min_device_pct'])}   "
                      f"peak GPU memory: {_pct(m['gpu_mem_peak_pct'])}")
     wasted = "unknown" if m["wasted_sbu"] is None else f"{m['wasted_sbu']:.1f}"
-    lines.append(f"SBU: {m['sbu']:.1f} [{m['sbu_source']}]   wasted: {wasted}  (charged for {m['charge_driver']})"
-                 if m["sbu"] is not None else "SBU: unknown")
+    lines.append(f"{sbu_label}: {m['sbu']:.1f} [{m['sbu_source']}]   wasted: {wasted}  (charged for {m['charge_driver']})"
+                 if m["sbu"] is not None else f"{sbu_label}: unknown")
     lines += _node_lines(m.get("nodes") or [], m.get("nnodes")) + _gpu_lines(m["gpus"]) + _series_lines(m["series"])
     if m.get("samples_moved"):
         lines.append(_moved_line(m["samples_moved"]))

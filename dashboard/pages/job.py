@@ -42,9 +42,12 @@ def render(h, scope: Scope, cluster: str | None, job_id: str | None) -> list:
     j = queries.job(h, scope, cluster, job_id)
     if j is None:
         return [html.P(NOT_FOUND, className="empty")]
+    running = j["state"] == "RUNNING"      # no exit code yet; its SBU is what it has burned so far
+    ended = [("State", j["state"]), ("Exit code", j["exit_code"])] if not running else \
+        [("State", "RUNNING (still running: figures so far)")]
     meta = _table([("Job", j["job_id"]), ("Cluster", j["cluster"]), ("Name", j["job_name"]), ("User", j["user"]),
                    ("Project", j["account"]), ("Partition", j["partition"]), ("QOS", j["qos"]),
-                   ("State", j["state"]), ("Exit code", j["exit_code"]),
+                   *ended,
                    ("Submit / start / end (UTC)", f"{j['submit_time'] or '-'} / {j['start_time'] or '-'} / {j['end_time'] or '-'}"),
                    ("Elapsed / limit", f"{_hours(j['elapsed_s'])} / {_hours(j['timelimit_s'])}"),
                    ("Cores / nodes / GPUs", f"{j['ncpus'] or 0} / {j['nnodes'] or '-'} / {j['ngpus'] or 0}"
@@ -57,7 +60,7 @@ def render(h, scope: Scope, cluster: str | None, job_id: str | None) -> list:
                   *gpus,
                   ("Memory", f"{_gib(j['mem_peak_bytes'])} peak of {_gib(j['mem_charged_bytes'])} ({_pct(j['mem_eff_pct'])})"),
                   ("Time efficiency", _pct(j["time_eff_pct"])),
-                  ("SBU", f"{common.number(j['sbu'], 2)} ({j['sbu_source']})"),
+                  ("SBU so far" if running else "SBU", f"{common.number(j['sbu'], 2)} ({j['sbu_source']})"),
                   ("Wasted SBU", f"{common.number(j['wasted_sbu'], 2)} (charge driven by {j['charge_driver']})")])
     flags = queries.job_flag_rows(h, scope, j["cluster"], j["job_id_raw"], j["user"])
     flag_list = html.Ul([html.Li([html.Strong(f"{f['severity']}: {f['code']}"), html.Span(" " + f["message"]),
