@@ -232,6 +232,17 @@ def test_bad_cutoff_is_named(tmp_path, when):
     assert rc == 2 and "--samples-before" in err and repr(when) in err
 
 
+def _walk(node):
+    yield node
+    children = getattr(node, "children", None)
+    for child in children if isinstance(children, list) else [children] if children is not None else []:
+        if not isinstance(child, str):
+            yield from _walk(child)
+    if isinstance(node, list):
+        for child in node:
+            yield from _walk(child)
+
+
 def _harness(tmp_path: Path) -> Path:
     db = tmp_path / "h.duckdb"
     _ok(["ingest", "--db", db, "--timezone", "UTC", "--cluster", "jobsight", "--quiet", *HARNESS])
@@ -250,6 +261,15 @@ def test_a_lake_path_is_data(tmp_path):
     assert f"removed {n:,} sample rows" in out
     assert _query(db, "SELECT count(*) FROM sample")[0][0] == 0
     assert _query(db, "SELECT lake FROM pruned_month")[0][0] == str(lake)
+    # the job page says where the samples went, the path as text
+    from jobsight.analytics.queries.scope import Scope
+    from jobsight.analytics.store.database import Database
+    from jobsight.dashboard.pages import job as job_page
+    (job,) = _query(db, "SELECT job_id_raw FROM pruned_job")[0]
+    with Database.read(db, say=None) as h:
+        page = job_page.render(h, Scope.admin(), "jobsight", job)
+    notes = [c for c in _walk(page) if getattr(c, "id", None) == "job-samples-moved"]
+    assert len(notes) == 1 and f"moved to the Parquet lake {lake}:" in notes[0].children
 
 
 def test_a_failed_compaction_loses_nothing(tmp_path, monkeypatch):
