@@ -229,7 +229,10 @@ def prepare_spool(spool: str) -> str | None:
     """Create the spool (0711) if missing; why it cannot be used, or None. A spool others may write
     to is refused: files there count as the site's own."""
     try:
+        created = not os.path.lexists(spool)
         os.makedirs(spool, mode=SPOOL_MODE, exist_ok=True)
+        if created:
+            os.chmod(spool, SPOOL_MODE)   # whatever the prolog's umask: users stat their job's marker
         st = os.lstat(spool)
     except OSError as exc:
         return f"cannot create {spool}: {exc.strerror or exc}"

@@ -218,3 +218,21 @@ def test_read_scope_own_shows_the_invoking_user_their_jobs(site):
     rc, out, err = as_user("alice", group, ["report", "--db", str(db), "--config", str(own), "--week", "2026-W47",
                                             "--for", "user:bob", "--format", "md"])
     assert rc == 2 and "you may report on user:alice" in err, err
+
+
+def test_a_writer_holds_its_umask_only_while_open(tmp_path):
+    """The database and the files DuckDB creates beside it (the write-ahead log) are the owner's
+    only while a writer is open; the process's own umask is back once it closes."""
+    from jobsight.analytics.store.database import Database
+    before = os.umask(0o022)
+    try:
+        writer = Database.connect(tmp_path / "u.duckdb")
+        assert os.umask(0o077) == 0o077          # held while open (read back by setting it again)
+        writer.con.execute("CREATE TABLE t AS SELECT 1 AS x")
+        wal = tmp_path / "u.duckdb.wal"
+        assert not wal.exists() or wal.stat().st_mode & 0o077 == 0
+        writer.close()
+        assert os.umask(0o022) == 0o022          # restored
+        assert (tmp_path / "u.duckdb").stat().st_mode & 0o777 == 0o600
+    finally:
+        os.umask(before)

@@ -15,6 +15,7 @@ this version's and refuses otherwise, rather than answer with other formulas.
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -85,8 +86,9 @@ class Database:
 
     def __init__(self, con: duckdb.DuckDBPyConnection, path: Optional[Path] = None,
                  config: Optional[Config] = None, read_only: bool = False,
-                 tables: Optional[frozenset[str]] = None):
+                 tables: Optional[frozenset[str]] = None, umask: Optional[int] = None):
         self.con = con
+        self._umask = umask     # a writer's: the process's umask before it, restored by close()
         self.path = path
         self.config = config
         self.read_only = read_only
@@ -112,7 +114,13 @@ class Database:
         if (read_only or must_exist) and not path.is_file():
             what = "not a file" if path.exists() else "no such database"
             raise UserError(f"{path}: {what} (create it with `jobsight ingest --db {path} ...`)")
-        con = db.connect(path, read_only=read_only, group=cfg.db_group)
+        umask = None if read_only else os.umask(db.writer_umask(cfg.db_group))
+        try:
+            con = db.connect(path, read_only=read_only, group=cfg.db_group)
+        except BaseException:
+            if umask is not None:
+                os.umask(umask)
+            raise
         try:
             if read_only:
                 if stored_views_checksum(con) != views_checksum():
@@ -125,8 +133,10 @@ class Database:
                 apply_views(con)
         except BaseException:
             con.close()
+            if umask is not None:
+                os.umask(umask)
             raise
-        return cls(con, path, cfg, read_only)
+        return cls(con, path, cfg, read_only, umask=umask)
 
     @classmethod
     def read(cls, path: str | Path, config: Config | str | None = None,
@@ -172,7 +182,14 @@ class Database:
         """Connect and migrate only, for a writer that changes the data before anything is computed
         from it (`jobsight ingest`, which opens the database again to refresh it afterwards).
         ``config``: its [database] group may read the files."""
-        return cls(db.connect(path, group=config.db_group if config else None), Path(path), config)
+        group = config.db_group if config else None
+        umask = os.umask(db.writer_umask(group))
+        try:
+            con = db.connect(path, group=group)
+        except BaseException:
+            os.umask(umask)
+            raise
+        return cls(con, Path(path), config, umask=umask)
 
     @classmethod
     def of(cls, con: "duckdb.DuckDBPyConnection | Database", tables: Optional[frozenset[str]] = None) -> "Database":
@@ -223,7 +240,12 @@ class Database:
         return store.refresh(self.con, say=say, full=full)
 
     def close(self) -> None:
-        self.con.close()
+        try:
+            self.con.close()
+        finally:
+            if self._umask is not None:
+                os.umask(self._umask)
+                self._umask = None
 
     def __enter__(self) -> "Database":
         return self

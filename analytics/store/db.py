@@ -127,12 +127,16 @@ def configure_engine(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"SET memory_limit = '{limit}'")
 
 
+def writer_umask(group: Optional[str] = None) -> int:
+    """The umask a writer holds while its connection is open, so that the files DuckDB creates
+    beside the database (the write-ahead log, spill files) are no more readable than it."""
+    return 0o027 if group else 0o077
+
+
 def protect(path: str | Path, group: Optional[str] = None) -> None:
     """The database's files are everyone's jobs: readable by their owner only (0600), or also by
     ``group`` (0640, [database] group); never by others. Without a group, group bits a configured
-    writer set before are left as they are. A process that writes them creates new files (the
-    write-ahead log, spill files, snapshot copies) under the matching umask."""
-    os.umask(0o027 if group else 0o077)
+    writer set before are left as they are."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -148,7 +152,8 @@ def protect(path: str | Path, group: Optional[str] = None) -> None:
 
 def connect(path: str | Path, read_only: bool = False, group: Optional[str] = None) -> duckdb.DuckDBPyConnection:
     """Open (creating if needed) a jobsight database and migrate it to the known schema; a writer's
-    files are protected (``protect``) before anything is written."""
+    file is protected (``protect``) before anything is written. The caller holds writer_umask
+    while the connection is open (Database does)."""
     where = str(path)
     try:
         if not read_only:

@@ -154,6 +154,16 @@ def _bring_up_to_date(src: Path) -> None:
 
 
 def publish(db_path: str | os.PathLike) -> Path:
+    """Publish an atomic read-only snapshot of ``db_path`` next to it; return its path (_publish).
+    The copy is made under umask 077, then given the database's own mode and group."""
+    umask = os.umask(0o077)
+    try:
+        return _publish(db_path)
+    finally:
+        os.umask(umask)
+
+
+def _publish(db_path: str | os.PathLike) -> Path:
     """Publish an atomic read-only snapshot of ``db_path`` next to it; return its path.
 
     Call it after the writer has closed its connection (closing checkpoints the file), e.g. at the
