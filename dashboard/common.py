@@ -169,6 +169,21 @@ def number(x: float | None, digits: int = 1) -> str:
     return f"{x:,.{digits}f}"
 
 
+SIDECAR_LINE = 'jobsight sidecar run --out "$HOME/jobsight" -- CMD'
+
+
+def no_jobs_yet() -> html.Div:
+    """What someone with no job at all sees instead of "no jobs for these filters": how jobs get in."""
+    return html.Div([
+        html.P("You have no jobs in jobsight yet."),
+        html.P(["To have your jobs' GPUs, cores and memory measured, run your command through the sidecar "
+                "in your jobscript (CMD: your command):"]),
+        html.Pre(html.Code(SIDECAR_LINE)),
+        html.P("The site's ingest picks up its files in $HOME/jobsight and your jobs' accounting records; "
+               "your jobs appear here after its next run."),
+    ], className="empty", id="no-jobs-yet")
+
+
 def card(label: str, value: str, cid: str, note: str | None = None) -> html.Div:
     """A total; ``note`` a line under it (what the total leaves out), id ``note-<cid>``."""
     parts = [html.Div(label, className="card-label"), html.Div(value, className="card-value", id=cid)]

@@ -82,7 +82,7 @@ def test_my_jobs_are_the_users_own_newest_first(app):
     assert row["codes"] == "cpu_low_eff, cpu_serial_on_many, mem_oversized" and row["href"] == "/job?cluster=c1&id=1"
     assert my_jobs(app, "alice", user="bob")[0] == ["1"]        # a plain user's list is always their own
     assert my_jobs(app, "bob")[0] == ["2", "4"]
-    assert my_jobs(app, "mallory")[1] == "No jobs match these filters."
+    assert my_jobs(app, "mallory")[0] == []                      # no jobs at all: told how jobs get in (below)
 
 
 def test_leads_and_admins_choose_whose_jobs(app):
@@ -200,3 +200,33 @@ def test_data_within_a_day_is_not_called_old(app, monkeypatch):
     monkeypatch.setattr(data_age_module, "utc_now", lambda: dt.datetime(2026, 11, 18, 10, 0))
     out = post(app, DATA_AGE, {"url.pathname": "/"}, "alice")["data-age"]
     assert out == {"children": "Data up to 2026-11-17 11:00 UTC", "className": "data-age"}
+
+
+# -- a user with no jobs at all ---------------------------------------------------------------------
+
+def _text_of(node) -> str:
+    if isinstance(node, dict):
+        return _text_of(node.get("props", {}).get("children"))
+    if isinstance(node, list):
+        return " ".join(_text_of(c) for c in node)
+    return "" if node is None else str(node)
+
+
+def test_a_user_with_no_jobs_is_told_how_jobs_get_in(app):
+    _ids, status, _out = my_jobs(app, "mallory")
+    assert status["props"]["id"] == "no-jobs-yet"
+    told = _text_of(status)
+    assert 'jobsight sidecar run --out "$HOME/jobsight" -- CMD' in told and "site's ingest" in told
+    overview = post(app, "ov-content.children", {}, "mallory")["ov-content"]["children"]
+    assert [c["props"].get("id") for c in overview] == ["no-jobs-yet"]
+    assert 'jobsight sidecar run --out "$HOME/jobsight" -- CMD' in _text_of(overview)
+
+
+def test_no_match_for_filters_is_still_said_so(app):
+    # a filter set, or someone who has jobs: the plain "no match", not the newcomer's text
+    assert my_jobs(app, "mallory", state="RUNNING")[1] == "No jobs match these filters."
+    assert my_jobs(app, "alice", state="RUNNING")[1] == "No jobs match these filters."
+    overview = post(app, "ov-content.children", {"ov-period.start_date": "2027-01-01"}, "mallory")["ov-content"]
+    assert _text_of(overview["children"]) == "No jobs in this view for the selected period and filters."
+    overview = post(app, "ov-content.children", {"ov-period.start_date": "2027-01-01"}, "alice")["ov-content"]
+    assert "sidecar" not in _text_of(overview["children"])

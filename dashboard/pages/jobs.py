@@ -100,6 +100,10 @@ def register(app) -> None:
         jf = JobFilter(user=whose(scope, user), state=_text(state), partition=_text(partition), code=_text(code))
         with common.handle() as h:
             data, total, page = rows(h, scope, jf, page, app.get_relative_path("/job"))
+            # your own jobs, no filter, and none at all: how jobs get in, not "no match"
+            newcomer = not total and jf == JobFilter(user=scope.user) and not job_queries.has_jobs(h, scope, scope.user)
+        if newcomer:
+            return [], common.no_jobs_yet(), 0, True, True
         if not total:
             return [], "No jobs match these filters.", 0, True, True
         first = page * PAGE + 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dash import Input, Output, State, dcc, html, no_update
 
+from jobsight.analytics.queries import job_lists as job_queries
 from jobsight.analytics.queries import summaries as queries
 from jobsight.analytics.queries.scope import Filters, Scope
 from jobsight.dashboard import budget_panel, common, figures
@@ -31,6 +32,8 @@ def render(h, scope: Scope, f: Filters, grain: str, stack: str) -> list:
     """The page body for a scope and filters: totals cards and the four charts."""
     t = queries.totals(h, scope, f)
     if t["jobs"] == 0 and t["sbu"] == 0:
+        if scope.role == "user" and f == Filters() and not job_queries.has_jobs(h, scope, scope.user):
+            return [common.no_jobs_yet()]       # no job at all, no filter: how jobs get in
         return [html.P("No jobs in this view for the selected period and filters.", className="empty")]
     cards = html.Div([
         common.card("SBU burned", common.number(t["sbu"]), "total-sbu"),
