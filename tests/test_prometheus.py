@@ -297,7 +297,7 @@ def test_dashboard_section_of_the_config(tmp_path):
     assert load_config(tmp_path / "jobsight.toml").metrics_token_file == tmp_path / "sub" / "tok"   # beside the file
     assert parse_config({}).metrics_token_file is None
     (tmp_path / "bad.toml").write_text("[dashboard]\nmetrics_token = 'x'\n")
-    with pytest.raises(ConfigError, match=r"bad.toml, line 2: unknown key dashboard.metrics_token \(known: metrics_token_file\)"):
+    with pytest.raises(ConfigError, match=r"bad.toml, line 2: unknown key dashboard.metrics_token \(known: metrics_token_file, munge\)"):
         load_config(tmp_path / "bad.toml")
     with pytest.raises(ConfigError, match="dashboard.metrics_token_file must be a string"):
         parse_config({"dashboard": {"metrics_token_file": 3}})
