@@ -76,7 +76,7 @@ PROBES = (
     ("jobsight.analytics.store.database", "apply_views", "views"),
     ("jobsight.analytics.store.snapshot", "publish", "publish"),
     ("shutil", "copyfile", "copy"),
-    ("jobsight.analytics.store.snapshot", "_fsync_path", "fsync"), ("jobsight.analytics.store.snapshot", "_rewrite_differences", "spare"),
+    ("jobsight.analytics.store.snapshot", "fsync_path", "fsync"), ("jobsight.analytics.store.snapshot", "_rewrite_differences", "spare"),
     ("jobsight.analytics.reports.data", "gather", "gather"), ("jobsight.analytics.store.database:Database", "fetch", "query"),
     ("jobsight.analytics.render", "emit_rows", "print"))
 

@@ -167,14 +167,6 @@ def kept_from_earlier(con, rebuilt: tuple[str, ...]) -> list[tuple[str, str]]:
     return [tuple(r) for r in con.execute(f"SELECT {KEY} FROM pruned_job ORDER BY ALL").fetchall()]
 
 
-def _fsync(path: Path, directory: bool = False) -> None:
-    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def compact(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     """Write the database of ``con`` (the writer's connection to ``path``) into a new file and swap
     it in: the space of deleted rows is given back. ``con`` keeps DuckDB's lock on the old file
@@ -190,10 +182,10 @@ def compact(con: duckdb.DuckDBPyConnection, path: Path) -> None:
             con.execute(f'COPY FROM DATABASE "{catalog}" TO jobsight_compact')
         finally:
             con.execute("DETACH jobsight_compact")
-        _fsync(tmp)
-        snapshot._same_access(path, tmp)
+        snapshot.fsync_path(tmp)
+        snapshot.same_access(path, tmp)
         os.replace(tmp, path)
-        _fsync(path.parent, directory=True)
+        snapshot.fsync_path(path.parent, directory=True)
     except duckdb.Error as exc:
         raise UserError(f"{path}: cannot write its compacted copy {tmp} (the database is unchanged "
                         f"but for the samples removed): {exc}") from None

@@ -120,7 +120,7 @@ def _rewrite_differences(src: Path, fd: int) -> int:
     return written
 
 
-def _same_access(src: Path, copy: Path) -> None:
+def same_access(src: Path, copy: Path) -> None:
     """The copy readable by exactly whom the database is (its mode and group: analytics/store/db.py's protect)."""
     st = src.stat()
     os.chmod(copy, stat.S_IMODE(st.st_mode))
@@ -128,7 +128,7 @@ def _same_access(src: Path, copy: Path) -> None:
         os.chown(copy, -1, st.st_gid)
 
 
-def _fsync_path(path: Path, directory: bool = False) -> None:
+def fsync_path(path: Path, directory: bool = False) -> None:
     fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
     try:
         os.fsync(fd)
@@ -226,10 +226,10 @@ def _publish(db_path: str | os.PathLike) -> Path:
                     raise UserError(f"{src}: cannot open the copy for the snapshot: {exc}") from exc
             if tmp_wal.exists():
                 tmp_wal.unlink()
-            _fsync_path(tmp)
+            fsync_path(tmp)
         if dest.exists():
             os.link(dest, old)
-        _same_access(src, spare if fd is not None else tmp)
+        same_access(src, spare if fd is not None else tmp)
         os.replace(spare if fd is not None else tmp, dest)
         os.utime(dest)   # published now, also when no block differed: readers compare it with the database's last commit
         if old.exists():
