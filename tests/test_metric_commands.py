@@ -102,7 +102,7 @@ def test_job_json_fields_are_view_columns_and_flags_objects(env):
     m = json.loads(run(env, "job", "501", "--format", "json"))
     assert set(view_columns(env, "job_metrics")) <= set(m)
     assert set(m) - set(view_columns(env, "job_metrics")) == {"flags", "gpus", "steps", "series", "savings", "nodes",
-                                                              "pending"}
+                                                              "pending", "samples_moved"}
     assert m["cpu_eff_pct"] == pytest.approx(25.0) and m["mem_eff_pct"] == pytest.approx(6.25)
     assert m["time_eff_pct"] == pytest.approx(100 * 4 / 24)
     assert m["sbu"] == pytest.approx(16.0) and m["wasted_sbu"] == pytest.approx(12.0)
