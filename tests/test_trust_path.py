@@ -147,3 +147,18 @@ def test_judge_without_users(tmp_path):
         assert v.refused and "writable by group" in v.refused
     f.chmod(0o644)
     assert PathJudge().file(str(f), os.stat(f), str(f)).refused is None
+
+
+def test_file_names_are_printed_escaped(tmp_path):
+    """A user's file name with a line break and an escape sequence cannot forge a summary line or
+    drive the admin's terminal: the name is printed with visible escapes."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    evil = folder / "x\nok.csv: sacct, 1 rows: 1 stored\x1b[31m.csv"
+    evil.write_text("not a known format\n")
+    proc = subprocess.run([*jobsight_cmd(), "ingest", "--db", str(tmp_path / "e.duckdb"), str(folder)],
+                          capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert "\x1b" not in out and "\\x1b[31m" in out, out
+    assert not any(line.startswith("ok.csv") for line in out.splitlines()), out
+    assert "x\\nok.csv" in out, out
