@@ -51,6 +51,16 @@ def reject_long_lines(result: ParseResult, long_lines: list[lengths.LongLine]) -
     result.rejects.extend(Reject(ll.line_no, ll.reason(), None) for ll in long_lines)
 
 
+def close_records(result: ParseResult, long_lines: list[lengths.LongLine], comments: int, skipped: int) -> None:
+    """The end of a record parser's result (PBS, LSF): its too-long lines rejected, the rejects in
+    line order, comment lines and the records it does not read counted as dropped."""
+    reject_long_lines(result, long_lines)
+    result.rejects.sort(key=lambda r: r.line_no or 0)
+    result.dropped = comments + skipped
+    if comments:
+        result.notes.append(f"{comments} comment line(s) ('#') skipped")
+
+
 def in_file_order(calls: Iterable[Callable[[], T]], threads: int, name: str) -> Iterator[T]:
     """The results of ``calls`` (one per block), run in ``threads`` threads (polars releases the
     GIL) and given back in the order of the calls, so that blocks are collected in file order.

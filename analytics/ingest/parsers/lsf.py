@@ -42,7 +42,7 @@ import polars as pl
 
 from jobsight.analytics.ingest import limits
 from jobsight.analytics.ingest.parsers import lsf_frame, lsf_walk
-from jobsight.analytics.ingest.parsers.line_blocks import _INT_MAX, in_file_order, iter_blocks, reject_long_lines, set_aside
+from jobsight.analytics.ingest.parsers.line_blocks import _INT_MAX, close_records, in_file_order, iter_blocks, set_aside
 from jobsight.analytics.ingest.records import ParseOptions, ParseResult, Reject
 
 FORMAT = "lsf"
@@ -300,11 +300,7 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
         jobs = pl.concat(parts, how="vertical")
         if jobs.height:
             result.jobs = jobs
-    reject_long_lines(result, long_lines)
-    result.rejects.sort(key=lambda r: r.line_no or 0)
-    result.dropped = comments + sum(other.values())
-    if comments:
-        result.notes.append(f"{comments} comment line(s) ('#') skipped")
+    close_records(result, long_lines, comments, sum(other.values()))
     for ev, n in sorted(other.items()):
         result.notes.append(f"{n} {ev} record(s) skipped: only JOB_FINISH records describe finished jobs")
     result.notes.extend(f"{n} record(s): {what}" for what, n in notes.items())

@@ -49,7 +49,7 @@ import polars as pl
 
 from jobsight.analytics.ingest import limits
 from jobsight.analytics.ingest.parsers import pbs_frame
-from jobsight.analytics.ingest.parsers.line_blocks import in_file_order, iter_blocks, reject_long_lines, set_aside
+from jobsight.analytics.ingest.parsers.line_blocks import close_records, in_file_order, iter_blocks, set_aside
 from jobsight.analytics.ingest.parsers.pbs_frame import exit_state
 from jobsight.analytics.ingest.records import ParseOptions, ParseResult, Reject
 from jobsight.analytics.ingest.timezones import local_zone_name
@@ -249,11 +249,7 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
             rows = _deletions(rows, deletions, result.rejects)
         if rows.height:
             result.jobs = rows.select([pl.col(c).cast(t, strict=False) for c, t in SCHEMA.items()])
-    reject_long_lines(result, long_lines)
-    result.rejects.sort(key=lambda r: r.line_no or 0)
-    result.dropped = comments + sum(skipped.values())
-    if comments:
-        result.notes.append(f"{comments} comment line(s) ('#') skipped")
+    close_records(result, long_lines, comments, sum(skipped.values()))
     for rtype, n in sorted(skipped.items()):
         what = _SKIP.get(rtype, f"{rtype} records")
         result.notes.append(f"{n} {what} skipped: {_WHY_SKIPPED.get(rtype, _E_CARRIES)}")
