@@ -181,10 +181,13 @@ def _merge_sql(table: str, keys: list[str], data_cols: list[str], time_cols: lis
                CASE WHEN _ww THEN "_t_null_reasons" ELSE null_reasons END AS _nl
         FROM ({order})"""
     m = {c: quote_name("_m_" + c) for c in vals}
+    if "state" in vals:
+        merged = _qdel_sql(merged)
     changed = " OR ".join(f"({m[c]} IS NOT NULL AND {_explains('_nw', c)}) OR "
                           f"({m[c]} IS NULL AND {_explains('_nl', c)} AND NOT {_explains('_nw', c)})" for c in vals)
     # the text json.dumps writes, as the parsers do: {"col": "reason", ...}
-    entries = ", ".join(f"""CASE WHEN {m[c]} IS NULL THEN '"{c}": ' || to_json(coalesce(json_extract_string(_nw, '$."{c}"'),
+    entries = ", ".join(f"""CASE WHEN {m[c]} IS NULL{_kept_reason(c)} THEN '"{c}": '
+                        || to_json(coalesce(json_extract_string(_nw, '$."{c}"'),
                         json_extract_string(_nl, '$."{c}"')))::VARCHAR END""" for c in vals)
     rebuilt = f"nullif('{{' || concat_ws(', ', {entries}) || '}}', '{{}}')"   # concat_ws skips NULLs
     same = " AND ".join(f"{m[c]} IS NOT DISTINCT FROM {quote_name('_t_' + c)}" for c in vals)
@@ -197,6 +200,28 @@ def _merge_sql(table: str, keys: list[str], data_cols: list[str], time_cols: lis
                          AND "_m_derived" IS NOT DISTINCT FROM {'"_t_derived"' if 'derived' in data_cols else 'NULL'}
                     THEN 'same' ELSE 'update' END AS _action
         FROM (SELECT *, CASE WHEN {changed} THEN {rebuilt} ELSE _nw END AS _nr FROM ({merged}))"""
+
+
+# PBS logs no uid for a qdel: who deleted the job is the reason its cancelled_by_uid is NULL
+QDEL_REASON = "cancelled_by_uid"
+
+
+def _qdel_sql(merged: str) -> str:
+    """SQL over `merged`: a job deleted with qdel (either record names who deleted it: a PBS D record,
+    or an E record after one in its file) is CANCELLED unless the merged record ended COMPLETED, as
+    the PBS parser rules within one file; so a D record and an E record in two daily files give the
+    row both give in one, in either order. _qdel says whether the job was deleted."""
+    said = " OR ".join(f"""coalesce(json_exists({nr}, '$."{QDEL_REASON}"'), false)""" for nr in ("_nw", "_nl"))
+    return f"""
+        SELECT * REPLACE (CASE WHEN _qdel AND "_m_state" IS DISTINCT FROM 'COMPLETED' THEN 'CANCELLED'
+                               ELSE "_m_state" END AS "_m_state")
+        FROM (SELECT *, ({said}) AS _qdel FROM ({merged}))"""
+
+
+def _kept_reason(col: str) -> str:
+    """SQL condition (after 'IS NULL'): a rebuilt null_reasons keeps col's reason; a job that ended
+    COMPLETED after a qdel names no canceller (as within one file)."""
+    return """ AND NOT (_qdel AND "_m_state" = 'COMPLETED')""" if col == QDEL_REASON else ""
 
 
 def refresh_job_usage(con, touched: Optional[pl.DataFrame]) -> None:
