@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, jobsight_cmd
 
 from jobsight.analytics.config import parse_config
 from jobsight.analytics.ingest import files as ingest
@@ -114,3 +115,35 @@ def test_sacct_text_markers(tmp_path, fast):
     assert j["8"]["ncpus"] is None and j["8"]["billing"] is None and j["8"]["mem_alloc_bytes"] == 4 * GIB
     assert j["8"]["alloc_tres"] == "cpu=4,mem=4G,node=1"
     assert any("s.txt: TRES energy: Slurm's 'not set' marker (or a sum of it) in 2 row(s)" in n for n in r.notes), r.notes
+
+
+def test_ingest_json_says_what_the_plain_notes_say(tmp_path):
+    """`ingest --json` carries the same notes as the plain output, and each field made NULL as
+    {"file", "field", "kind", "rows"}: the counts the notes give."""
+    lines = [HEADER,
+             f"7|7|COMPLETED|{T}|4|1||billing=4,cpu=4,mem=4G,node=1|||02:00:00|job",
+             f"7.0|7.0|COMPLETED|{T}|4|1|4294967294||cpu=02:00:00,energy=-8,mem=1G|energy=-2|02:00:00|step",
+             f"7.1|7.1|COMPLETED|{T}|4|1|-2||energy=18446744073709551608,mem=2G|mem=1G|00:00:00|step",
+             f"9|9|COMPLETED|{T}|999999999|1||cpu=4,mem=4G,node=1|||01:00:00|job"]
+    text = tmp_path / "s.txt"
+    text.write_text("\n".join(lines) + "\n")
+    runs = {}
+    for mode in ("plain", "json"):
+        out = subprocess.run(jobsight_cmd() + ["ingest", "--db", str(tmp_path / f"{mode}.duckdb"), "--timezone", "UTC",
+                                               "--quiet", str(text), str(MARKERS)] + (["--json"] if mode == "json" else []),
+                             capture_output=True, text=True, check=True)
+        runs[mode] = out.stdout
+    plain = [ln.removeprefix("  note: ") for ln in runs["plain"].splitlines() if ln.startswith("  note: ")]
+    files = json.loads(runs["json"])["files"]
+    assert [n for f in files for n in f["notes"]] == plain
+    nulled = [e for f in files for e in f["nulled"]]
+    assert nulled == [
+        {"file": "s.txt", "field": "TRES energy", "kind": "marker", "rows": 2},
+        {"file": "s.txt", "field": "ncpus", "kind": "impossible", "rows": 1},
+        {"file": "s.txt", "field": "ntasks", "kind": "marker", "rows": 2},
+        {"file": MARKERS.name, "field": "TRES energy", "kind": "marker", "rows": 5}]
+    # each entry is a note of the plain output, with the same file, field and count
+    for e in nulled:
+        what = "Slurm's 'not set' marker" if e["kind"] == "marker" else "an impossible value"
+        assert sum(1 for n in plain if n.startswith(f"{e['file']}: {e['field']}: {what}")
+                   and f" in {e['rows']} row(s)" in n) == 1, (e, plain)

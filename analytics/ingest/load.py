@@ -37,6 +37,8 @@ class FileReport:
     ingest_id: Optional[int] = None
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    # fields made NULL (Slurm markers, impossible values): {"file", "field", "kind", "rows"}, as the notes say
+    nulled: list[dict] = field(default_factory=list)
     error: Optional[str] = None
     trust: Optional[str] = None        # why the file was or was not trusted (ingest_trust.trust_note)
 
@@ -131,6 +133,7 @@ def _load_piece(con, result: ParseResult, rep: FileReport, samples: _SampleLoade
     rep.rejected += len(result.rejects)
     rep.dropped += result.dropped
     rep.notes += result.notes
+    rep.nulled += result.nulled
     if file_owner is not None and any(f is not None and f.height for f in (result.jobs, result.steps)):
         # ingest_file reads no accounting from such a file; a sample parser that made job rows is a bug
         raise AccountingError(f"{source_file}: a file owned by {file_owner} gave job records: not loaded")

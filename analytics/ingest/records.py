@@ -38,6 +38,9 @@ class ParseResult:
     rejects: list[Reject] = field(default_factory=list)
     dropped: int = 0                    # e.g. a truncated last line of a sidecar CSV
     notes: list[str] = field(default_factory=list)  # one-line remarks shown to the user
+    # fields made NULL because of a marker or an impossible value, one entry a file and field (and
+    # kind), said in the notes too: {"file", "field", "kind": "marker" | "impossible", "rows"}
+    nulled: list[dict] = field(default_factory=list)
 
     def frame_rows(self) -> int:
         return sum(len(f) for f in (self.jobs, self.steps, self.samples) if f is not None)

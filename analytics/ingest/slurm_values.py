@@ -110,6 +110,17 @@ def tres_item(key: str, value: str) -> Optional[str]:
     return "impossible" if v.startswith("-") or not finite else None
 
 
+def tally_nulled(file: str, tally: Counter) -> list[dict]:
+    """tally_notes' facts, one entry a note: {"file", "field", "kind", "rows"} (ParseResult.nulled)."""
+    return [{"file": file, "field": field, "kind": kind, "rows": n} for (field, kind), n in sorted(tally.items())]
+
+
+def report_tally(result, file: str, tally: Counter) -> None:
+    """A parser's tally in its result: a note per field, and the same as ParseResult.nulled entries."""
+    result.notes += tally_notes(file, tally)
+    result.nulled += tally_nulled(file, tally)
+
+
 def tally_notes(file: str, tally: Counter) -> list[str]:
     """One note per field: how many rows of file had a marker or an impossible value there."""
     out = []

@@ -470,7 +470,7 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
             result.rejects.append(Reject(index, f"job {index}: {exc}", json.dumps(job)[:1000]))
             for _ in range(len(steps) - already):
                 result.rejects.append(Reject(index, f"job {index}: step of a rejected job", None))
-    result.notes += slurm_values.tally_notes(path.name, tally)
+    slurm_values.report_tally(result, path.name, tally)
     if job_rows:
         result.jobs = _frame(job_rows, JOB_SCHEMA)
     if step_rows:

@@ -153,7 +153,7 @@ def parse_file(path: Path, opts: ParseOptions, on_piece: Optional[Callable[[pl.D
         result.notes.append(f"{comments} '#' comment line(s) skipped (counted as dropped)")
     for name, n in guessed.items():
         result.notes.append(f"no header: {n} line(s) read as the {name} layout")
-    result.notes += slurm_values.tally_notes(path.name, ctx.tally)
+    slurm_values.report_tally(result, path.name, ctx.tally)
     result.notes += timezones.fall_back_note(ctx.tz, sorted(ctx.folds), "read as the readings that keep End "
                                              "not before Start and agree with Elapsed")
     if any("--columns" in r.reason for r in result.rejects):

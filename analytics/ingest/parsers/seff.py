@@ -334,7 +334,7 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
             rows.append(row)
         except (ValueError, KeyError, TypeError, OverflowError, zoneinfo.ZoneInfoNotFoundError) as exc:
             result.rejects.append(Reject(line_no, f"seff report: {exc}", "\n".join(block)[:1000]))
-    result.notes += slurm_values.tally_notes(path.name, tally)
+    slurm_values.report_tally(result, path.name, tally)
     if rows:
         result.jobs = pl.DataFrame({c: pl.Series(c, [r.get(c) for r in rows], dtype=t, strict=False) for c, t in SCHEMA.items()})
     return result
