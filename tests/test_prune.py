@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -96,6 +97,8 @@ def test_prune_keeps_every_figure(world):
     assert all(figures[j]["gpus"] and figures[j]["sbu"] is not None for j in gpu_jobs)
     size = db.stat().st_size
     mode = os.stat(db).st_mode
+    unpruned = root / "unpruned.duckdb"         # the same database, never pruned: what figures should be
+    shutil.copy(db, unpruned)
     sequences = "SELECT sequence_name, last_value FROM duckdb_sequences() ORDER BY 1"
     counters = _query(db, sequences)
     assert counters and counters[0][1] is not None
@@ -142,17 +145,7 @@ def test_prune_keeps_every_figure(world):
     for j in gpu_jobs:
         assert _job_figures(db, j) == figures[j], j
 
-    # a pruned job's time series: from the lake with [lake] path, the same as before; else what is
-    # left, and the command says where the rest went
-    with_lake = root / "with-lake.toml"
-    with_lake.write_text(f'[lake]\npath = "{lake}"\n', encoding="utf-8")
-    for j in gpu_jobs:
-        read = _job_json(db, j, "--config", with_lake)
-        assert read["series"] == series[j] and read["samples_moved"]["read"] is True, j
-        kept = _job_json(db, j)
-        assert kept["samples_moved"]["read"] is False and kept["samples_moved"]["lake"] == str(lake)
-        assert sum(map(len, kept["series"].values())) < sum(map(len, series[j].values()))
-    assert "were moved to the Parquet lake" in _ok(["job", "--db", db, gpu_jobs[0]])
+    _series_from_the_lake(root, db, lake, gpu_jobs, series)
 
     # a refresh that recomputes the pruned jobs (rows without an ingest_id are recomputed at every
     # refresh, as an ingest that changed them would) and a settings change (job_metrics rebuilt from
@@ -173,14 +166,85 @@ def test_prune_keeps_every_figure(world):
             assert _same(after.get(key), figures[j].get(key)), (j, key)
         # the idle GPUs counted under the new threshold, from the per-GPU figures the samples gave
         assert after["gpus_idle"] == sum(g["util_mean_pct"] < 40 for g in figures[j]["gpus"]), j
-    # a change of what the per-GPU rows are computed from: the pruned jobs keep theirs, and are named
-    config.write_text("[flags]\ngpu_idle_pct = 40\n[samples]\nmax_gap_s = 900\n", encoding="utf-8")
-    out = _ok(["settings", "--db", db, "--config", config, "--quiet"])
-    pruned = _query(db, "SELECT count(*) FROM pruned_job")[0][0]
-    assert "job_gpu_devices" in out and f"{pruned} job(s) whose samples were pruned" in out
-    assert all(f"demo/{j}" in out for j in gpu_jobs[:2])
+    _ok(["settings", "--db", unpruned, "--config", config, "--quiet"])
     for j in gpu_jobs:
-        assert _same(_job_figures(db, j)["gpus"], figures[j]["gpus"]), j
+        assert _same(_job_figures(db, j), _job_figures(unpruned, j)), j
+    _settings_after_prune(root, db, lake, config, unpruned, gpu_jobs)
+
+
+def _series_from_the_lake(root: Path, db: Path, lake: Path, jobs: list[str], series: dict) -> None:
+    """A pruned job's time series is read back from the lake it was pruned to (or [lake] path): the
+    same as before the prune, and said so; the dashboard's job page too. Without a readable lake:
+    the samples kept, and where the rest went."""
+    from jobsight.analytics.queries import summaries
+    from jobsight.analytics.queries.scope import Scope
+    from jobsight.analytics.store.database import Database
+    with_lake = root / "with-lake.toml"
+    with_lake.write_text(f'[lake]\npath = "{lake}"\n', encoding="utf-8")
+    for j in jobs:
+        for extra in ((), ("--config", with_lake)):
+            read = _job_json(db, j, *extra)
+            assert read["series"] == series[j] and read["samples_moved"]["read"] is True, (j, extra)
+            assert read["samples_moved"]["lake"] == str(lake)
+    assert "reads them from the lake" in _ok(["job", "--db", db, jobs[0]])
+    # the dashboard's job page: the same samples as the database held before the prune
+    unpruned = root / "unpruned.duckdb"
+    with Database.read(unpruned, say=None) as h:
+        want = summaries.job_samples(h, Scope.admin(), "demo", jobs[0])
+    with Database.read(db, say=None) as h:
+        got = summaries.job_samples(h, Scope.admin(), "demo", jobs[0])
+    assert got.attrs["samples_moved"]["read"] is True and len(got) == len(want) > 0
+    assert got.sort_values(["host", "device", "time"]).reset_index(drop=True).equals(
+        want.sort_values(["host", "device", "time"]).reset_index(drop=True))
+    away = lake.with_name("lake-away")
+    lake.rename(away)
+    try:
+        kept = _job_json(db, jobs[0])
+        assert kept["samples_moved"]["read"] is False and kept["samples_moved"]["lake"] == str(lake)
+        assert sum(map(len, kept["series"].values())) < sum(map(len, series[jobs[0]].values()))
+        assert "cannot be read now" in _ok(["job", "--db", db, jobs[0]])
+        with Database.read(db, say=None) as h:
+            assert summaries.job_samples(h, Scope.admin(), "demo", jobs[0]).attrs["samples_moved"]["read"] is False
+    finally:
+        away.rename(lake)
+
+
+def _settings_after_prune(root: Path, db: Path, lake: Path, config: Path, unpruned: Path, jobs: list[str]) -> None:
+    """A change of what the per-GPU rows are computed from (samples.max_gap_s): the pruned jobs are
+    recomputed from the lake's samples, as the never-pruned copy is from its own; when the lake
+    cannot be read they keep theirs, are named, and the command exits 1."""
+    config.write_text("[flags]\ngpu_idle_pct = 40\n[samples]\nmax_gap_s = 20\n", encoding="utf-8")
+    pruned = _query(db, "SELECT count(*) FROM pruned_job")[0][0]
+    out = _ok(["settings", "--db", db, "--config", config, "--dry-run"])
+    assert "job_gpu_devices" in out and f"would recompute the pruned {pruned:,} job(s)" in out
+    earlier = {j: _job_figures(db, j) for j in jobs}
+    out = _ok(["settings", "--db", db, "--config", config, "--quiet"])
+    assert f"recomputes the pruned {pruned:,} job(s): cluster demo" in out
+    _ok(["settings", "--db", unpruned, "--config", config, "--quiet"])
+    for j in jobs:
+        assert _same(_job_figures(db, j), _job_figures(unpruned, j)), j
+    # the setting changes what the samples give: kept rows would not have passed the comparison
+    assert any(not _same(_job_figures(db, j)["gpus"], earlier[j]["gpus"]) for j in jobs)
+    # the lake lost a month: those jobs keep the figures of 20 s, are named, exit 1
+    away = lake.with_name("lake-away")
+    lake.rename(away)
+    try:
+        before = {j: _job_figures(db, j) for j in jobs}
+        config.write_text("[flags]\ngpu_idle_pct = 40\n[samples]\nmax_gap_s = 15\n", encoding="utf-8")
+        rc, out, err = _cli(["settings", "--db", db, "--config", config, "--quiet"])
+        assert rc == 1, (out, err)
+        assert f"did not give the pruned samples of {pruned:,} job(s): cluster demo ({pruned:,}): " in err
+        assert "earlier settings" in err and "skipped demo 2026-1" in err
+        for j in jobs:
+            assert _same(_job_figures(db, j)["gpus"], before[j]["gpus"]), j
+    finally:
+        away.rename(lake)
+    # back: the next recompute takes them from the lake again
+    config.write_text("[flags]\ngpu_idle_pct = 40\n[samples]\nmax_gap_s = 300\n", encoding="utf-8")
+    _ok(["settings", "--db", db, "--config", config, "--quiet"])
+    _ok(["settings", "--db", unpruned, "--config", config, "--quiet"])
+    for j in jobs:
+        assert _same(_job_figures(db, j), _job_figures(unpruned, j)), j
 
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"

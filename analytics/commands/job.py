@@ -99,8 +99,9 @@ def _moved_line(moved: dict) -> str:
     """Where a pruned job's samples are (its figures above were computed from all of them)."""
     lake = render.terminal_safe(moved["lake"] or "")
     where = f"samples before {moved['before']:%Y-%m-%d %H:%M} UTC were moved to the Parquet lake {lake}"
-    return (f"  ({where}: the series is read from there)" if moved["read"] else
-            f"  ({where}: the series shows only the samples kept, {render.terminal_safe(moved.get('why') or '')})")
+    return (f"  ({where}: the series reads them from the lake)" if moved["read"] else
+            f"  ({where}, which cannot be read now: the series shows only the samples kept since; "
+            f"{render.terminal_safe(moved.get('why') or '')})")
 
 
 def _owner(o: dict) -> str:

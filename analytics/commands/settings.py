@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from jobsight.analytics.config import ConfigError, load_config
-    from jobsight.analytics.store import prune, snapshot
+    from jobsight.analytics.store import prune, pruned, snapshot
     from jobsight.analytics.store import results as store
     from jobsight.analytics.store import settings as settings_store
     from jobsight.analytics.store.database import Database, apply_views
@@ -64,23 +64,20 @@ def run(args: argparse.Namespace) -> int:
             con.execute("COMMIT" if write and not args.dry_run else "ROLLBACK")
         if plan:
             print(f"{'would rebuild' if args.dry_run else 'rebuilds'} the stored tables: {', '.join(plan)}")
-            _say_kept(prune.kept_from_earlier(con, plan))
+            moved = prune.from_lake(con, plan)
+            if moved:
+                print(f"{'would recompute' if args.dry_run else 'recomputes'} the pruned "
+                      f"{pruned.named(moved)} from the samples the Parquet lake holds")
         if args.dry_run:
             return 0
-        store.refresh(con, say=progress, progress=progress)
+        done = store.refresh(con, say=progress, progress=progress)
         apply_views(con)
+    if done.kept:       # the lake could not give them: said, and exit 1 (docs/cli.md)
+        print(f"jobsight settings: {pruned.kept_message(done.kept, done.skipped)}", file=sys.stderr)
     if changes or plan or snapshot_stale(args.db):
         published = snapshot.publish(args.db)
         print(f"published {published}")
-    return 0
-
-
-def _say_kept(jobs: list[tuple[str, str]]) -> None:
-    """The jobs `jobsight prune` moved samples of: their per-GPU and per-host figures stay as computed."""
-    if jobs:
-        shown = ", ".join(f"{c}/{j}" for c, j in jobs[:20]) + (f", ... ({len(jobs) - 20} more)" if len(jobs) > 20 else "")
-        print(f"{len(jobs)} job(s) whose samples were pruned to the lake keep their per-GPU and per-host figures "
-              f"computed under the earlier settings: {shown}")
+    return 1 if done.kept else 0
 
 
 def snapshot_stale(db: str) -> bool:

@@ -3,8 +3,6 @@ series, savings and per-node lines, within the asker's scope. A job no accountin
 summarised from its samples (queries/samples.py)."""
 from __future__ import annotations
 
-import duckdb
-
 from jobsight.analytics.errors import UserError
 from jobsight.analytics.queries import samples as job_samples
 from jobsight.analytics.queries.scope import Scope
@@ -43,7 +41,7 @@ def details(db, scope: Scope, job: str, cluster: str | None) -> dict:
         return samples_only(db, job, cluster)
     key = [m["cluster"], m["job_id_raw"]]
     m["flags"] = db.rows("SELECT code, severity, message, advice FROM job_flags "
-                                     "WHERE cluster = ? AND job_id_raw = ? ORDER BY severity, code", key)
+                                     "WHERE cluster = ? AND job_id_raw = ? ORDER BY advice_order", key)
     m["gpus"] = db.rows("SELECT host, device, gpu_index, util_mean_pct, util_max_pct, mem_peak_bytes, "
                                     "mem_total_bytes, energy_j, n_samples, source FROM job_gpu_devices "
                                     "WHERE cluster = ? AND job_id_raw = ? ORDER BY host, gpu_index, device", key)
@@ -64,23 +62,12 @@ def details(db, scope: Scope, job: str, cluster: str | None) -> dict:
 
 
 def _series(db, key: list) -> tuple[dict, dict | None]:
-    """The job's series, and where its pruned samples went (None: not pruned). With [lake] path
-    set, the pruned part is read from that lake ("read": true); unreachable, the series holds only
-    the samples the database kept and "read" says why not."""
-    moved = job_samples.moved(db, *key)
-    if moved is None:
-        return job_samples.series(db, *key), None
+    """The job's series, and where its pruned samples went (None: not pruned): read back from the
+    lake ([lake] path, else the one it was pruned to; "read": true), or, when that cannot be read,
+    only the samples the database kept ("read": false, "why")."""
     lake = getattr(getattr(db, "config", None), "lake_path", None)
-    moved = {**moved, "read": False}
-    if lake is None:
-        moved["why"] = "no [lake] path in the config"
-        return job_samples.series(db, *key), moved
-    try:
-        series = job_samples.series(db, *key, lake_before=(lake, moved["before"]))
-    except duckdb.Error as exc:     # an unreachable lake: the samples the database kept
-        moved["why"] = f"{lake}: {str(exc).splitlines()[0]}"
-        return job_samples.series(db, *key), moved
-    return series, {**moved, "lake": lake, "read": True}
+    source, params, moved = job_samples.job_rows(db, *key, root=lake)
+    return job_samples.series(db, *key, source=(source, params)), moved
 
 
 def samples_only(db, job: str, cluster: str | None) -> dict:

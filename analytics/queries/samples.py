@@ -14,7 +14,9 @@ views of the same names, is never running on the same connection at the time.
 """
 from __future__ import annotations
 
-from jobsight.analytics.store import lake
+import duckdb
+
+from jobsight.analytics.store import lake, pruned
 
 TABLES = {"sample": "samples", "pending": "sample_pending"}     # counted samples / held ones
 # the portable views a summary needs, in file order (each reads only the ones before it)
@@ -94,18 +96,58 @@ def moved(db, cluster: str, job_id_raw: str) -> dict | None:
     return {"before": row[0], "lake": row[1]} if row else None
 
 
+class LakeUnreadable(Exception):
+    """The lake holds no files for the months a pruned job's samples were moved from."""
+
+
+# the columns of a job's samples a time series reads (the `samples` view's and the lake's)
+SERIES_COLUMNS = ("cluster, job_id_raw, host, device, gpu_index, time, util_pct, mem_used_bytes, "
+                  "mem_total_bytes, source")
+
+
+def lake_rows(db, cluster: str, job_id_raw: str, before, root: str | None = None) -> tuple[str, list]:
+    """(a SELECT of the job's samples before ``before`` in the lake, its parameters): it reads only
+    the files of the job's cluster and of the months from its submit or start to the cutoff
+    (store/pruned.py), never the whole lake. ``root``: the lake, if not the one recorded."""
+    first = db.execute("SELECT strftime(least(submit_time, eligible_time, start_time), '%Y-%m') FROM job "
+                       "WHERE cluster = ? AND job_id_raw = ?", [cluster, job_id_raw]).fetchone()
+    parts = pruned.partitions(db, cluster, first[0] if first else None, before.strftime("%Y-%m"), root)
+    paths = [f for c, m, r in parts for f in pruned.files(r, c, m)]
+    if not paths:
+        months = ", ".join(m for _c, m, _r in parts) or "none recorded"
+        raise LakeUnreadable(f"{root or (parts[0][2] if parts else 'the lake')}: no samples files for cluster "
+                             f"{cluster}, months {months}")
+    return (f"SELECT {SERIES_COLUMNS} FROM {pruned.read_sql(paths)} WHERE cluster = ? AND job_id_raw = ? "
+            "AND time < ?", [cluster, job_id_raw, before])
+
+
+def job_rows(db, cluster: str, job_id_raw: str, root: str | None = None) -> tuple[str, list, dict | None]:
+    """The job's samples for its time series: (a FROM source with SERIES_COLUMNS, its parameters,
+    ``samples_moved``). A job `jobsight prune` moved samples of gets those read back from the lake
+    (``root``, default the one it was pruned to): ``samples_moved`` is {"before", "lake", "read":
+    True}; when the lake cannot be read, the source holds only the samples the database kept and
+    "read" is False, with "why". None for a job that was not pruned."""
+    kept = (f"(SELECT {SERIES_COLUMNS} FROM samples WHERE cluster = ? AND job_id_raw = ?)", [cluster, job_id_raw])
+    info = moved(db, cluster, job_id_raw)
+    if info is None:
+        return (*kept, None)
+    where = root or info["lake"]
+    try:
+        sql, params = lake_rows(db, cluster, job_id_raw, info["before"], root)
+        db.execute(f"SELECT count(*) FROM ({sql})", params).fetchone()     # unreadable: said here, once
+    except (LakeUnreadable, duckdb.Error) as exc:
+        return (*kept, {**info, "lake": where, "read": False, "why": str(exc).splitlines()[0]})
+    return (f"({kept[0][1:-1]} UNION ALL {sql})", kept[1] + params, {**info, "lake": where, "read": True})
+
+
 def series(db, cluster: str, job_id_raw: str, table: str = "samples",
-           lake_before: tuple[str, object] | None = None) -> dict[str, list]:
+           source: tuple[str, list] | None = None) -> dict[str, list]:
     """Utilisation in time order per device (the CPU first), for the sparklines: keyed by the
     device, or by "host device" when the job has samples from more than one host.
-    ``lake_before`` (lake root, cutoff): the samples before the cutoff are read from that lake."""
-    source, params = f"{_rows(db, table)} WHERE cluster = ? AND job_id_raw = ?", [cluster, job_id_raw]
-    if lake_before:
-        root, before = lake_before
-        source = (f"(SELECT host, device, time, util_pct FROM {source} UNION ALL SELECT host, device, time, util_pct "
-                  f"FROM {lake._read_parquet(root, 'samples')} WHERE cluster = ? AND job_id_raw = ? AND time < ?)")
-        params += [cluster, job_id_raw, before]
-    rows = db.execute(f"SELECT host, device, list(util_pct ORDER BY time) FROM {source} "
+    ``source``: (FROM source, parameters) of the job's samples (``job_rows``), else ``table``'s."""
+    src, params = source or (f"(SELECT * FROM {_rows(db, table)} WHERE cluster = ? AND job_id_raw = ?)",
+                             [cluster, job_id_raw])
+    rows = db.execute(f"SELECT host, device, list(util_pct ORDER BY time) FROM {src} "
                       "GROUP BY host, device ORDER BY device = 'cpu' DESC, device, host", params).fetchall()
     many = len({host for host, _d, _v in rows}) > 1
     return {f"{host} {dev}" if many else dev: vals for host, dev, vals in rows}

@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from jobsight.analytics.queries.samples import job_rows
 from jobsight.analytics.queries.scope import Filters, Scope
 from jobsight.analytics.store.database import Database
 
@@ -241,11 +242,11 @@ def flagged_jobs(h: Database, scope: Scope, f: Filters, limit: int = 500) -> tup
     """The flagged jobs in scope that ran in the period, one row per job with its flags (those that
     match the flag and severity filters), most wasted SBU first (at most ``limit``), and how many
     there are in all. Columns: FLAGGED_COLUMNS, severity (the highest), codes, severities,
-    messages, advice (lists, alarms first), and savings_sbu, savings_note when the database has
+    messages, advice (lists, the job's leading advice first: job_flags.advice_order), and savings_sbu, savings_note when the database has
     savings."""
     fw, fp = _flag_filter(f)
     job_cols = FLAGGED_COLUMNS
-    cols = ", ".join(f'"{c}"' for c in job_cols + ["code", "severity", "message", "advice"])
+    cols = ", ".join(f'"{c}"' for c in job_cols + ["code", "severity", "message", "advice", "advice_order"])
     if (scope.role == "admin" and limit <= h.value("SELECT dash_flag_top_n()")
             and not (f.user or f.account or f.partition or f.codes or f.severities)):
         # the top jobs of the per-day top jobs, with all their flags: the same rows, without
@@ -266,7 +267,7 @@ def flagged_jobs(h: Database, scope: Scope, f: Filters, limit: int = 500) -> tup
             params += p + fp + [int(limit) * int(codes)]
         src = " UNION ALL ".join(tops)
     first = ", ".join(f'any_value("{c}") AS "{c}"' for c in job_cols if c not in ("cluster", "job_id_raw"))
-    lists = ", ".join(f"list({c} ORDER BY {SEVERITY_RANK}, code) AS {name}" for c, name in (
+    lists = ", ".join(f"list({c} ORDER BY advice_order) AS {name}" for c, name in (
         ("code", "codes"), ("severity", "severities"), ("message", "messages"), ("advice", "advice")))
     df = h.df(f"SELECT * FROM (SELECT cluster, job_id_raw, {first}, "
               f"CASE min({SEVERITY_RANK}) WHEN 0 THEN 'alarm' WHEN 1 THEN 'warn' ELSE 'info' END AS severity, "
@@ -339,7 +340,7 @@ def job_flag_rows(h: Database, scope: Scope, cluster: str, job_id_raw: str,
     sc, p = scope.sql()
     by_user = ' AND "user" = ?' if user else ""
     cur = h.execute(f"SELECT code, severity, message, advice FROM job_flags "
-                        f"WHERE {sc} AND cluster = ? AND job_id_raw = ?{by_user} ORDER BY severity = 'alarm' DESC, code",
+                        f"WHERE {sc} AND cluster = ? AND job_id_raw = ?{by_user} ORDER BY advice_order",
                         p + [cluster, job_id_raw] + ([user] if user else []))
     return [dict(zip(("code", "severity", "message", "advice"), r)) for r in cur.fetchall()]
 
@@ -350,18 +351,34 @@ MAX_POINTS_PER_SERIES = 2000
 def job_samples(h: Database, scope: Scope, cluster: str, job_id_raw: str) -> pd.DataFrame:
     """The job's samples (empty when the job is outside the scope). GPUs from one source, as the
     metric views do: the sidecar's when it has any, else nvidia-smi's. Long series are averaged
-    into at most MAX_POINTS_PER_SERIES time buckets per device.
+    into at most MAX_POINTS_PER_SERIES time buckets per device. A job `jobsight prune` moved
+    samples of gets them from the lake ([lake] path, else the one it was pruned to), and
+    ``df.attrs["samples_moved"]`` says so (queries/samples.py ``job_rows``; None: not pruned).
     Columns: host, device, gpu_index, time, util_pct, mem_used_bytes, mem_total_bytes."""
     sc, p = scope.sql("j")
+    if not h.execute(f"SELECT EXISTS (SELECT 1 FROM jobs j WHERE j.cluster = ? AND j.job_id_raw = ? AND {sc})",
+                     [cluster, job_id_raw] + p).fetchone()[0]:
+        return _no_samples()
+    lake = getattr(getattr(h, "config", None), "lake_path", None)
+    source, params, moved = job_rows(h, cluster, job_id_raw, root=lake)
     base = (f"SELECT s.host, s.device, s.gpu_index, s.time, s.util_pct, s.mem_used_bytes, s.mem_total_bytes, s.source "
-            f"FROM samples s WHERE s.cluster = ? AND s.job_id_raw = ? "
-            f"AND EXISTS (SELECT 1 FROM jobs j WHERE j.cluster = ? AND j.job_id_raw = ? AND {sc})")
-    params = [cluster, job_id_raw, cluster, job_id_raw] + p
+            f"FROM {source} s")
+    df = _job_samples(h, base, params)
+    df.attrs["samples_moved"] = moved
+    return df
+
+
+def _no_samples() -> pd.DataFrame:
+    df = pd.DataFrame(columns=["host", "device", "gpu_index", "time", "util_pct", "mem_used_bytes", "mem_total_bytes"])
+    df.attrs["samples_moved"] = None
+    return df
+
+
+def _job_samples(h: Database, base: str, params: list) -> pd.DataFrame:
     span = h.execute(f"SELECT count(*), max(n) FROM (SELECT count(*) AS n FROM ({base}) GROUP BY host, device)",
                          params).fetchone()
     if not span[0]:
-        return pd.DataFrame(columns=["host", "device", "gpu_index", "time", "util_pct", "mem_used_bytes",
-                                     "mem_total_bytes"])
+        return _no_samples()
     if span[1] > MAX_POINTS_PER_SERIES:
         sql = (f"WITH b AS ({base}), r AS (SELECT min(time) AS t0, max(time) AS t1 FROM b) "
                f"SELECT host, device, min(gpu_index) AS gpu_index, min(time) AS time, avg(util_pct) AS util_pct, "

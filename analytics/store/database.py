@@ -129,7 +129,10 @@ class Database:
             else:
                 if given or not has_settings(con):
                     apply_to_db(con, cfg)
-                store.refresh(con, say=say, progress=progress)
+                done = store.refresh(con, say=say, progress=progress)
+                if done.kept and say:
+                    from jobsight.analytics.store.pruned import kept_message
+                    say(kept_message(done.kept, done.skipped))
                 apply_views(con)
         except BaseException:
             con.close()

@@ -10,8 +10,9 @@
 3. One transaction removes the samples before the cutoff and records what it removed (pruned_month,
    pruned_job: sql/schema/0012_sample_prune.sql). Samples of jobs still running or without
    accounting are kept: their results are not final, and would have nothing to be computed from.
-   A refresh never computes a pruned job's per-device and per-host rows again (results.py keeps
-   them), and `lake export` of a pruned month reads the pruned rows back from the lake.
+   A refresh computes a pruned job's per-device and per-host rows again from the lake's samples
+   and the database's (store/pruned.py), never from the samples left alone, and `lake export` of
+   a pruned month reads the pruned rows back from the lake.
 4. Compaction: DuckDB does not give the space of deleted rows back, so the database is copied into
    a new file (COPY FROM DATABASE), fsynced, given the file's mode and group and swapped in with
    os.replace, all while the writer's connection (DuckDB's lock) is held: another writer waits or
@@ -156,10 +157,10 @@ def _remove(con, before: dt.datetime, root: str, result: Pruned) -> None:
         raise
 
 
-def kept_from_earlier(con, rebuilt: tuple[str, ...]) -> list[tuple[str, str]]:
+def from_lake(con, rebuilt: tuple[str, ...]) -> list[tuple[str, str]]:
     """(cluster, job_id_raw) of the pruned jobs whose per-device and per-host rows a rebuild of
-    ``rebuilt`` keeps as computed before (their samples are in the lake only): none when the
-    rebuild leaves those tables alone."""
+    ``rebuilt`` computes again from the lake's samples (store/pruned.py): none when the rebuild
+    leaves those tables alone."""
     from jobsight.analytics.store.results import MATERIALIZED, STORED
     frozen = {s.table for s in STORED if s.view in MATERIALIZED}
     if not frozen & set(rebuilt):

@@ -49,7 +49,7 @@ from typing import Callable, Optional
 
 import duckdb
 
-from jobsight.analytics.store import db, lake
+from jobsight.analytics.store import db, lake, pruned
 
 METRICS_DIR = lake.LAKE_SQL_DIR
 KEY = "cluster, job_id_raw"
@@ -132,6 +132,9 @@ class Refresh:
     reason: str = ""
     days: int = 0           # days whose dashboard summaries were computed
     tables: tuple[str, ...] = ()   # the tables a full refresh rebuilt
+    kept: tuple[tuple[str, str], ...] = ()   # pruned jobs whose per-device rows stay as stored: the
+                                             # lake did not give their samples whole (``skipped``: why)
+    skipped: tuple[str, ...] = ()
 
 
 def _portable(s: Stored) -> bool:
@@ -262,16 +265,23 @@ def _check_settings(con) -> None:
                                                "open the database read-write with this jobsight")
 
 
-def _create_views(con, everything: bool = False, stored: tuple[Stored, ...] = ()) -> None:
+def _create_views(con, everything: bool = False, stored: tuple[Stored, ...] = ()) -> tuple[tuple, tuple]:
     """The portable SQL over the jobs of metric_scope: its inputs and its views, as TEMP objects.
     ``everything``: lake_samples and lake_jobs are every sample and job (a full rebuild: see EVERY_SAMPLE). ``stored``:
-    portable tables that are current, whose views read their stored rows rather than compute them."""
+    portable tables that are current, whose views read their stored rows rather than compute them.
+    Returns the pruned jobs (cluster, job_id_raw) that keep their stored per-device and per-host rows,
+    and why lake partitions were skipped (store/pruned.py)."""
     _check_settings(con)
+    kept = {s.view: s.table for s in stored}
+    # the pruned jobs' samples before their cutoff, read back from the lake (store/pruned.py)
+    from_lake, short, skipped = (None, [], []) if set(MATERIALIZED) <= set(kept) else \
+        pruned.scope_samples(con, "metric_scope")
     for table, select in INPUTS.items():
         if everything:
             select = {"samples": EVERY_SAMPLE, "jobs": EVERY_JOB}.get(table, select)
+        if table == "samples" and from_lake:
+            select = f"{select} UNION ALL BY NAME {from_lake}"
         con.execute(f"CREATE OR REPLACE TEMP VIEW {lake.INPUT_VIEWS[table]} AS {select}")
-    kept = {s.view: s.table for s in stored}
     for name, select in lake.lake_views():
         if name in kept:
             con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS "
@@ -281,10 +291,13 @@ def _create_views(con, everything: bool = False, stored: tuple[Stored, ...] = ()
             con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {select}")
             if name in MATERIALIZED:
                 _keep_pruned(con, name)
+    return tuple(short), tuple(skipped)
 
 
 # `jobsight prune` moved some jobs' samples to the lake (pruned_job): their per-device and per-host
-# rows, computed from every sample, are kept as stored, never computed again from the samples left.
+# rows are computed again from the lake's samples and the database's (``_create_views``); those of
+# the jobs the lake cannot give whole (pruned.KEPT) are kept as stored, never computed from the
+# samples left.
 KEPT_PREFIX = "_pruned_"
 
 
@@ -306,10 +319,11 @@ def _keep_pruned(con, name: str) -> None:
     source = f"temp.{KEPT_PREFIX}{table}" if KEPT_PREFIX + table in temps else table
     if source == table and table not in _stored_tables(con):
         source = None
-    con.execute(f"DELETE FROM temp.{name} t USING pruned_job p WHERE t.cluster = p.cluster AND t.job_id_raw = p.job_id_raw")
+    con.execute(f"DELETE FROM temp.{name} t USING temp.{pruned.KEPT} p "
+                "WHERE t.cluster = p.cluster AND t.job_id_raw = p.job_id_raw")
     if source:
         con.execute(f"INSERT INTO temp.{name} BY NAME SELECT k.* FROM {source} k "
-                    f"SEMI JOIN pruned_job USING ({KEY}) SEMI JOIN metric_scope USING ({KEY})")
+                    f"SEMI JOIN temp.{pruned.KEPT} USING ({KEY})")
 
 
 def _scoped_views(con, everything: bool) -> None:
@@ -346,6 +360,8 @@ def _drop_views(con, scoped: bool = True) -> None:
         con.execute(f"DROP VIEW IF EXISTS temp.{name}")
     for name in MATERIALIZED if scoped else ():
         con.execute(f"DROP TABLE IF EXISTS temp.{KEPT_PREFIX}{name.removeprefix('lake_')}")
+    if scoped:
+        pruned.drop(con)
 
 
 def _state(con) -> dict[str, str]:
@@ -442,8 +458,11 @@ def _rebuild(con, todo: tuple[Stored, ...], sums: dict[str, str], reason: str, s
         con.execute(f"INSERT INTO metric_flag_scope SELECT {KEY} FROM metric_scope")
     else:
         con.execute(f"INSERT INTO metric_flag_scope SELECT DISTINCT {KEY} FROM job")
+    kept, skipped = (), ()
     if any(_portable(s) for s in todo):
-        _create_views(con, everything=True, stored=tuple(s for s in STORED if _portable(s) and s not in todo))
+        kept, skipped = _create_views(con, everything=True,
+                                      stored=tuple(s for s in STORED if _portable(s) and s not in todo))
+
     # the DuckDB-only file that defines each remaining stored table's view (NN_<table>.sql)
     duckdb_files = {p.stem.split("_", 1)[-1]: p for p in metric_files()}
     started = time.monotonic()
@@ -475,7 +494,7 @@ def _rebuild(con, todo: tuple[Stored, ...], sums: dict[str, str], reason: str, s
     _set_state(con, ingest_watermark=watermark, last_refresh=f"full {n}" + ("" if every else f" {what}"),
                **{f"definitions.{s.table}": sums[s.table] for s in STORED})
     con.execute("DELETE FROM metric_state WHERE name = 'definitions'")      # the single checksum of old
-    return Refresh("full", n, n, reason, days, tuple(s.table for s in todo))
+    return Refresh("full", n, n, reason, days, tuple(s.table for s in todo), kept, skipped)
 
 
 def _incremental(con, watermark: int, upto: int = len(STORED)) -> Refresh:

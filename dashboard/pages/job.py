@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dash import Input, Output, dcc, html
 
-from jobsight.analytics.queries import samples as job_samples
 from jobsight.analytics.queries import summaries as queries
 from jobsight.analytics.queries.scope import Scope
 from jobsight.dashboard import common, figures
@@ -77,11 +76,12 @@ def render(h, scope: Scope, cluster: str | None, job_id: str | None) -> list:
         series = [html.Div([dcc.Graph(figure=figs[k], id=f"job-fig-{k}", className="half",
                                       config={"displaylogo": False}) for k in pair], className="row")
                   for pair in (("gpu_util", "gpu_mem"), ("cpu_util", "mem")) if pair[0] in figs]
-    moved = job_samples.moved(h, j["cluster"], j["job_id_raw"])
+    moved = samples.attrs.get("samples_moved")
     if moved:       # `jobsight prune`: the figures above were computed from every sample
-        series.insert(0, html.P(f"Samples before {moved['before']:%Y-%m-%d %H:%M} UTC were moved to the Parquet lake "
-                                f"{moved['lake']}: the time series shows only the samples kept since.",
-                                id="job-samples-moved", className="empty"))
+        where = f"Samples before {moved['before']:%Y-%m-%d %H:%M} UTC were moved to the Parquet lake {moved['lake']}"
+        series.insert(0, html.P(f"{where}: the time series reads them from the lake." if moved["read"] else
+                                f"{where}, which cannot be read now: the time series shows only the samples kept "
+                                f"since ({moved['why']}).", id="job-samples-moved", className="empty"))
     return [html.H2(f"Job {j['job_id']}"),
             html.Div([html.Div([html.H3("Job"), meta], className="half"),
                       html.Div([html.H3("Efficiency and charge"), eff], className="half")], className="row"),
