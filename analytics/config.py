@@ -187,7 +187,10 @@ def find_config(explicit: str | os.PathLike | None = None) -> Path | None:
             raise ConfigError(f"{p}: config file named by $JOBSIGHT_CONFIG not found")
         return p
     local = Path("jobsight.toml")
-    return local if local.is_file() else None
+    try:
+        return local if local.is_file() else None
+    except PermissionError:     # a working directory this user may not search holds no config of theirs
+        return None
 
 
 def load_config(explicit: str | os.PathLike | None = None) -> Config:
@@ -378,7 +381,7 @@ def _parse_retention(cfg: Config, check: _Checker, lake: dict[str, Any], retenti
 
 
 def _parse_client(cfg: Config, check: _Checker, client: dict[str, Any]) -> None:
-    """[client] server: the URL of the jobsight dashboard `job` and `flags` ask (analytics/client.py)."""
+    """[client] server: the URL of the jobsight dashboard `job`, `flags`, `usage` and `report` ask (analytics/client.py)."""
     for key, value in client.items():
         if key != "server":
             check.fail(f"client.{key}", f"unknown key client.{_name(key)} (known: server)")

@@ -24,9 +24,11 @@ from jobsight.analytics import render
 from jobsight.analytics.client import ANY_CLUSTER
 from jobsight.analytics.errors import UserError
 from jobsight.analytics.queries import job as job_queries
+from jobsight.analytics.queries.data_age import data_age
 from jobsight.analytics.queries.flags import SORTS, flag_codes, flag_rows
 from jobsight.analytics.queries.job_lists import job_page
 from jobsight.analytics.queries.scope import Filters, Scope
+from jobsight.analytics.queries.subjects import seen
 from jobsight.analytics.queries.summaries import budgets as budget_frame
 from jobsight.analytics.queries.usage import BY, usage
 from jobsight.dashboard import api_schema, common
@@ -38,10 +40,16 @@ PATH = "api/v1/"            # under the app's URL prefix: /api/v1/, or /jobsight
 PAGE_SIZE, MAX_PAGE = 100, 1000
 FLAGS_LIMIT = 100
 MAX_PARAM = 200             # longer query values are refused, not cut
+# the app config's key of the [report] settings the /report route builds with (set by `jobsight dashboard`)
+REPORT_SETTINGS = "jobsight.report_settings"
 
 
 class BadRequest(ValueError):
     """A parameter the API cannot use: 400 with the message."""
+
+
+class NotFound(LookupError):
+    """Nothing of the asker's to answer with: 404 with the message."""
 
 
 def _json(obj, status: int = 200) -> flask.Response:
@@ -60,7 +68,7 @@ def _answer(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except job_queries.NoSuchJob as exc:
+        except (job_queries.NoSuchJob, NotFound) as exc:
             return error(404, str(exc))
         except (BadRequest, UserError, common.Unusable) as exc:
             return error(400, str(exc))
@@ -194,7 +202,8 @@ def usage_route() -> flask.Response:
     f = _filters(p)
     with common.handle() as h:
         names, rows = usage(h, usage_scope(current_scope(), f), f, by)
-    return _json({"by": by, "usage": _records(names, rows)})
+        age = data_age(h)
+    return _json({"by": by, "usage": _records(names, rows), "data_age": {"newest": age.newest, "old": age.old}})
 
 
 def budgets() -> flask.Response:
@@ -202,6 +211,31 @@ def budgets() -> flask.Response:
     with common.handle() as h:
         df = budget_frame(h, current_scope(), p.get("account") or None)
     return _json({"budgets": _frame_records(df)})
+
+
+def report() -> flask.Response:
+    """The asker's own weekly report (`jobsight report --for user:ME`) as its data
+    (analytics/reports/wire.py): the client renders it with the local command's renderers."""
+    from jobsight.analytics.reports import wire
+    from jobsight.analytics.reports.data import gather
+    from jobsight.analytics.reports.period import resolve
+    from jobsight.analytics.reports.settings import ReportSettings
+    p = _params({"week", "since", "until"})
+    period = resolve(p.get("week") or None, p.get("since") or None, p.get("until") or None)
+    settings = flask.current_app.config.get(REPORT_SETTINGS) or ReportSettings()
+    try:
+        first = period.since - settings.trend_weeks * period.length
+    except OverflowError:
+        first = dt.datetime.min
+    if not (common.FIRST_DAY <= first.date() and period.until.date() <= common.LAST_DAY):
+        raise BadRequest(f"reports from {common.FIRST_DAY} to {common.LAST_DAY} only (with {settings.trend_weeks} "
+                         "weeks of trend before them)")
+    me = current_scope().user
+    with common.handle() as h:
+        if not me or not seen(h, "user", me):
+            raise NotFound(f"the database has no job of user {me!r} in any period")
+        rep = gather(h, period, settings, [me], []).build("user", me)
+    return _json({"report": wire.document(rep)})
 
 
 def openapi(prefix: str) -> flask.Response:
@@ -214,7 +248,7 @@ def install(app, prefix: str) -> None:
     server = app.server
     for rule, name, view in ((f"{base}jobs/<cluster>/<job_id>", "job", job), (f"{base}jobs", "jobs", jobs),
                              (f"{base}flags", "flags", flags), (f"{base}usage", "usage", usage_route),
-                             (f"{base}budgets", "budgets", budgets),
+                             (f"{base}budgets", "budgets", budgets), (f"{base}report", "report", report),
                              (f"{base}openapi.json", "openapi", functools.partial(openapi, prefix))):
         server.add_url_rule(rule, f"jobsight_api_{name}", _answer(view), methods=["GET"])
     server.add_url_rule(f"{base}<path:_rest>", "jobsight_api_unknown",

@@ -19,6 +19,24 @@ KEYS = {"cluster", "job_id", "job_id_raw", "code", "severity"}
 TEXTS = {"job_name", "user", "account", "partition", "state", "message", "advice", "source", "period", "alert"}
 
 
+# how old the data is: the newest accounting time (null: no job yet), and whether it is over a day old
+DATA_AGE = {"type": ["object", "null"], "required": ["newest", "old"], "additionalProperties": False,
+            "properties": {"newest": TIME, "old": {"type": "boolean"}}}
+ROWS = {"type": "array", "items": {"type": "object"}}
+# a report's data (analytics/reports/wire.py): the fields of analytics/reports/report.py's Report
+REPORT = {"type": "object", "additionalProperties": False,
+          "required": ["kind", "name", "period", "cluster", "totals", "trend", "daily", "top_jobs", "flag_counts",
+                       "members", "budgets", "partitions", "accounts", "leaderboard", "summary", "data_age"],
+          "properties": {
+              "kind": {"type": "string", "enum": ["user"]}, "name": KEY_TEXT,
+              "period": {"type": "object", "required": ["label", "since", "until", "is_week"], "additionalProperties": False,
+                         "properties": {"label": KEY_TEXT, "since": TIME, "until": TIME, "is_week": {"type": "boolean"}}},
+              "cluster": TEXT, "totals": {"type": "object", "additionalProperties": NUMBER},
+              **{k: ROWS for k in ("trend", "daily", "top_jobs", "flag_counts", "members", "budgets", "partitions",
+                                   "accounts", "leaderboard")},
+              "summary": {"type": "string"}, "data_age": DATA_AGE}}
+
+
 def _column(name: str) -> dict:
     if name in TIMES:
         return TIME
@@ -85,6 +103,13 @@ def document(prefix: str = "/") -> dict:
                 _param("by", "the key (default account)", {"type": "string", "enum": list(BY)})], "Usage"),
             f"{base}/budgets": _get("Allocations against their burn, as of the latest day with data",
                                     [_param("account", "only this account's allocations")], "Budgets"),
+            f"{base}/report": _get(
+                "The asker's own weekly report (`jobsight report --for user:ME`) as its data; 404 when the "
+                "asker has no job in any period", [
+                    _param("week", "ISO week (2026-W47) or `last` (the last complete ISO week, UTC)"),
+                    _param("since", "instead of week: first day (YYYY-MM-DD, UTC)"),
+                    _param("until", "instead of week: last day, inclusive (default: 7 days from since)")],
+                "Report", 404),
             f"{base}/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OK"}}}},
         },
         "components": {
@@ -110,12 +135,15 @@ def document(prefix: str = "/") -> dict:
                 "Flags": {"type": "object", "required": ["flags", "more"], "additionalProperties": False,
                           "properties": {"flags": {"type": "array", "items": _row(FLAG_COLUMNS)},
                                          "more": {"type": "integer"}}},
-                "Usage": {"type": "object", "required": ["by", "usage"], "additionalProperties": False,
+                "Usage": {"type": "object", "required": ["by", "usage", "data_age"], "additionalProperties": False,
                           "properties": {"by": {"type": "string", "enum": list(BY)},
                                          "usage": {"type": "array", "items": {
                                              "type": "object", "required": USAGE_COLUMNS,
                                              "properties": {c: NUMBER for c in USAGE_COLUMNS},
-                                             "additionalProperties": {"type": ["string", "null"]}}}}},
+                                             "additionalProperties": {"type": ["string", "null"]}}},
+                                         "data_age": DATA_AGE}},
+                "Report": {"type": "object", "required": ["report"], "additionalProperties": False,
+                           "properties": {"report": REPORT}},
                 "Budgets": {"type": "object", "required": ["budgets"], "additionalProperties": False,
                             "properties": {"budgets": {"type": "array", "items": _row(BUDGET_COLUMNS)}}},
             },

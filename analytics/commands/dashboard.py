@@ -128,7 +128,11 @@ def build(args: argparse.Namespace):
                         "which blocks writers until a snapshot appears", exc, args.db)
     reader = SnapshotReader(args.db)
     reader.tables()      # open now: a missing or outdated database is an error at start, not per request
-    return create_app(reader, auth, url_prefix=args.url_prefix, debug=args.debug)
+    app = create_app(reader, auth, url_prefix=args.url_prefix, debug=args.debug)
+    from jobsight.analytics.reports.settings import from_config
+    from jobsight.dashboard.api import REPORT_SETTINGS
+    app.server.config[REPORT_SETTINGS] = from_config(cfg)     # [report]: what the API's /report builds with
+    return app
 
 
 def run(args: argparse.Namespace) -> int:

@@ -19,6 +19,8 @@ parser (analytics/cli.py).
 from __future__ import annotations
 
 import argparse
+import os
+import pwd
 import signal
 import sys
 import threading
@@ -32,7 +34,7 @@ FOR_HELP = "user:NAME | account:NAME | admin | all-users | all-accounts (repeata
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    add_db_options(p)
+    add_db_options(p, server=True)
     p.add_argument("--week", help="ISO week (2026-W47) or `last` (the last complete ISO week, UTC)")
     p.add_argument("--since", help="instead of --week: first day (YYYY-MM-DD, UTC)")
     p.add_argument("--until", help="instead of --week: last day, inclusive (default: 7 days from --since)")
@@ -157,21 +159,26 @@ def run(args: argparse.Namespace) -> int:
     if args.smtp and args.eml_dir:
         raise UserError("give either --smtp or --eml-dir, not both")
     targets = [parse_target(t) and t for t in args.targets]
-    from jobsight.analytics import render
+    from jobsight.analytics import client, render
     from jobsight.analytics.reports.csvout import render_csv
     from jobsight.analytics.reports.data import gather
     from jobsight.analytics.reports.files import make_folder
     from jobsight.analytics.reports.period import resolve
     from jobsight.analytics.reports.settings import from_config
-    from jobsight.analytics.store.database import Database
     period = resolve(args.week, args.since, args.until)
-    only = named_only(targets)
-    with Database.read(args.db, args.config) as db:
-        _may_report(scope_of(db.config), targets)
-        _known(db, targets)
-        settings = from_config(db.config)
-        ds = gather(db, period, settings) if only is None else gather(db, period, settings, *only)
-    reports = [ds.build(kind, name) for kind, name in subjects(ds, targets)]
+    server = client.server_of(args)
+    if server is not None:
+        reports, settings = [remote_report(server, args, targets)], None
+        period = reports[0].period
+    else:
+        from jobsight.analytics.store.database import Database
+        only = named_only(targets)
+        with Database.read(args.db, args.config) as db:
+            _may_report(scope_of(db.config), targets)
+            _known(db, targets)
+            settings = from_config(db.config)
+            ds = gather(db, period, settings) if only is None else gather(db, period, settings, *only)
+        reports = [ds.build(kind, name) for kind, name in subjects(ds, targets)]
     if not reports:
         print(f"jobsight report: nobody ran jobs in {period.label}; no reports", file=sys.stderr)
 
@@ -213,6 +220,26 @@ def run(args: argparse.Namespace) -> int:
         print(f"jobsight report: {failed} file(s) or e-mail(s) failed (listed above)", file=sys.stderr)
         return 1
     return 0
+
+
+def remote_report(server: str, args: argparse.Namespace, targets: list[str]):
+    """The asking user's own report, its data from the server's API (/report), to be rendered and
+    written as the local command does."""
+    from jobsight.analytics import client
+    from jobsight.analytics.reports import wire
+    try:
+        me = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        raise UserError(f"uid {os.getuid()} has no passwd entry: no name to report on") from None
+    if targets != [f"user:{me}"]:
+        raise UserError(f"with --server: --for user:{me} only (the server reports on the user asking)")
+    if args.email:
+        raise UserError("--email with --server: e-mails are sent where the database is (jobsight report --db)")
+    answer = client.get(server, ["report"], [("week", args.week), ("since", args.since), ("until", args.until)])
+    try:
+        return wire.report_of(answer["report"])
+    except (ValueError, KeyError, TypeError):
+        raise UserError(f"{server}: the answer is not a report (is this a jobsight dashboard?)") from None
 
 
 def _stop(signum, _frame):

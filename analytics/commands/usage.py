@@ -16,7 +16,7 @@ import datetime as dt
 from jobsight.analytics import render
 from jobsight.analytics.commands.options import add_db_options, add_scope_options, filters_from, scope_of
 from jobsight.analytics.errors import UserError
-from jobsight.analytics.queries.data_age import data_age
+from jobsight.analytics.queries.data_age import DataAge, data_age
 from jobsight.analytics.queries.scope import Scope
 from jobsight.analytics.queries.usage import BUDGET_COLUMNS, BY, COLUMNS, budget_data_until, budget_rows, usage
 
@@ -24,11 +24,12 @@ from jobsight.analytics.queries.usage import BUDGET_COLUMNS, BY, COLUMNS, budget
 BUDGET_TABLE = [("account", "account"), ("user", "user"), ("period_start", "period from"),
                 ("allocation_sbu", "allocation SBU"), ("burned_sbu", "burned SBU"), ("remaining_sbu", "remaining SBU"),
                 ("used_pct", "used %"), ("burn_rate_7d", "7-day SBU/day"), ("burn_rate_30d", "30-day SBU/day"),
-                ("run_out_date", "runs out"), ("alert_shown", "alert")]
+                ("run_out_date", "runs out"), ("period_end", "resets"), ("remaining_at_reset_sbu", "left at reset SBU"),
+                ("alert_shown", "alert")]
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    add_db_options(p)
+    add_db_options(p, server=True)
     add_scope_options(p)
     p.add_argument("--by", choices=BY, default="account")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
@@ -38,10 +39,22 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from jobsight.analytics.store.database import Database  # duckdb: not to parse options (analytics/cli.py)
     if args.budget and (args.since or args.partition):
         raise UserError("--budget: an allocation period has its own start and covers every partition; "
                         "give --until (the day the figures are as of), --account, --user or --cluster")
+    from jobsight.analytics import client
+    server = client.server_of(args)
+    if server is not None:      # the server's rows, in the server's scope of the asking user
+        if args.budget:
+            raise UserError("--budget with --server: the dashboard's Budgets panel and its API's /budgets "
+                            "show the allocations")
+        params = [(k, getattr(args, k)) for k in ("since", "until", "user", "account", "partition", "cluster")]
+        answer = client.get(server, ["usage"], params + [("by", args.by)])
+        names = [args.by] + COLUMNS
+        age = answer["data_age"]
+        newest = client.revive(age["newest"], "newest_time") if age else None
+        return show(names, [tuple(r.get(c) for c in names) for r in answer["usage"]], DataAge(newest, bool(age and age["old"])), args)
+    from jobsight.analytics.store.database import Database  # duckdb: not to parse options (analytics/cli.py)
     with Database.read(args.db, args.config) as db:
         return _run(db, args)
 
@@ -56,9 +69,14 @@ def _run(db, args: argparse.Namespace) -> int:
     if args.budget:
         return _budget(db, args, f, scope)
     names, rows = usage(db, scope, f, args.by)
+    return show(names, rows, data_age(db), args)
+
+
+def show(names: list[str], rows: list[tuple], age: DataAge, args: argparse.Namespace) -> int:
+    """Print the usage rows (the one renderer of the local and the client command)."""
     render.emit_rows(names, rows, args.format, [args.by] + COLUMNS, empty="no usage in this period")
     if args.format == "table":      # how old the figures are; JSON and CSV stay rows only
-        render.print_text(data_age(db).line())
+        render.print_text(age.line())
     return 0
 
 

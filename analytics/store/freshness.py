@@ -46,6 +46,12 @@ def _utc(t: float) -> str:
 def read_target(db_path: Path) -> tuple[Path, Optional[str]]:
     """(the file to read, a note when its data is older than the database's last commit)."""
     snap = snapshot_path(db_path)
+    try:
+        db_path.stat()
+    except PermissionError:     # its folder is closed to this user: as unreadable as the file itself
+        raise UserError(f"{db_path}: permission denied (ask the site's jobsight dashboard instead: --server URL)") from None
+    except OSError:
+        pass
     published = _mtime(snap)
     if published is not None:
         changed = last_commit(db_path)

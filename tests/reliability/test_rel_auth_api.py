@@ -5,6 +5,7 @@ asker's scope, a job outside it is the same 404 as one that does not exist, and 
 valid against the served OpenAPI document (a validator of the subset it uses, below)."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import urllib.parse
@@ -89,7 +90,9 @@ def get(env, doc, user: str, target: str) -> tuple[int, object]:
 def tampered_targets() -> list[str]:
     q = urllib.parse.quote
     out = ["/api/v1/jobs", "/api/v1/jobs?limit=1", "/api/v1/flags", "/api/v1/flags?limit=0",
-           "/api/v1/budgets", "/api/v1/openapi.json", "/api/v1/no-such-route"]
+           "/api/v1/budgets", "/api/v1/openapi.json", "/api/v1/no-such-route", "/api/v1/report?week=last",
+           "/api/v1/report?week=1999-W60", "/api/v1/report?since=0001-01-01", "/api/v1/report?user=bob&week=last",
+           "/api/v1/report"]
     for by in ("user", "account", "partition", "cluster", "day", "week", "month"):
         out.append(f"/api/v1/usage?by={by}")
     for p in PEOPLE + (GHOST,):
@@ -98,7 +101,8 @@ def tampered_targets() -> list[str]:
             out += [f"/api/v1/jobs?{name}={q(value)}", f"/api/v1/flags?{name}={q(value)}",
                     f"/api/v1/usage?by=user&{name}={q(value)}", f"/api/v1/budgets?account={q(p.accounts[-1])}"]
         out += [f"/api/v1/jobs?since={p.day}&until={p.day}", f"/api/v1/flags?since={p.day}&until={p.day}&sort=sbu",
-                f"/api/v1/usage?by=day&since={p.day}&until={p.day}", f"/api/v1/jobs?partition={q(p.partition)}"]
+                f"/api/v1/usage?by=day&since={p.day}&until={p.day}", f"/api/v1/jobs?partition={q(p.partition)}",
+                f"/api/v1/report?since={p.day}", f"/api/v1/report?week={dt.date.fromisoformat(p.day):%G-W%V}"]
     out += ["/api/v1/jobs?user=%25", "/api/v1/jobs?user=%27%20OR%20%271%27%3D%271", "/api/v1/jobs?flag=cpu_low_eff&flag=gpu_idle",
             "/api/v1/jobs?state=RUNNING", "/api/v1/jobs?cursor=WyIyMDI2LTExLTE5VDEwOjAwOjAwIiwgImMxIiwgIjAiXQ",
             "/api/v1/jobs?limit=0", "/api/v1/jobs?limit=-1", "/api/v1/jobs?since=not-a-date", "/api/v1/usage?by=job",
@@ -176,3 +180,10 @@ def test_lists_hold_exactly_the_scope(env, doc, who):
     else:
         users = {p.user for p in PEOPLE} if who == ROOT_.user else {who}
         Checks.expect(status == 200 and {r["user"] for r in body["usage"]} == users, f"usage as {who}: {body}")
+    # the report is always the asker's own, the admin's too
+    person = next(p for p in PEOPLE if p.user == who)
+    status, body = get(env, doc, who, f"/api/v1/report?since={min(p.day for p in PEOPLE)}&until={max(p.day for p in PEOPLE)}")
+    rep = body.get("report") or {}
+    Checks.expect(status == 200 and (rep["kind"], rep["name"]) == ("user", who), f"report as {who}: {status} {body}")
+    Checks.expect({j["user"] for j in rep["top_jobs"]} == {who} and rep["totals"]["jobs"] == len(person.jobs),
+                  f"report as {who}: {rep['top_jobs']} {rep['totals']}")
