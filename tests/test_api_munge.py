@@ -6,15 +6,18 @@ bob's is the same 404 as a job that does not exist; forged, rebound and replayed
 from __future__ import annotations
 
 import contextlib
+import grp
 import json
 import os
 import pwd
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 from conftest import jobsight_cmd, require_service
@@ -203,3 +206,83 @@ def test_unknown_uid_and_bad_text_are_refused_without_munged_state():
                 b"garbage", b"STATUS: 0\nLENGTH: 0\n\n"):
         with pytest.raises(MungeDenied):
             parse_unmunge(bad)
+
+
+# --- the client run by alice herself (fork + setuid, as tests/test_reads_are_reads.py), the database
+# unreadable to her: the server is her only way in ------------------------------------------------
+
+def run_as_alice(server, argv: list[str]) -> tuple[int, str, str]:
+    """cli.main(argv) in a child running as alice with only her group, its munge her own."""
+    from test_reads_are_reads import as_user
+
+    from jobsight.analytics.commands import report
+    report.renderers()                  # what the child renders with, imported while root
+    import jobsight.analytics.reports.files  # noqa: F401
+    import jobsight.analytics.reports.html  # noqa: F401
+    import jobsight.analytics.reports.wire  # noqa: F401
+    group = grp.getgrgid(pwd.getpwnam(server["alice"]).pw_gid).gr_name
+    return tuple(as_user(server["alice"], group, argv))
+
+
+@pytest.fixture()
+def own_munge(monkeypatch):
+    monkeypatch.setattr(client, "MUNGE", ("munge",))
+    monkeypatch.delenv(client.ENV, raising=False)
+
+
+def test_alice_unprivileged_gets_her_job_and_not_bobs(server, own_munge, capsys):
+    readable = run_as_alice(server, ["job", "--db", str(server["db"]), "2"])
+    assert readable[0] == 2 and readable[1] == "", readable       # the file is not hers to read
+    rc, out, err = run_as_alice(server, ["job", "--server", server["url"], "2", "--format", "json"])
+    admin = local_output(capsys, "job", "--db", str(server["db"]), "2", "--format", "json")
+    assert (rc, out, err) == admin and rc == 0 and json.loads(out)["user"] == server["alice"]
+    text = run_as_alice(server, ["job", "--server", server["url"], "2"])
+    assert text == local_output(capsys, "job", "--db", str(server["db"]), "2")
+    assert run_as_alice(server, ["job", "--server", server["url"], "3"]) == (
+        2, "", "jobsight job: error: no job '3' in the database\n")
+
+
+def test_alice_unprivileged_lists_only_her_jobs(server, own_munge, capsys):
+    db = ["--db", str(server["db"])]
+    for fmt in ("table", "json"):
+        mine = run_as_alice(server, ["flags", "--server", server["url"], "--format", fmt])
+        assert mine == local_output(capsys, "flags", *db, "--user", server["alice"], "--format", fmt)
+        assert mine[0] == 0 and server["alice"] in mine[1] and server["bob"] not in mine[1]
+    for by in ("user", "account", "day"):
+        mine = run_as_alice(server, ["usage", "--server", server["url"], "--by", by, "--format", "json"])
+        assert mine == local_output(capsys, "usage", *db, "--user", server["alice"], "--by", by, "--format", "json")
+        rows = json.loads(mine[1])
+        assert mine[0] == 0 and len(rows) == 1 and rows[0]["jobs"] == 1
+        assert server["bob"] not in mine[1] and "proj-bo" not in mine[1]
+    table = run_as_alice(server, ["usage", "--server", server["url"], "--by", "user"])
+    assert table == local_output(capsys, "usage", *db, "--user", server["alice"], "--by", "user")
+    assert table[1].splitlines()[-1].startswith("data up to ")
+    refused = run_as_alice(server, ["usage", "--server", server["url"], "--budget"])
+    assert refused[0] == 2 and refused[2].count("\n") == 1
+
+
+def test_alice_unprivileged_gets_her_own_report(server, own_munge, capsys, tmp_path):
+    week = ["--week", "2026-W47", "--for", f"user:{server['alice']}"]
+    db = ["--db", str(server["db"])]
+    for fmt in ("md", "csv"):
+        mine = run_as_alice(server, ["report", "--server", server["url"], *week, "--format", fmt])
+        assert mine == local_output(capsys, "report", *db, *week, "--format", fmt)
+        assert mine[0] == 0 and "alice-job" in mine[1] and "bob-secret-job" not in mine[1]
+    out = Path(tempfile.mkdtemp(prefix="jobsight-api-report-", dir="/tmp"))
+    try:
+        os.chown(out, pwd.getpwnam(server["alice"]).pw_uid, -1)
+        rc, _, err = run_as_alice(server, ["report", "--server", server["url"], *week, "--format", "html,md",
+                                       "--out", str(out / "remote")])
+        assert rc == 0, err
+        assert local_output(capsys, "report", *db, *week, "--format", "html,md", "--out", str(tmp_path))[0] == 0
+        remote = sorted(p.relative_to(out / "remote") for p in (out / "remote").rglob("*") if p.is_file())
+        assert remote == sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file()) and remote
+        for rel in remote:
+            assert (out / "remote" / rel).read_bytes() == (tmp_path / rel).read_bytes(), rel
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    other = run_as_alice(server, ["report", "--server", server["url"], "--week", "2026-W47", "--for",
+                              f"user:{server['bob']}"])
+    assert other[0] == 2 and other[1] == "" and other[2].count("\n") == 1
+    nobody = run_as_alice(server, ["report", "--server", server["url"], *week, "--email"])
+    assert nobody[0] == 2 and "--email" in nobody[2]
