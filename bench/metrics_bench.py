@@ -136,9 +136,11 @@ def child_sql(out: str, db: str, sql: str) -> None:
                                      "cpu_s": ru.ru_utime + ru.ru_stime, "rows": len(rows), "parts": {}}))
 
 
-def child_gen(out_dir: str, jobs: int, samples: int, first_id: int, start: str) -> None:
+def child_gen(out_dir: str, jobs: int, samples: int, first_id: int, start: str, scale: float = 1.0) -> None:
     """Inputs for `jobsight ingest` in out_dir: sacct-<first>.txt (gen_sacct's dump, renamed and
-    moved in time) and sidecar-<first job of the file>.csv files with `samples` rows in all."""
+    moved in time) and sidecar-<first job of the file>.csv files with `samples` rows in all.
+    ``scale``: every time's distance from the first job's start multiplied by it (0.74: 1M jobs
+    over 60 days instead of 81)."""
     import duckdb
     from ingest_bench import gen_sacct
     out = Path(out_dir)
@@ -155,6 +157,10 @@ def child_gen(out_dir: str, jobs: int, samples: int, first_id: int, start: str) 
     shift = f"(TIMESTAMP '{start}' - TIMESTAMP '2026-01-01')"    # gen_sacct's jobs start on 2026-01-01
 
     def ts(col: str) -> str:
+        if scale != 1.0:
+            since = f"epoch_us(strptime({col}, '{fmt}')) - epoch_us(TIMESTAMP '2026-01-01')"
+            return (f"strftime(TIMESTAMP '{start}' + to_microseconds(CAST(({since}) * {scale} AS BIGINT)), "
+                    f"'{fmt}') AS {col}")
         return f"strftime(strptime({col}, '{fmt}') + {shift}, '{fmt}') AS {col}"
     # gen_sacct: job i is JobID 1000000+i (steps .batch and .0), user user<i % 500>, account acct<i % 50>
     new_id = f"CAST(CAST(split_part(JobID, '.', 1) AS BIGINT) - 1000000 + {first_id} AS VARCHAR)"
@@ -251,9 +257,9 @@ class Bench:
     def sql(self, db: Path, sql: str, label: str) -> dict:
         return self._child(["--child-sql", str(self.work / f"child-{self.n + 1}.json"), str(db), sql], label)
 
-    def gen(self, out: Path, jobs: int, samples: int, first_id: int, start: str) -> dict:
+    def gen(self, out: Path, jobs: int, samples: int, first_id: int, start: str, scale: float = 1.0) -> dict:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child-gen", str(out), str(jobs), str(samples),
-               str(first_id), start]
+               str(first_id), start, str(scale)]
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"generating {out} failed:\n{proc.stderr[-3000:]}")
@@ -430,8 +436,8 @@ def main() -> int:
     if len(sys.argv) == 5 and sys.argv[1] == "--child-sql":
         child_sql(*sys.argv[2:])
         return 0
-    if len(sys.argv) == 7 and sys.argv[1] == "--child-gen":
-        child_gen(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
+    if len(sys.argv) in (7, 8) and sys.argv[1] == "--child-gen":
+        child_gen(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], *map(float, sys.argv[7:]))
         return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="20k jobs / 200k samples, 2 runs per command: a minute or two")
