@@ -11,7 +11,9 @@ from jobsight.dashboard import common, grids
 P = "fl"
 LIMIT = 500
 PRE = {"whiteSpace": "pre-line"}      # one line per flag
-COLUMNS = [grids.link("job_id", "Job", pinned="left", minWidth=110),
+# the advice right beside the job id: what to change is the first thing a row says
+ADVICE = grids.text("advice", "Advice", wrap=True, cellStyle=PRE)
+COLUMNS = [grids.link("job_id", "Job", pinned="left", minWidth=110), ADVICE,
            grids.text("severity", "Severity", cellClassRules={"severity-alarm": {"function": "params.value === 'alarm'"}}),
            grids.text("codes", "Flags", wrap=True, width=200),
            grids.num("wasted_sbu", "Wasted", 2, " SBU"), grids.num("sbu", "SBU", 2, " SBU")]
@@ -19,7 +21,7 @@ COLUMNS = [grids.link("job_id", "Job", pinned="left", minWidth=110),
 SAVINGS = grids.num("savings_sbu", "Savings", 2, " SBU", tooltipField="savings_note")
 MORE = [grids.text("user", "User"), grids.text("account", "Project"), grids.text("partition", "Partition"),
         grids.text("job_name", "Job name"), grids.text("state", "State"), grids.text("start_time", "Start (UTC)"),
-        grids.text("messages", "Messages", wrap=True, cellStyle=PRE), grids.text("advice", "Advice", wrap=True, cellStyle=PRE)]
+        grids.text("messages", "Messages", wrap=True, cellStyle=PRE)]
 
 
 def rows(h, scope: Scope, f: Filters, limit: int = LIMIT, href: str = "") -> tuple[list[dict], int]:
