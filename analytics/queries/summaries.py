@@ -50,7 +50,9 @@ def totals(h: Database, scope: Scope, f: Filters) -> dict[str, float]:
     that ran in the period and how many of them are flagged; what following the advice would have
     saved (savings_sbu) and its share of the SBU whose savings are known (savings_pct, None when none
     are), and the jobs left out of it because their saving is unknown (unpriced_jobs, with their
-    unpriced_wasted_sbu), as `jobsight usage` gives them."""
+    unpriced_wasted_sbu), and the jobs left out of core_hours / gpu_hours because they ran on an
+    unknown number of cores / GPUs (core_hours_unknown_jobs, gpu_hours_unknown_jobs), as `jobsight
+    usage` gives them."""
     w, p = f.where(scope)
     r = h.execute(
         "SELECT COALESCE(sum(sbu), 0), COALESCE(sum(wasted_sbu), 0), COALESCE(sum(core_hours), 0), "
@@ -59,12 +61,15 @@ def totals(h: Database, scope: Scope, f: Filters) -> dict[str, float]:
         "COALESCE(dash_jobs_in_period(flagged_first, flagged_running, day, ?), 0), "
         "COALESCE(sum(savings_sbu), 0), sum(savings_sbu) * 100.0 / NULLIF(sum(savings_w), 0), "
         "COALESCE(dash_jobs_in_period(unpriced_first, unpriced_running, day, ?), 0), "
-        "COALESCE(sum(unpriced_wasted_sbu), 0) "
-        f"FROM dash_day{w}", [f.since_ts, f.since_ts, f.since_ts] + p).fetchone()
+        "COALESCE(sum(unpriced_wasted_sbu), 0), "
+        "COALESCE(dash_jobs_in_period(core_unknown_first, core_unknown_running, day, ?), 0), "
+        "COALESCE(dash_jobs_in_period(gpu_unknown_first, gpu_unknown_running, day, ?), 0) "
+        f"FROM dash_day{w}", [f.since_ts] * 5 + p).fetchone()
     return {"sbu": float(r[0]), "wasted_sbu": float(r[1]), "core_hours": float(r[2]), "gpu_hours": float(r[3]),
             "idle_gpu_hours": float(r[4]), "jobs": int(r[5]), "flagged_jobs": int(r[6]),
             "savings_sbu": float(r[7]), "savings_pct": None if r[8] is None else float(r[8]),
-            "unpriced_jobs": int(r[9]), "unpriced_wasted_sbu": float(r[10])}
+            "unpriced_jobs": int(r[9]), "unpriced_wasted_sbu": float(r[10]),
+            "core_hours_unknown_jobs": int(r[11]), "gpu_hours_unknown_jobs": int(r[12])}
 
 
 def usage_over_time(h: Database, scope: Scope, f: Filters, grain: str = "day",

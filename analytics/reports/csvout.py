@@ -10,7 +10,8 @@ from jobsight.analytics.reports.sections import HEADLINE, sections
 
 COLUMNS = ["report", "window", "section", "rank", "label", "day", "user", "account", "partition", "job_id",
            "job_name", "state", "code", "jobs", "alarms", "sbu", "used_sbu", "wasted_sbu", "wasted_pct",
-           "unrated_sbu", "savings_sbu", "savings_pct", "core_hours", "gpu_hours",
+           "unrated_sbu", "savings_sbu", "savings_pct", "core_hours", "core_hours_unknown_jobs", "gpu_hours",
+           "gpu_hours_unknown_jobs",
            "idle_gpu_hours", "cpu_eff_pct", "gpu_util_pct",
            "mem_eff_pct", "time_eff_pct", "flag_codes", "sbatch_lines", "period", "period_start", "allocation_sbu",
            "burned_sbu", "remaining_sbu", "used_pct", "burn_rate_7d", "burn_rate_30d", "run_out_date", "alert"]

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from jobsight.analytics.store.database import Database
 
 TOTAL_KEYS = ("jobs", "sbu", "wasted_sbu", "wasted_pct", "unrated_sbu", "savings_sbu", "savings_pct",
-              "savings_unknown_sbu", "core_hours", "gpu_hours", "idle_gpu_hours", "cpu_eff_pct", "gpu_util_pct",
+              "savings_unknown_sbu", "core_hours", "core_hours_unknown_jobs", "gpu_hours", "gpu_hours_unknown_jobs",
+              "idle_gpu_hours", "cpu_eff_pct", "gpu_util_pct",
               "mem_eff_pct", "time_eff_pct")
 
 

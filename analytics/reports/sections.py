@@ -35,7 +35,11 @@ HEADLINE = [Col("jobs", "Jobs", "int"), Col("sbu", "SBU burned"), Col("wasted_sb
             Col("savings_sbu", "SBU the advice saves", "saving"), Col("savings_pct", "Saved", "pct"),
             Col("cpu_eff_pct", "CPU efficiency", "pct"), Col("gpu_util_pct", "GPU utilisation", "pct"),
             Col("mem_eff_pct", "Memory efficiency", "pct"), Col("time_eff_pct", "Time-limit use", "pct"),
-            Col("core_hours", "Core-hours"), Col("gpu_hours", "GPU-hours"), Col("idle_gpu_hours", "Idle GPU-hours")]
+            Col("core_hours", "Core-hours"), Col("core_hours_unknown_jobs", "Jobs not in core-hours", "int"),
+            Col("gpu_hours", "GPU-hours"), Col("gpu_hours_unknown_jobs", "Jobs not in GPU-hours", "int"),
+            Col("idle_gpu_hours", "Idle GPU-hours")]
+# shown only when some job was left out (an unknown number of cores or GPUs)
+LEFT_OUT = ("core_hours_unknown_jobs", "gpu_hours_unknown_jobs")
 EFFICIENCY = [Col("cpu_eff_pct", "CPU eff.", "pct"), Col("gpu_util_pct", "GPU util.", "pct"),
               Col("mem_eff_pct", "Mem eff.", "pct"), Col("time_eff_pct", "Time use", "pct")]
 GROUP = [Col("jobs", "Jobs", "int"), Col("sbu", "SBU"), Col("wasted_sbu", "Wasted SBU"),
@@ -50,10 +54,12 @@ BUDGET = [Col("account", "Account", "text"), BUDGET_USER, Col("allocation_sbu", 
 
 
 def headline(rep: Report) -> list[tuple[Col, Any]]:
-    """The headline figures: all of HEADLINE, GPU ones only when GPUs were used."""
-    gpu = bool(rep.totals.get("gpu_hours"))
+    """The headline figures: all of HEADLINE, GPU ones only when GPUs were used (or jobs ran on an
+    unknown number of them), the jobs left out of core- and GPU-hours beside them when there are any."""
+    gpu = bool(rep.totals.get("gpu_hours") or rep.totals.get("gpu_hours_unknown_jobs"))
     return [(c, rep.totals.get(c.key)) for c in HEADLINE
-            if gpu or c.key not in ("gpu_util_pct", "gpu_hours", "idle_gpu_hours")]
+            if (gpu or c.key not in ("gpu_util_pct", "gpu_hours", "idle_gpu_hours", "gpu_hours_unknown_jobs"))
+            and (c.key not in LEFT_OUT or rep.totals.get(c.key))]
 
 
 def sections(rep: Report) -> list[Section]:

@@ -44,6 +44,14 @@ def _efficiency_sentence(t: dict) -> str:
     return " Allocation-weighted efficiency: " + ", ".join(parts) + "."
 
 
+def _left_out_sentence(t: dict) -> str:
+    """The jobs the core- and GPU-hours could not count: they ran on an unknown number of cores, GPUs."""
+    parts = [f"{n:,} job{'s' if n != 1 else ''} on an unknown number of {what} ({total})"
+             for n, what, total in ((t.get("core_hours_unknown_jobs"), "cores", "not in the core-hours"),
+                                    (t.get("gpu_hours_unknown_jobs"), "GPUs", "not in the GPU-hours")) if n]
+    return (" Not counted: " + "; ".join(parts) + ".") if parts else ""
+
+
 def _worst_job_sentence(rep: Report) -> str:
     if not rep.top_jobs or not rep.top_jobs[0].get("wasted_sbu"):
         return ""
@@ -84,6 +92,7 @@ def summarise(rep: Report) -> str:
         text += f" {sbu(t['unrated_sbu'])} could not be rated (no CPU time or GPU samples recorded)."
     text += _trend_sentence(rep, whose)
     text += _efficiency_sentence(t)
+    text += _left_out_sentence(t)
     text += _savings_sentence(t)
     if t.get("idle_gpu_hours"):
         text += f" GPUs sat idle for {t['idle_gpu_hours']:,.1f} GPU-hours."

@@ -46,8 +46,11 @@ def render(h, scope: Scope, f: Filters, grain: str, stack: str) -> list:
         common.card("Share of the burn", "-" if t["savings_pct"] is None else f"{t['savings_pct']:.0f} %", "savings-pct"),
         common.card("Jobs run", f"{t['jobs']:,}", "total-jobs"),       # that ran in the period, as the reports count
         common.card("Flagged jobs", f"{t['flagged_jobs']:,}", "total-flagged"),
-        common.card("Core-hours", common.number(t["core_hours"]), "total-core-hours"),
-        common.card("GPU-hours", common.number(t["gpu_hours"]), "total-gpu-hours"),
+        # with the jobs the sums could not count (an unknown number of cores / GPUs) beside them
+        common.card("Core-hours", common.number(t["core_hours"]), "total-core-hours",
+                    _left_out(t["core_hours_unknown_jobs"], "cores")),
+        common.card("GPU-hours", common.number(t["gpu_hours"]), "total-gpu-hours",
+                    _left_out(t["gpu_hours_unknown_jobs"], "GPUs")),
         common.card("Idle-GPU hours", common.number(t["idle_gpu_hours"]), "total-idle-gpu"),
     ], className="cards")
     usage = figures.usage_figure(queries.usage_over_time(h, scope, f, grain, stack), STACK_LABELS[stack], grain,
@@ -62,6 +65,13 @@ def render(h, scope: Scope, f: Filters, grain: str, stack: str) -> list:
                       config={"displaylogo": False}, className="half"),
         ], className="row"),
     ]
+
+
+def _left_out(n: int, what: str) -> str | None:
+    """What a core- or GPU-hours total leaves out: the jobs that ran on an unknown number of `what`."""
+    if not n:
+        return None
+    return f"not counted: {'1 job' if n == 1 else f'{n:,} jobs'} (unknown {what})"
 
 
 def _unpriced(t: dict) -> str | None:

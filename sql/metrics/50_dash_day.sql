@@ -46,6 +46,12 @@ SELECT day, cluster, "user", account, "partition",
        sum(wasted_sbu) FILTER (WHERE savings_sbu IS NULL)                     AS unpriced_wasted_sbu,
        sum(core_hours)                                                        AS core_hours,
        sum(gpu_hours)                                                         AS gpu_hours,
+       -- the jobs left out of core_hours / gpu_hours (an unknown number of cores / GPUs), counted
+       -- as jobs_* are
+       count(*) FILTER (WHERE is_first AND core_hours IS NULL)                AS core_unknown_first,
+       count(*) FILTER (WHERE core_hours IS NULL)                             AS core_unknown_running,
+       count(*) FILTER (WHERE is_first AND gpu_hours IS NULL)                 AS gpu_unknown_first,
+       count(*) FILTER (WHERE gpu_hours IS NULL)                              AS gpu_unknown_running,
        -- GPU-hours on GPUs counted idle (job_metrics.idle_gpus, split by day in job_day)
        sum(idle_gpu_hours)                                                    AS idle_gpu_hours,
        sum(mem_gib_hours)                                                     AS mem_gib_hours,

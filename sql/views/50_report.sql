@@ -54,6 +54,9 @@ SELECT CASE WHEN grouping("user") = 0 AND grouping(account) = 0 THEN 'member'
        sum(sbu) FILTER (WHERE savings_sbu IS NULL)                            AS savings_unknown_sbu,
        sum(core_hours)                                                        AS core_hours,
        sum(gpu_hours)                                                         AS gpu_hours,
+       -- the jobs left out of core_hours / gpu_hours: they ran on an unknown number of cores / GPUs
+       count(DISTINCT (cluster, job_id_raw)) FILTER (WHERE core_hours IS NULL) AS core_hours_unknown_jobs,
+       count(DISTINCT (cluster, job_id_raw)) FILTER (WHERE gpu_hours IS NULL)  AS gpu_hours_unknown_jobs,
        sum(idle_gpu_hours)                                                    AS idle_gpu_hours,
        alloc_weighted(cpu_eff_pct, core_hours)                                AS cpu_eff_pct,
        alloc_weighted(gpu_util_pct, gpu_hours)                                AS gpu_util_pct,
