@@ -19,8 +19,8 @@ SORTS = {
     "savings": "savings_sbu DESC NULLS LAST, sbu DESC NULLS LAST",
     "end_time": "COALESCE(end_time, start_time) DESC NULLS LAST",
 }
-JOB_ORDER = "cluster, job_id_raw"      # ties between jobs; a job's flags by code
-TIE_BREAK = f"{JOB_ORDER}, code"
+JOB_ORDER = "cluster, job_id_raw"      # ties between jobs; a job's flags leading advice first
+TIE_BREAK = f"{JOB_ORDER}, advice_order"
 FLAGS_SQL = Path(__file__).resolve().parents[2] / "sql" / "metrics" / "40_job_flags.sql"
 
 

@@ -18,28 +18,8 @@
 --   price_note: why the request has no price (NULL: it has one); 46 gives no savings then.
 --   price_route: how a priced request was priced where that is not plain (NULL: as the job was).
 -- DuckDB only: it reads the stored job_flags of the jobs in metric_flag_scope (flag_scoped_*: the
--- TEMP views of analytics/store.py SCOPED) and their job_metrics.
-
--- TRESBillingWeights per partition of the scope's clusters, from the best source that has the
--- partition (billing_weight: config, then file, then scontrol), as one struct per partition:
--- cpu, mem per GiB, node, gres/gpu, typed GPUs [{t, w}], and whether any other TRES is weighed.
-CREATE OR REPLACE VIEW calc_partition_weights AS
-WITH w AS (
-    SELECT c.cluster, b."partition", b.tres, b.weight,
-           rank() OVER (PARTITION BY c.cluster, b."partition"
-                        ORDER BY CASE b.source WHEN 'config' THEN 1 WHEN 'file' THEN 2 ELSE 3 END) AS pick
-    FROM (SELECT DISTINCT cluster FROM metric_flag_scope) c
-    JOIN billing_weight b ON b.cluster IS NULL OR b.cluster = c.cluster
-)
-SELECT cluster, "partition",
-       {'cpu': COALESCE(sum(weight) FILTER (WHERE tres = 'cpu'), 0),
-        'mem_gib': COALESCE(sum(weight) FILTER (WHERE tres = 'mem'), 0),
-        'node': COALESCE(sum(weight) FILTER (WHERE tres = 'node'), 0),
-        'gpu': COALESCE(sum(weight) FILTER (WHERE tres = 'gres/gpu'), 0),
-        'typed': list({'t': substr(tres, 10), 'w': weight}) FILTER (WHERE tres LIKE 'gres/gpu:%'),
-        'other': bool_or(NOT (tres IN ('cpu', 'mem', 'node', 'gres/gpu') OR tres LIKE 'gres/gpu:%'))} AS weights
-FROM w WHERE pick = 1
-GROUP BY ALL;
+-- TEMP views of analytics/store.py SCOPED) and their job_metrics; calc_partition_weights is
+-- 40_job_flags.sql's.
 
 -- Slurm's billing of a request under weights w (NULL: unknown weights, a TRES the request does not
 -- describe, or GPUs of no known type where the weights price types); the 1e-9 keeps a sum such
