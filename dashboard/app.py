@@ -14,6 +14,7 @@ import dash
 from dash import Input, Output, State, dcc, html
 from dash.exceptions import UnsupportedRelativePath
 
+from jobsight.analytics.links import JOB_PAGE
 from jobsight.analytics.queries.data_age import data_age
 from jobsight.analytics.store.snapshot import SnapshotReader
 from jobsight.dashboard import api, callback_requests, common, prometheus, search, served_files
@@ -42,7 +43,7 @@ def page_for(path: str, params: dict[str, str]):
         return running.layout(params, scope)
     if path == "/jobs":
         return jobs.layout(params, scope)
-    if path == "/job":
+    if path == "/" + JOB_PAGE:        # analytics/links.py: the path every link to a job is built with
         return job.layout(params, scope)
     return html.Div([html.H2("Page not found"), dcc.Link("Back to the overview", href="/")])
 

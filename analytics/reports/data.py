@@ -82,7 +82,7 @@ class Dataset:
         flags = sorted(self.flags.get((scope, key), []), key=lambda r: (-r["jobs"], r["code"]))
         rep = Report(kind=kind, name=name, period=p, cluster=s.cluster, totals=totals,
                      trend=self._trend(scope, key), daily=self._daily(scope, key),
-                     top_jobs=top, flag_counts=flags, data_age=self.data_age)
+                     top_jobs=top, flag_counts=flags, data_age=self.data_age, dashboard_url=s.dashboard_url)
         if kind == "account":
             rep.members = sorted(self.members.get(name, []), key=_most_wasted)
             rep.budgets = [b for b in self.budgets if b["account"] == name]

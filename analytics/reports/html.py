@@ -194,7 +194,9 @@ BREAK_AFTER_UNDERSCORE = ("flag_codes",)
 STACK = {"cpu_eff_pct": "CPU", "gpu_util_pct": "GPU", "mem_eff_pct": "Mem", "time_eff_pct": "Time"}
 
 
-def _fit_cell(value, kind: str, key: str) -> str:
+def _fit_cell(value, kind: str, key: str, url: str | None = None) -> str:
+    if key == "job_id" and url:         # the job's dashboard page ([report] dashboard_url)
+        return f'<td><a href="{esc(url)}">{esc(fmt(value, kind))}</a></td>'
     if key in WRAP:
         return f'<td class="wrap">{esc(fmt(value, kind))}</td>'
     if key in BREAK_AFTER_UNDERSCORE:
@@ -212,7 +214,9 @@ def _row(r: dict) -> str:
     return {"over": '<tr class="over">', "warn": '<tr class="warn">'}.get(r.get("alert"), "<tr>")
 
 
-def _table(sec: Section) -> str:
+def _table(sec: Section, rep: Report | None = None) -> str:
+    """The section's table; the job ids of a FIT table link to their dashboard pages when ``rep``
+    has a dashboard_url."""
     if not sec.rows:
         return f'<p class="note">{esc(sec.empty)}</p>'
     note = f'<p class="note">{esc(sec.note)}</p>' if sec.note else ""
@@ -223,7 +227,8 @@ def _table(sec: Section) -> str:
     cols = [c for c in sec.cols if c.key not in STACK]
     stacked = [c for c in sec.cols if c.key in STACK]
     head = "".join(f"<th>{esc(c.header)}</th>" for c in cols) + ("<th>Efficiency</th>" if stacked else "")
-    body = "".join("<tr>" + "".join(_fit_cell(r.get(c.key), c.kind, c.key) for c in cols)
+    link = rep.job_url if rep is not None else (lambda _r: None)
+    body = "".join("<tr>" + "".join(_fit_cell(r.get(c.key), c.kind, c.key, link(r)) for c in cols)
                    + (_stack_cell(r, stacked) if stacked else "") + "</tr>" for r in sec.rows)
     return f'<div class="scroll"><table class="fit"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>{note}'
 
@@ -257,7 +262,7 @@ def render_html_chunks(rep: Report, charts: bool = True, generated: dt.datetime 
             chart = _trend_chart(rep)
         elif charts and sec.key in ("accounts", "partitions") and sec.rows:
             chart = _group_chart(sec.rows, sec.key[:-1] if sec.key == "partitions" else "account", f"chart-{sec.key}")
-        table = "" if sec.key == "daily" and not charts else _table(sec)   # the bars carry the figures
+        table = "" if sec.key == "daily" and not charts else _table(sec, rep)   # the bars carry the figures
         if sec.key == "daily" and charts:
             table = f"<details><summary>Daily figures</summary>{table}</details>"
         parts.append(f'<section id="{sec.key}"><h2>{esc(sec.title)}</h2>{chart}{table}</section>')

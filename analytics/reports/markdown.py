@@ -28,6 +28,12 @@ def md_cell(value, kind: str) -> str:
     return md_escape(fmt(value, kind))
 
 
+def md_link(text: str, url: str | None) -> str:
+    """``text`` (already escaped) as a link to ``url`` ([report] dashboard_url's job page: no blank,
+    bracket or quote, checked when read; its query percent-encoded), or as it is without one."""
+    return f"[{text}]({html.escape(url, quote=True)})" if url else text
+
+
 def render_markdown(rep: Report) -> str:
     out = [f"# {md_escape(rep.title)}", ""]
     if rep.data_line:
@@ -44,7 +50,9 @@ def render_markdown(rep: Report) -> str:
         out.append("| " + " | ".join(md_escape(c.header) for c in sec.cols) + " |")
         out.append("|" + "|".join("---:" if c.kind in ("num", "saving", "pct", "int") else "---" for c in sec.cols) + "|")
         for r in sec.rows:
-            out.append("| " + " | ".join(md_cell(r.get(c.key), c.kind) for c in sec.cols) + " |")
+            out.append("| " + " | ".join(md_link(md_cell(r.get(c.key), c.kind), rep.job_url(r))
+                                         if c.key == "job_id" and sec.key == "top_jobs" else md_cell(r.get(c.key), c.kind)
+                                         for c in sec.cols) + " |")
         out.append("")
         if sec.note:
             out += [md_escape(sec.note), ""]

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobsight.analytics.links import job_url
 from jobsight.analytics.queries.data_age import DataAge
 from jobsight.analytics.reports.period import Period
 
@@ -51,6 +52,13 @@ class Report:
     leaderboard: list[dict] = field(default_factory=list)  # admin: users by wasted SBU
     summary: str = ""
     data_age: DataAge | None = None                        # how old the database's data was when gathered
+    dashboard_url: str | None = None                       # [report] dashboard_url: job ids link there
+
+    def job_url(self, job: dict) -> str | None:
+        """The dashboard page of a listed job, or None without a dashboard_url."""
+        if not self.dashboard_url or not job.get("job_id_raw"):
+            return None
+        return job_url(self.dashboard_url, job.get("cluster"), job["job_id_raw"])
 
     @property
     def stem(self) -> str:

@@ -5,6 +5,7 @@
     trend_weeks = 4            # earlier windows compared with the report's own
     budget_period = "month"    # what a [budgets] figure covers: week | month | quarter | year
     budget_start = 2026-01-01  # where the periods start (default: calendar weeks, months, ...)
+    dashboard_url = "https://jobsight.example.org/jobsight/"   # job ids link to their dashboard page
 
     [email]
     from = "jobsight@example.org"
@@ -22,6 +23,7 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from jobsight.analytics.config import BUDGET_PERIODS, Config  # noqa: F401 - BUDGET_PERIODS: for the docs test
 from jobsight.analytics.errors import UserError, shown
@@ -39,6 +41,7 @@ class ReportSettings:
     subject_prefix: str = "[jobsight]"
     leads: dict[str, list[str]] = field(default_factory=dict)   # account -> users, from [roles]
     cluster: str | None = None
+    dashboard_url: str | None = None      # the dashboard's address (its --url-prefix included), or no links
 
     def address_of(self, user: str) -> str | None:
         if user in self.addresses:
@@ -69,6 +72,18 @@ def _str(cfg: Config, key: str, value: Any) -> str:
     return value
 
 
+def _dashboard_url(cfg: Config, value: Any) -> str:
+    """An http(s) address with a host and no query or fragment, ending in "/"; no blank, quote,
+    angle bracket or control character, so that it can stand in HTML, Markdown and plain text."""
+    url = _str(cfg, "report.dashboard_url", value)
+    parts = urlsplit(url)
+    if (parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment
+            or any(c.isspace() or not c.isprintable() or c in '"<>`\\()[]' for c in url)):
+        raise UserError(f"{_where(cfg)}: report.dashboard_url must be the dashboard's http(s) address, "
+                        f"e.g. https://jobsight.example.org/jobsight/ (no query, blanks or quotes), got {shown(url)}")
+    return url if url.endswith("/") else url + "/"
+
+
 def from_config(cfg: Config) -> ReportSettings:
     s = ReportSettings(cluster=cfg.cluster)
     for key, value in cfg.report.items():
@@ -76,11 +91,13 @@ def from_config(cfg: Config) -> ReportSettings:
             s.top_jobs = _int(cfg, "report.top_jobs", value, 1, MAX_TOP_JOBS)
         elif key == "trend_weeks":
             s.trend_weeks = _int(cfg, "report.trend_weeks", value, 1, MAX_TREND_WEEKS)
+        elif key == "dashboard_url":
+            s.dashboard_url = _dashboard_url(cfg, value)
         elif key in ("budget_period", "budget_start"):
             pass        # checked where it is read: analytics/config.py (the budget settings)
         else:
             raise UserError(f"{_where(cfg)}: unknown key report.{key} "
-                            "(known: budget_period, budget_start, top_jobs, trend_weeks)")
+                            "(known: budget_period, budget_start, dashboard_url, top_jobs, trend_weeks)")
     for key, value in cfg.email.items():
         if key == "from":
             s.sender = _str(cfg, "email.from", value)

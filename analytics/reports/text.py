@@ -22,7 +22,7 @@ def render_text(rep: Report) -> str:
             out += [sec.empty, ""]
             continue
         show_user = any(c.key == "user" for c in sec.cols)
-        out += [_jobs(sec.rows, show_user) if sec.key == "top_jobs" else _table(sec), ""]
+        out += [_jobs(sec.rows, show_user, rep) if sec.key == "top_jobs" else _table(sec), ""]
     return terminal_safe("\n".join(out), keep="\n") + "\n"   # and whatever a line above let through
 
 
@@ -38,13 +38,16 @@ def _table(sec) -> str:
     return "\n".join([line(heads), line(["-" * w for w in widths])] + [line(row) for row in body])
 
 
-def _jobs(rows: list[dict], show_user: bool) -> str:
-    """Top jobs as short blocks: a table this wide does not fit a mail window."""
+def _jobs(rows: list[dict], show_user: bool, rep: Report) -> str:
+    """Top jobs as short blocks: a table this wide does not fit a mail window. With a
+    dashboard_url, the job's page follows its id, in angle brackets as plain text has links."""
     out = []
     for i, j in enumerate(rows, 1):
         name = f" ({j['job_name']})" if j.get("job_name") else ""
         who = f" by {j['user']}" if show_user and j.get("user") else ""
-        out.append(f"{i}. Job {j['job_id']}{name}{who}, {j.get('partition') or '-'}, {j.get('state') or '-'}: "
+        url = rep.job_url(j)
+        link = f" <{url}>" if url else ""
+        out.append(f"{i}. Job {j['job_id']}{link}{name}{who}, {j.get('partition') or '-'}, {j.get('state') or '-'}: "
                    f"{fmt(j.get('wasted_sbu'), 'num')} of {fmt(j.get('sbu'), 'num')} SBU wasted")
         effs = [f"{label} {fmt(j.get(k), 'pct')}" for k, label in (("cpu_eff_pct", "CPU"), ("gpu_util_pct", "GPU"),
                 ("mem_eff_pct", "memory"), ("time_eff_pct", "time limit")) if j.get(k) is not None]
