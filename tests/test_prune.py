@@ -196,6 +196,7 @@ def _series_from_the_lake(root: Path, db: Path, lake: Path, jobs: list[str], ser
     assert got.attrs["samples_moved"]["read"] is True and len(got) == len(want) > 0
     assert got.sort_values(["host", "device", "time"]).reset_index(drop=True).equals(
         want.sort_values(["host", "device", "time"]).reset_index(drop=True))
+    _one_jobs_partitions(root, db, lake)
     away = lake.with_name("lake-away")
     lake.rename(away)
     try:
@@ -207,6 +208,36 @@ def _series_from_the_lake(root: Path, db: Path, lake: Path, jobs: list[str], ser
             assert summaries.job_samples(h, Scope.admin(), "demo", jobs[0]).attrs["samples_moved"]["read"] is False
     finally:
         away.rename(lake)
+
+
+def _one_jobs_partitions(root: Path, db: Path, lake: Path) -> None:
+    """One job's series reads only its cluster's partitions of the months it ran in: a copy of the
+    lake whose other month and another cluster hold corrupt files still gives a November job's
+    series whole; an October job's, whose partition is corrupt, is said to be unreadable."""
+    damaged = root / "lake-damaged"
+    shutil.copytree(lake, damaged)
+    for f in (damaged / "samples" / "cluster=demo" / "month=2026-10").glob("*.parquet"):
+        f.write_bytes(b"not parquet")
+    other = damaged / "samples" / "cluster=other" / "month=2026-11"
+    other.mkdir(parents=True)
+    (other / "data_0.parquet").write_bytes(b"not parquet either")
+    config = root / "damaged.toml"
+    config.write_text(f'[lake]\npath = "{damaged}"\n', encoding="utf-8")
+    late, early = (_query(db, "SELECT min(p.job_id_raw) FROM pruned_job p JOIN job j USING (cluster, job_id_raw) "
+                              f"WHERE least(j.submit_time, j.start_time) {op} '2026-11-01'")[0][0]
+                   for op in (">=", "<"))
+    assert late and early
+    whole = _job_json(db, late)
+    read = _job_json(db, late, "--config", config)
+    assert read["samples_moved"]["read"] is True and read["samples_moved"]["lake"] == str(damaged)
+    assert read["series"] == whole["series"] and whole["samples_moved"]["read"] is True and whole["series"]
+    # the whole lake read at once fails on those files: the job's read did not open them
+    with pytest.raises(duckdb.Error):
+        duckdb.execute("SELECT count(*) FROM read_parquet(?, hive_partitioning = true)",
+                       [str(damaged / "samples" / "**" / "*.parquet")]).fetchone()
+    unread = _job_json(db, early, "--config", config)["samples_moved"]
+    assert unread["read"] is False and "month=2026-10" in unread["why"], unread
+    shutil.rmtree(damaged)
 
 
 def _settings_after_prune(root: Path, db: Path, lake: Path, config: Path, unpruned: Path, jobs: list[str]) -> None:
