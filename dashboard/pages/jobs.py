@@ -9,7 +9,7 @@ from jobsight.analytics.queries import job_lists as job_queries
 from jobsight.analytics.queries import summaries as queries
 from jobsight.analytics.queries.job_lists import JobFilter
 from jobsight.analytics.queries.scope import Scope
-from jobsight.dashboard import common, grids
+from jobsight.dashboard import common, grids, jobs_to_fix
 
 P = "jobs"
 PAGE = 100
@@ -78,6 +78,7 @@ def layout(params: dict[str, str], scope: Scope) -> html.Div:
         html.P(f"Newest first, {PAGE} a page; click a job id to open the job. The download holds the page's rows.",
                className="hint"),
         html.Div(controls + hidden, className="controls"),
+        jobs_to_fix.holder(P),      # its callback: dashboard/jobs_to_fix.py (registered with the overview's)
         dcc.Store(id=f"{P}-page", data=0),
         dcc.Loading(html.Div([pager, grid]), type="default"),
     ])

@@ -8,7 +8,7 @@ from dash import Input, Output, State, dcc, html, no_update
 from jobsight.analytics.queries import job_lists as job_queries
 from jobsight.analytics.queries import summaries as queries
 from jobsight.analytics.queries.scope import Filters, Scope
-from jobsight.dashboard import budget_panel, common, figures
+from jobsight.dashboard import budget_panel, common, figures, jobs_to_fix
 
 # page id prefix -> (path, the filter the page's `name` fixes, heading)
 INSTANCES = {
@@ -21,6 +21,7 @@ STACKS = [{"label": "by project", "value": "account"}, {"label": "by partition",
 # the project page stacks its members too, by default
 MEMBER_STACKS = STACKS + [{"label": "by member", "value": "user"}]
 STACK_LABELS = {"account": "project", "partition": "partition", "user": "member"}
+FIX_PREFIXES = ("ov", "pj")     # the pages that start with the jobs to fix (dashboard/jobs_to_fix.py)
 
 
 def stacks(prefix: str) -> tuple[list[dict], str]:
@@ -105,6 +106,7 @@ def layout(prefix: str, params: dict[str, str], scope: Scope) -> html.Div:
         html.H2(title),   # a name from the scheduler, as text
         dcc.Store(id=f"{prefix}-name", data=name),
         html.Div(controls + hidden, className="controls"),
+        *([jobs_to_fix.holder(prefix)] if prefix in FIX_PREFIXES else []),
         dcc.Loading(html.Div(id=f"{prefix}-content"), type="default"),
     ])
 
@@ -113,6 +115,7 @@ def register(app) -> None:
     for prefix, (_path, fixed, _heading) in INSTANCES.items():
         _register_instance(app, prefix, fixed)
     budget_panel.register(app)
+    jobs_to_fix.register(app, {p: INSTANCES[p][1] for p in FIX_PREFIXES})
 
 
 def _register_instance(app, prefix: str, fixed: str | None) -> None:

@@ -107,13 +107,15 @@ SELECT cluster, job_id_raw, '#SBATCH ' || replace(fitted_request, ' --', chr(10)
 FROM job_savings SEMI JOIN (SELECT DISTINCT cluster, job_id_raw FROM query_table(flags)) USING (cluster, job_id_raw)
 WHERE fitted_request <> '';
 
--- One row per job with its flags folded: codes, worst severity, messages.
+-- One row per job with its flags folded: codes, worst severity, messages, and lead_advice (the
+-- advice that leads, job_flags.advice_order 1: the first the job's page and `jobsight job` give).
 CREATE OR REPLACE MACRO flag_summary(flags) AS TABLE
 SELECT cluster, job_id_raw,
        string_agg(code, ', ' ORDER BY code)                                   AS flag_codes,
        CASE max(CASE severity WHEN 'alarm' THEN 3 WHEN 'warn' THEN 2 ELSE 1 END)
             WHEN 3 THEN 'alarm' WHEN 2 THEN 'warn' ELSE 'info' END            AS worst_severity,
-       string_agg(message, '; ' ORDER BY code)                                AS flag_messages
+       string_agg(message, '; ' ORDER BY code)                                AS flag_messages,
+       arg_min(advice, advice_order)                                          AS lead_advice
 FROM query_table(flags) GROUP BY ALL;
 
 CREATE OR REPLACE VIEW job_sbatch_advice AS SELECT * FROM sbatch_advice('job_flags');
@@ -126,31 +128,80 @@ FROM job_flags f
 LEFT JOIN (SELECT cluster, job_id_raw, savings_sbu, sbu_if_fitted FROM job_savings) s USING (cluster, job_id_raw);
 CREATE OR REPLACE VIEW job_flag_summary AS SELECT * FROM flag_summary('job_flags');
 
--- Jobs that ran in [since, until) with their burn and waste inside it, ranked by wasted SBU within
--- their user, their account and the cluster; only the top n of each ranking are returned.
-CREATE OR REPLACE MACRO report_top_jobs(src, flags, since, until, n) AS TABLE
-WITH j AS (
-    SELECT cluster, job_id_raw, any_value(job_id) AS job_id, any_value("user") AS "user",
-           any_value(account) AS account, any_value("partition") AS "partition", any_value(state) AS state,
-           any_value(job_name) AS job_name,
-           sum(sbu) AS sbu, sum(wasted_sbu) AS wasted_sbu, sum(savings_sbu) AS savings_sbu,
-           any_value(cpu_eff_pct) AS cpu_eff_pct, any_value(gpu_util_pct) AS gpu_util_pct,
-           any_value(mem_eff_pct) AS mem_eff_pct, any_value(time_eff_pct) AS time_eff_pct,
-           any_value(start_time) AS start_time, any_value(job_elapsed_s) AS elapsed_s,
-           any_value(ncpus) AS ncpus, any_value(ngpus) AS ngpus, any_value(charge_driver) AS charge_driver
-    FROM query_table(src)
-    WHERE day >= since AND day < until
-    GROUP BY cluster, job_id_raw
-), ranked AS (
-    SELECT j.*, f.flag_codes, f.worst_severity, f.flag_messages, a.sbatch_lines,
-           row_number() OVER (PARTITION BY j."user" ORDER BY j.wasted_sbu DESC NULLS LAST, j.sbu DESC, j.job_id_raw) AS rank_user,
-           row_number() OVER (PARTITION BY j.account ORDER BY j.wasted_sbu DESC NULLS LAST, j.sbu DESC, j.job_id_raw) AS rank_account,
-           row_number() OVER (ORDER BY j.wasted_sbu DESC NULLS LAST, j.sbu DESC, j.job_id_raw)                      AS rank_cluster
-    FROM j
-    LEFT JOIN flag_summary(flags) f USING (cluster, job_id_raw)
-    LEFT JOIN sbatch_advice(flags) a USING (cluster, job_id_raw)
+-- Each job of src (a slice of job_day or report_job_day) that ran in [since, until), with its burn
+-- and waste inside it (the day split, as every sum of the reports).
+CREATE OR REPLACE MACRO window_jobs(src, since, until) AS TABLE
+SELECT cluster, job_id_raw, any_value("user") AS "user", any_value(account) AS account,
+       sum(sbu) AS sbu, sum(wasted_sbu) AS wasted_sbu
+FROM query_table(src)
+WHERE day >= since AND day < until
+GROUP BY cluster, job_id_raw;
+
+-- A job's rank among the jobs of its `part` that wasted the most: most wasted SBU first (an unknown
+-- waste last), then most SBU, then the job id. The order of every list of the jobs that wasted most
+-- (jobs_to_fix sorts by the same three, as a top-n sort); over window_jobs rows.
+CREATE OR REPLACE MACRO waste_rank(part, wasted_sbu, sbu, job_id_raw) AS
+    row_number() OVER (PARTITION BY part ORDER BY wasted_sbu DESC NULLS LAST, sbu DESC NULLS LAST, job_id_raw);
+
+-- The jobs of `top` (window_jobs rows with their ranks) with what a list of them shows: what
+-- following the advice would have saved inside [since, until) (day_savings, as usage_job_day), name,
+-- partition, state and the whole run's efficiencies (from src), the flags folded (flag_summary, with
+-- the leading advice), the #SBATCH lines that would have fit (sbatch_advice) and why a saving is
+-- unknown (savings_note). Only the src rows, flags and savings of top's jobs are read for these.
+CREATE OR REPLACE MACRO top_job_details(top, src, flags, since, until) AS TABLE
+WITH top_savings AS (
+    SELECT cluster, job_id_raw, savings_sbu, savings_note FROM job_savings SEMI JOIN query_table(top) USING (cluster, job_id_raw)
+), about AS (
+    SELECT d.cluster, d.job_id_raw, any_value(d.job_id) AS job_id, any_value(d."partition") AS "partition",
+           any_value(d.state) AS state, any_value(d.job_name) AS job_name,
+           sum(day_savings(v.cluster IS NOT NULL, v.savings_sbu, d.fraction)) AS savings_sbu,
+           any_value(d.cpu_eff_pct) AS cpu_eff_pct, any_value(d.gpu_util_pct) AS gpu_util_pct,
+           any_value(d.mem_eff_pct) AS mem_eff_pct, any_value(d.time_eff_pct) AS time_eff_pct,
+           any_value(d.start_time) AS start_time, any_value(d.job_elapsed_s) AS elapsed_s,
+           any_value(d.ncpus) AS ncpus, any_value(d.ngpus) AS ngpus, any_value(d.charge_driver) AS charge_driver,
+           any_value(v.savings_note) AS savings_note
+    FROM query_table(src) d SEMI JOIN query_table(top) t USING (cluster, job_id_raw)
+    LEFT JOIN top_savings v ON v.cluster = d.cluster AND v.job_id_raw = d.job_id_raw
+    WHERE d.day >= since AND d.day < until
+    GROUP BY d.cluster, d.job_id_raw
+), top_flags AS (
+    SELECT * FROM query_table(flags) SEMI JOIN query_table(top) USING (cluster, job_id_raw)
 )
-SELECT * FROM ranked WHERE rank_user <= n OR rank_account <= n OR rank_cluster <= n;
+SELECT t.cluster, t.job_id_raw, d.job_id, t."user", t.account, d."partition", d.state, d.job_name,
+       t.sbu, t.wasted_sbu, d.* EXCLUDE (cluster, job_id_raw, job_id, "partition", state, job_name),
+       f.flag_codes, f.worst_severity, f.flag_messages, f.lead_advice, a.sbatch_lines,
+       t.* EXCLUDE (cluster, job_id_raw, "user", account, sbu, wasted_sbu)
+FROM query_table(top) t
+JOIN about d USING (cluster, job_id_raw)
+LEFT JOIN flag_summary(top_flags) f USING (cluster, job_id_raw)
+LEFT JOIN sbatch_advice(top_flags) a USING (cluster, job_id_raw);
+
+-- Jobs that ran in [since, until) with their burn and waste inside it, ranked by wasted SBU
+-- (waste_rank) within their user, their account and the cluster; only the top n of each ranking
+-- are returned.
+CREATE OR REPLACE MACRO report_top_jobs(src, flags, since, until, n) AS TABLE
+WITH ranked AS (
+    SELECT *, waste_rank("user", wasted_sbu, sbu, job_id_raw) AS rank_user,
+           waste_rank(account, wasted_sbu, sbu, job_id_raw) AS rank_account,
+           waste_rank(NULL, wasted_sbu, sbu, job_id_raw) AS rank_cluster
+    FROM window_jobs(src, since, until)
+), top AS (
+    SELECT * FROM ranked WHERE rank_user <= n OR rank_account <= n OR rank_cluster <= n
+)
+SELECT * FROM top_job_details(top, src, flags, since, until);
+
+-- The jobs to fix of one scope (a dashboard page): the first n jobs of src (a slice of job_day: the
+-- rows of the scope and the page's filters) that wasted most in [since, until), with the reports'
+-- figures and details, "rank" first. Over one user's, one account's or the whole cluster's rows:
+-- the very jobs, order and figures of that user's, account's or the admin report's "jobs that
+-- wasted the most" (report_top_jobs: its rank_user, rank_account or rank_cluster).
+CREATE OR REPLACE MACRO jobs_to_fix(src, flags, since, until, n) AS TABLE
+WITH top AS (
+    SELECT *, row_number() OVER (ORDER BY wasted_sbu DESC NULLS LAST, sbu DESC NULLS LAST, job_id_raw) AS "rank"
+    FROM (SELECT * FROM window_jobs(src, since, until)
+          ORDER BY wasted_sbu DESC NULLS LAST, sbu DESC NULLS LAST, job_id_raw LIMIT n)   -- waste_rank's order
+)
+SELECT * FROM top_job_details(top, src, flags, since, until) ORDER BY "rank";
 
 -- Flagged jobs that ran in [since, until), by flag code: per user, per account and for the cluster.
 CREATE OR REPLACE MACRO report_flag_counts(src, flags, since, until) AS TABLE

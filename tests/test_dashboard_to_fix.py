@@ -1,0 +1,221 @@
+""""Jobs to fix" on the overview, a project's page and My jobs, through the real app (Flask test
+client, header auth, the Dash callbacks POSTed as the browser sends them), on the demo generator's
+cluster, against the weekly report's "jobs that wasted the most" for the same scope and period:
+
+- the same jobs in the same order, with the same wasted SBU and saving (None, "not priced", where
+  the report says "not priced"), for the cluster, every project and every user, every week and
+  the whole span;
+- a user sees only their own jobs (another user's name in the filter changes nothing), a lead only
+  their own and their projects';
+- each job id links to the job's page (under --url-prefix too), and that page shows the job;
+- Flagged jobs has the advice right beside the job id.
+"""
+from __future__ import annotations
+
+import datetime as dt
+
+import duckdb
+import pytest
+from dash_pages import find, opens, post
+
+from jobsight.analytics.cli import main as jobsight
+from jobsight.analytics.demo import SUBDIRS, generate
+from jobsight.analytics.queries import summaries
+from jobsight.analytics.queries.scope import Scope
+from jobsight.analytics.reports.data import gather
+from jobsight.analytics.reports.period import Period, iso_week
+from jobsight.analytics.reports.settings import ReportSettings
+from jobsight.analytics.store.database import Database
+from jobsight.analytics.store.snapshot import SnapshotReader, publish
+from jobsight.dashboard import common, jobs_to_fix
+from jobsight.dashboard.app import create_app
+from jobsight.dashboard.auth import Auth, Roles
+
+ADMIN, LEAD = "root", "lead-of-one"
+N = jobs_to_fix.N
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("to-fix")
+    db, config, out = root / "demo.duckdb", root / "jobsight.toml", root / "data"
+    config.write_text("# defaults\n", encoding="utf-8")
+    generate(out, jobs=300, days=21, seed=3)
+    rc = jobsight(["ingest", "--db", str(db), "--config", str(config), "--timezone", "UTC", "--cluster", "demo",
+                   "--quiet"] + [str(out / d) for d in SUBDIRS if (out / d).is_dir()])
+    assert rc == 0
+    publish(db)
+    con = duckdb.connect(str(db), read_only=True)
+    first, last = con.execute("SELECT min(day), max(day) FROM job_day").fetchone()
+    users = [r[0] for r in con.execute('SELECT DISTINCT "user" FROM job_day ORDER BY 1').fetchall()]
+    accounts = [r[0] for r in con.execute("SELECT DISTINCT account FROM job_day ORDER BY 1").fetchall()]
+    con.close()
+    weeks = sorted({day.isocalendar()[:2] for day in (first.date() + dt.timedelta(days=i)
+                                                       for i in range((last - first).days + 1))})
+    assert len(users) >= 5 and len(accounts) >= 3 and len(weeks) >= 3
+    return {"db": db, "config": config, "users": users, "accounts": accounts, "weeks": weeks,
+            "span": (first.date(), last.date())}
+
+
+def _app(world, prefix: str = "/"):
+    reader = SnapshotReader(world["db"])
+    roles = Roles.from_config({"admins": [ADMIN], "leads": {world["accounts"][0]: [LEAD]}})
+    return create_app(reader, Auth("header", roles), url_prefix=prefix), reader
+
+
+@pytest.fixture(scope="module")
+def app(world):
+    app, reader = _app(world)
+    yield app
+    reader.close()
+
+
+@pytest.fixture(scope="module")
+def reports(world):
+    """The report's list per (period, kind, name): period a week or the whole span."""
+    periods = {w: iso_week(*w) for w in world["weeks"]}
+    first, last = world["span"]
+    periods["span"] = Period("span", dt.datetime.combine(first, dt.time()), dt.datetime.combine(last + dt.timedelta(days=1),
+                                                                                         dt.time()), False)
+    con = Database.open(world["db"], str(world["config"]))
+    out = {}
+    try:
+        for key, period in periods.items():
+            ds = gather(con, period, ReportSettings())
+            for kind, names in (("admin", ["cluster"]), ("account", world["accounts"]), ("user", world["users"])):
+                for name in names:
+                    out[(key, kind, name)] = ds.build(kind, name).top_jobs
+    finally:
+        con.close()
+    return periods, out
+
+
+def _days(period: Period) -> dict:
+    return {"start_date": f"{period.since:%Y-%m-%d}", "end_date": f"{period.until - dt.timedelta(days=1):%Y-%m-%d}"}
+
+
+def fix_rows(app, prefix: str, who: str, period: Period | None = None, **values) -> list[dict] | None:
+    """The block's grid rows as ``who`` on page ``prefix`` (ov, pj, jobs) with the filters
+    ``values`` (``name``: the project page's); None: no block (no job in the view)."""
+    sent = {f"{prefix}-{k}.value": v for k, v in values.items() if k != "name"}
+    if period is not None:
+        sent.update({f"{prefix}-period.{k}": v for k, v in _days(period).items()})
+    if "name" in values:
+        sent[f"{prefix}-name.data"] = values["name"]
+    out = post(app, f"{prefix}-fix.children", sent, who)[f"{prefix}-fix"]["children"]
+    grid = find(out, f"{prefix}-fix-table")
+    if grid is not None:
+        return grid["props"]["rowData"]
+    return None if not out else []
+
+
+def expected(report_list: list[dict]) -> list[tuple]:
+    return [(j["job_id_raw"], j["wasted_sbu"], j["savings_sbu"]) for j in report_list if j["wasted_sbu"]][:N]
+
+
+def shown(rows: list[dict] | None) -> list[tuple]:
+    return [(r["job_id_raw"], r["wasted_sbu"], r["savings_sbu"]) for r in rows or []]
+
+
+def same(got: list[tuple], want: list[tuple]) -> bool:
+    return len(got) == len(want) and all(
+        g[0] == w[0] and g[1] == pytest.approx(w[1], rel=1e-9, abs=1e-9)
+        and (g[2] is None) == (w[2] is None) and (g[2] is None or g[2] == pytest.approx(w[2], rel=1e-9, abs=1e-9))
+        for g, w in zip(got, want))
+
+
+def test_the_list_is_the_weekly_reports_for_the_cluster_and_each_project(app, reports):
+    periods, lists = reports
+    checked = 0
+    for key, period in periods.items():
+        want = expected(lists[(key, "admin", "cluster")])
+        assert want, key          # every period of the demo has jobs that wasted SBU
+        assert same(shown(fix_rows(app, "ov", ADMIN, period)), want), key
+        for account in {a for (k, kind, a) in lists if k == key and kind == "account"}:
+            want = expected(lists[(key, "account", account)])
+            got = fix_rows(app, "pj", ADMIN, period, name=account)
+            assert same(shown(got), want), (key, account)
+            assert same(shown(fix_rows(app, "ov", ADMIN, period, account=account)), want), (key, account)
+            checked += bool(want)
+    assert checked >= 6
+
+
+def test_the_list_is_the_users_report_and_only_their_jobs(app, world, reports):
+    periods, lists = reports
+    other = world["users"][-1]
+    savings = []
+    for user in world["users"]:
+        for key, period in periods.items():
+            want = expected(lists[(key, "user", user)])
+            rows = fix_rows(app, "ov", user, period)
+            assert same(shown(rows), want), (user, key)
+            # another user's name in the filter cannot widen a user's scope
+            assert same(shown(fix_rows(app, "ov", user, period, user=other)), want if user == other else [])
+            assert all(r["user"] == user for r in rows or [])
+            savings += [r["savings_sbu"] for r in rows or []]
+        # My jobs: the user's own jobs over all their data (no period there)
+        mine = fix_rows(app, "jobs", user)
+        assert same(shown(mine), expected(lists[("span", "user", user)])), user
+        assert same(shown(fix_rows(app, "jobs", user, user=other)), shown(mine))
+    assert None in savings and any(s is not None for s in savings)     # both compared above
+
+
+def test_a_lead_sees_their_projects_jobs_only(app, world, reports):
+    periods, lists = reports
+    led = world["accounts"][0]
+    for key, period in periods.items():
+        rows = fix_rows(app, "ov", LEAD, period)
+        assert same(shown(rows), expected(lists[(key, "account", led)])), key   # the lead ran no job
+        assert all(r["account"] == led for r in rows or [])
+        for account in world["accounts"][1:]:
+            assert not shown(fix_rows(app, "pj", LEAD, period, name=account))
+    lead_jobs = fix_rows(app, "jobs", LEAD)
+    assert lead_jobs and {r["account"] for r in lead_jobs} == {led}
+
+
+def test_each_row_has_advice_sbatch_lines_and_a_saving_or_not_priced(app, reports):
+    periods, _lists = reports
+    rows = fix_rows(app, "ov", ADMIN, periods["span"])
+    assert len(rows) == N
+    assert [r["wasted_sbu"] for r in rows] == sorted((r["wasted_sbu"] for r in rows), reverse=True)
+    flagged = [r for r in rows if r["flag_codes"]]
+    assert flagged and all(r["lead_advice"] for r in flagged)
+    assert any(r["sbatch_lines"] and r["sbatch_lines"].startswith("#SBATCH --") for r in flagged)
+    for r in rows:
+        if r["savings_sbu"] is None:        # unknown: the note says why, the grid "not priced"
+            assert r["savings_note"]
+    columns = {c["field"]: c for c in jobs_to_fix.COLUMNS}
+    assert "not priced" in columns["savings_sbu"]["valueFormatter"]["function"]
+    # the leading advice is the first advice the job's page lists
+    with app.server.config[common.READER_KEY].cursor() as h:
+        for r in flagged:
+            first = summaries.job_flag_rows(h, Scope.admin(), r["cluster"], r["job_id_raw"])[0]
+            assert r["lead_advice"] == first["advice"]
+
+
+def test_job_ids_link_to_the_job_page(app, world, reports):
+    periods, _lists = reports
+    for user, prefix, values in ((ADMIN, "ov", {}), (world["users"][0], "jobs", {}),
+                                 (ADMIN, "pj", {"name": world["accounts"][1]})):
+        rows = fix_rows(app, prefix, user, periods["span"] if prefix != "jobs" else None, **values)
+        assert rows
+        for r in rows[:3]:
+            assert opens(app, r["href"], user) == r["job_id"]
+
+
+def test_links_follow_the_url_prefix(world, reports):
+    periods, _lists = reports
+    app, reader = _app(world, "/jobsight/")
+    try:
+        rows = fix_rows(app, "ov", ADMIN, periods["span"])
+        assert rows and all(r["href"].startswith("/jobsight/job?cluster=demo&id=") for r in rows)
+        assert opens(app, rows[0]["href"], ADMIN) == rows[0]["job_id"]
+    finally:
+        reader.close()
+
+
+def test_flagged_jobs_show_the_advice_beside_the_job_id(app):
+    page = post(app, "page.children", {"url.pathname": "/flagged", "url.search": ""}, ADMIN)
+    grid = find(page["page"]["children"], "fl-table")
+    fields = [c["field"] for c in grid["props"]["columnDefs"]]
+    assert fields[:2] == ["job_id", "advice"]
