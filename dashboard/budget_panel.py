@@ -1,5 +1,6 @@
 """The budgets block of the overview and of a project's page: each allocation in the requester's
-scope (queries.budgets) with its burn, remaining SBU, burn rates, run-out date and alert. An
+scope (queries.budgets) with its burn, remaining SBU, burn rates, run-out date, the period's end
+(the reset) and what will remain then at the 30-day rate, and alert. An
 allocation used up is highlighted (row class ``budget-over``, marked OVER), never left out."""
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ COLUMNS = [grids.text("account", "Project", minWidth=120), USER_COLUMN,
            grids.num("allocation_sbu", "Allocation", 1, " SBU"), grids.num("burned_sbu", "Burned", 1, " SBU"),
            grids.num("remaining_sbu", "Remaining", 1, " SBU"), grids.num("used_pct", "Used", 1, " %"),
            grids.num("burn_rate_7d", "Rate 7 d", 1, " SBU/d"), grids.num("burn_rate_30d", "Rate 30 d", 1, " SBU/d"),
-           grids.text("run_out_date", "Runs out"), grids.text("alert_shown", "Alert")]
+           grids.text("run_out_date", "Runs out"), grids.text("period_end", "Resets"),
+           grids.num("remaining_at_reset_sbu", "Left at reset", 1, " SBU"), grids.text("alert_shown", "Alert")]
 ROW_CLASSES = {"budget-over": "params.data.alert === 'over'", "budget-warn": "params.data.alert === 'warn'"}
 
 
@@ -40,6 +42,8 @@ def _cards(b: dict) -> html.Div:
         common.card("Used", f"{common.number(b['used_pct'])} %", "budget-used"),
         common.card("Burn rate, 30 days", f"{common.number(b['burn_rate_30d'])} SBU/day", "budget-rate"),
         common.card("Runs out", run_out, "budget-run-out"),
+        common.card(f"Left at the reset, {b['period_end']}", f"{common.number(b['remaining_at_reset_sbu'])} SBU",
+                    "budget-at-reset"),
     ], className="cards budget-cards" + (" budget-over" if over else ""))
 
 
@@ -53,7 +57,8 @@ def panel(h, scope: Scope, prefix: str, account: str | None = None) -> list:
     head = [html.H3(f"{'Budget' if account else 'Budgets'}: the {first['period']} from {first['period_start']}, "
                     f"as of {first['as_of']}"),
             html.P("Burn in the allocation period so far; rates in SBU per day over the last 7 and 30 days; the "
-                   "run-out date is the remaining SBU at the 30-day rate. OVER: the allocation is used up.",
+                   "run-out date is the remaining SBU at the 30-day rate, and what is left at the reset (the period's end) is "
+                   "what that rate leaves then. OVER: the allocation is used up.",
                    className="hint")]
     cards = [_cards(own[0])] if account and len(own) == 1 else []
     if cards and len(rows) == 1:        # the cards say it all

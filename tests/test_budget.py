@@ -62,12 +62,15 @@ def test_config_budgets_burn_rates_run_out_and_alert(db):
     assert a["burn_rate_7d"] == pytest.approx(103 / 7) and a["burn_rate_30d"] == pytest.approx(4.3)
     assert a["run_out_date"] == (dt.datetime(2026, 11, 23) + dt.timedelta(days=871 / 4.3)).date() == dt.date(2027, 6, 13)
     assert a["alert"] == "ok"
+    # the allocation resets on 1 Dec, 8 days after 23 Nov: at 4.3 a day 871 - 34.4 will be left
+    assert (a["days_to_reset"], a["remaining_at_reset_sbu"]) == (8, pytest.approx(871 - 4.3 * 8))
     alice = s[("proj-a", "alice")]      # her share: her jobs only
     assert (alice["burned_sbu"], alice["burn_rate_7d"]) == (pytest.approx(62), pytest.approx(36 / 7))
     assert (alice["remaining_sbu"], alice["run_out_date"], alice["alert"]) == (pytest.approx(-12), None, "over")
     b = s[("proj-b", None)]
     assert (b["burned_sbu"], b["used_pct"], b["alert"], b["run_out_date"]) == (pytest.approx(12), pytest.approx(120), "over", None)
     assert b["burn_rate_30d"] == pytest.approx(12 / 30)
+    assert b["remaining_at_reset_sbu"] == pytest.approx(-2 - 12 / 30 * 8)      # further over by the reset
     # a day later nothing more burned: the 7-day window (17-23 Nov) has lost Nov 16: job 2's 20 and
     # job 1's first 8 (it ran 2 h on each day); bob's 67 and job 1's other 8 remain
     later = status(db[0], dt.date(2026, 11, 24))[("proj-a", None)]
@@ -196,8 +199,9 @@ def test_usage_budget_marks_the_overrun(db, tmp_path):
     assert rc == 0, err
     lines = {tuple(line.split()[:2]): line for line in out.splitlines()[3:]}
     assert lines[("proj-a", "-")].split()[2:] == ["2026-11-01", "1,000.0", "129.0", "871.0", "12.9", "14.7", "4.3",
-                                                  "2027-06-13", "OK"]
-    assert lines[("proj-b", "-")].split()[-2:] == ["-", "OVER"] and lines[("proj-a", "alice")].endswith("OVER")
+                                                  "2027-06-13", "2026-12-01", "836.6", "OK"]
+    assert lines[("proj-b", "-")].split()[-4:] == ["-", "2026-12-01", "-5.2", "OVER"]
+    assert lines[("proj-a", "alice")].endswith("OVER")
     assert "budgets as of 2026-11-22" in out
     rc, out, _ = run_cli(["usage", "--db", str(path), "--config", str(cfg), "--budget", "--until", "2026-11-22", "--user", "carol",
                           "--format", "json"])
@@ -216,11 +220,12 @@ def test_reports_show_the_budgets_and_highlight_the_overrun(db):
     html = render_html(b, charts=False)
     assert '<tr class="over"><td>proj-b</td>' in html and "<td>OVER</td>" in html
     assert "## Budget: the month from 2026-11-01" in render_markdown(b)
-    assert "| proj-b | 10.0 | 12.0 | -2.0 | 120.0% | 0.6 | 0.4 | - | OVER |" in render_markdown(b)
+    assert "| proj-b | 10.0 | 12.0 | -2.0 | 120.0% | 0.6 | 0.4 | - | 2026-12-01 | -5.2 | OVER |" in render_markdown(b)
     assert ",budget,1,,,,proj-b," in render_csv(b) and ",over\n" in render_csv(b)
     a = ds.build("account", "proj-a")
     assert [(r["user"], r["alert"]) for r in a.budgets] == [(None, "ok"), ("alice", "over")]
     assert "has 871.0 SBU left (13% used); at the last 30 days' rate (4.3 SBU a day) it runs out on 2027-06-13" in a.summary
+    assert "It resets on 2026-12-01 with 836.6 SBU left at that rate." in a.summary
     # a user's report: the allocations of the accounts the user ran in, and the user's own share
     assert [(r["account"], r["user"]) for r in ds.build("user", "alice").budgets] == [("proj-a", None), ("proj-a", "alice")]
     assert [(r["account"], r["user"]) for r in ds.build("user", "carol").budgets] == [("proj-b", None)]
@@ -266,4 +271,8 @@ def test_dashboard_budget_block_highlights_the_overrun(dash_db):
     cards = block.children[2]
     assert "budget-over" in cards.className
     assert [c.children[1].children for c in cards.children][1] == "-300.0 SBU — OVER"
+    # as of 17 Nov at 500 / 30 a day, the 13 days to the reset on 1 Dec overspend it further
+    reset = cards.children[-1]
+    assert reset.children[0].children == "Left at the reset, 2026-12-01"
+    assert reset.children[1].children == f"{-300 - 500 / 30 * 13:,.1f} SBU"
     assert budget_panel.panel(dash_db, ALICE, "pj", "proj-b") == []

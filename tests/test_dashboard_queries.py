@@ -7,7 +7,8 @@ The database (build_db, also used by the other dashboard tests), cluster c1, all
          flag gpu_low_util (alarm, 10 < 15); job name is an HTML payload
   job 3  carol  proj-a  cpu  1 core 1 h (the next day), billing 1 -> 1 SBU, CPU 100 % -> 0 wasted; no flag
   job 4  bob    proj-b  gpu  2 GPUs 2 h, billing 200 -> 400 SBU; both GPUs at 0 % -> 400 wasted,
-         2 idle GPUs x 2 h = 4 idle-GPU hours; flags gpu_idle, gpu_unused_devices, gpu_fits_smaller
+         2 idle GPUs x 2 h = 4 idle-GPU hours; flag gpu_idle (not also gpu_unused_devices or
+         gpu_fits_smaller: an idle GPU job is told to drop its GPUs, not to use fewer or smaller ones)
 Totals: 509 SBU, 496 wasted, 17 core-hours (8 + 8 + 1 + 0: job 4 has no ncpus), 5 GPU-hours, 3 flagged jobs.
 """
 from __future__ import annotations
@@ -144,7 +145,15 @@ def test_period_span_is_the_filters_or_the_data(h):
 def test_usage_over_time_by_day_and_week(h):
     day = queries.usage_over_time(h, ADMIN, Filters(), "day", "account")
     got = {(str(r.period_start.date()), r.group): round(r.sbu, 6) for r in day.itertuples()}
-    assert got == {("2026-11-16", "proj-a"): 8, ("2026-11-16", "proj-b"): 500, ("2026-11-17", "proj-a"): 1}
+    assert got == {("2026-11-16", "proj-a"): 8, ("2026-11-16", "proj-b"): 500, ("2026-11-17", "proj-a"): 1,
+                   ("2026-11-17", "proj-b"): 0}
+    # a period chosen wider than the jobs: every day of it is there, those without jobs at 0
+    wide = queries.usage_over_time(h, ADMIN, Filters(since=dt.date(2026, 11, 14), until=dt.date(2026, 11, 20)))
+    days = sorted({str(r.period_start.date()) for r in wide.itertuples()})
+    assert days == [f"2026-11-{d}" for d in range(14, 21)]
+    assert {(str(r.period_start.date()), r.group): round(r.sbu, 6) for r in wide.itertuples() if r.sbu} == {
+        k: v for k, v in got.items() if v}
+    assert len(wide) == 7 * 2 and (wide["wasted_sbu"] >= 0).all()
     week = queries.usage_over_time(h, ALICE, Filters(), "week", "partition")
     assert [(str(r.period_start.date()), r.group, r.sbu, r.wasted_sbu) for r in week.itertuples()] == \
         [("2026-11-16", "cpu", pytest.approx(8), pytest.approx(6))]
@@ -169,13 +178,15 @@ def test_flagged_jobs_grid_filters(h):
     assert df["job_id"].tolist() == ["4", "2", "1"]                     # most wasted first
     first = df.iloc[0]
     assert first["sbu"] == pytest.approx(400) and first["severity"] == "alarm"
-    assert list(first["codes"]) == ["gpu_idle", "gpu_unused_devices", "gpu_fits_smaller"]   # alarms first
-    assert len(first["messages"]) == len(first["advice"]) == 3
+    assert list(first["codes"]) == ["gpu_idle"]
+    assert len(first["messages"]) == len(first["advice"]) == 1
+    # the leading advice first (job_flags.advice_order): the cores that drove the charge, then --mem
     assert list(df.iloc[2]["codes"]) == ["cpu_low_eff", "cpu_serial_on_many", "mem_oversized"]
+    assert len(df.iloc[2]["advice"]) == 3 and df.iloc[2]["advice"][2].startswith("--mem=2G: saves no SBU")
     df, total = queries.flagged_jobs(h, ADMIN, Filters(codes=("gpu_low_util",)))
     assert total == 1 and df.iloc[0]["messages"][0].startswith("GPU utilisation 10.0%")
-    df, total = queries.flagged_jobs(h, ADMIN, Filters(severities=("info",)))
-    assert total == 1 and list(df.iloc[0]["codes"]) == ["gpu_fits_smaller"]   # the matching flags only
+    df, total = queries.flagged_jobs(h, ADMIN, Filters(severities=("warn",)))
+    assert total == 1 and list(df.iloc[0]["codes"]) == ["mem_oversized"]   # the matching flags only
     df, total = queries.flagged_jobs(h, ADMIN, Filters(codes=("gpu_idle", "cpu_low_eff")))
     assert total == 2 and df["job_id"].tolist() == ["4", "1"]
     df, total = queries.flagged_jobs(h, ALICE, Filters())
@@ -203,7 +214,7 @@ def test_my_jobs_newest_first_filtered_and_paged(h):
     assert ids(ADMIN, JobFilter(state="COMPLETED", partition="gpu")) == (["2", "4"], 2)
     assert ids(ADMIN, JobFilter(user="bob", code="cpu_low_eff")) == ([], 0)
     df = job_queries.job_list(h, ADMIN, JobFilter(user="bob"))[0].set_index("job_id")
-    assert df.loc["4", "codes"] == ["gpu_idle", "gpu_unused_devices", "gpu_fits_smaller"] and df.loc["2", "job_name"] == XSS
+    assert df.loc["4", "codes"] == ["gpu_idle"] and df.loc["2", "job_name"] == XSS
     assert df.loc["4", "sbu"] == pytest.approx(400) and df.loc["2", "gpu_util_pct"] == pytest.approx(10)
     assert "savings_sbu" in df.columns
     assert job_queries.job_states(h, ALICE) == ["COMPLETED"] and job_queries.job_states(h, NOBODY) == []
@@ -223,7 +234,7 @@ def test_search_by_id_or_name_is_scoped(h):
 
 def test_flag_counts_and_histogram(h):
     fc = queries.flag_counts(h, ADMIN, Filters())
-    assert dict(zip(fc["code"], fc["jobs"]))["gpu_idle"] == 1 and fc["jobs"].sum() == 7
+    assert dict(zip(fc["code"], fc["jobs"]))["gpu_idle"] == 1 and fc["jobs"].sum() == 5
     hist = queries.efficiency_histogram(h, ADMIN, Filters())
     cpu = dict(zip(hist[hist.metric == "CPU"]["bin"], hist[hist.metric == "CPU"]["jobs"]))
     assert cpu == {20: 1, 90: 2}          # 25 % (job 1); 100 % (jobs 2, 3) in the last bin
@@ -323,9 +334,9 @@ def test_admin_grid_from_the_per_day_tops_is_exact(db_path, tmp_path):
     con.execute("DELETE FROM dash_flag_top")
     con.execute("INSERT INTO dash_flag_top SELECT * FROM calc_dash_flag_top")
     h = Database.of(con)
-    assert con.execute("SELECT count(*) FROM dash_flag_top").fetchone()[0] == 3   # job 4's three flags
+    assert con.execute("SELECT count(*) FROM dash_flag_top").fetchone()[0] == 1   # job 4's one flag
     df, total = queries.flagged_jobs(h, ADMIN, Filters(), limit=1)
-    assert total == 3 and df["job_id"].tolist() == ["4"] and len(df.iloc[0]["codes"]) == 3
+    assert total == 3 and df["job_id"].tolist() == ["4"] and len(df.iloc[0]["codes"]) == 1
     con.close()
 
 
@@ -410,7 +421,7 @@ def test_a_job_counts_in_every_period_it_ran_with_its_share(span):
     day = queries.usage_over_time(span, ADMIN, Filters(), "day", "account")
     assert {(str(r.period_start.date()), r.group): round(r.sbu, 6) for r in day.itertuples()} == \
         {("2026-11-16", "proj-a"): 2, ("2026-11-17", "proj-a"): 24, ("2026-11-17", "proj-b"): 1,
-         ("2026-11-18", "proj-a"): 2}
+         ("2026-11-18", "proj-a"): 2, ("2026-11-16", "proj-b"): 0, ("2026-11-18", "proj-b"): 0}
 
 
 def test_histogram_flag_counts_and_grid_take_the_jobs_that_ran(span):

@@ -1,12 +1,43 @@
 """What a weekly report reads: the report macros of sql/views/50_report.sql run once for a window,
 over the whole cluster or over some users' and accounts' jobs, and the allocations. The window's
 rows of report_job_day (back to the trend's first window) and their flags are materialised once as
-temporary tables (in memory: a read never writes the database); every macro then reads those."""
+temporary tables (in memory: a read never writes the database); every macro then reads those.
+``members`` gives a project page the Members table of the project's report, by the same macro."""
 from __future__ import annotations
 
 import datetime as dt
 
 from jobsight.analytics.queries.data_age import data_age
+from jobsight.analytics.queries.scope import Filters, Scope
+
+# a period left open reaches the first or last day a filter may name
+OPEN_SINCE, OPEN_UNTIL = dt.datetime(1970, 1, 1), dt.datetime(2200, 1, 1)
+MEMBER_ROWS = "members_rows"        # the temporary table of a scope's rows (per connection)
+
+
+def most_wasted(r: dict):
+    """The order of the reports' Members and leaderboard tables: most wasted SBU first, then most
+    SBU, then the name."""
+    return (-(r.get("wasted_sbu") or 0.0), -(r.get("sbu") or 0.0), str(r.get("user")))
+
+
+def members(db, scope: Scope, f: Filters) -> list[dict]:
+    """The members of the project ``f.account`` in the period and filters, most wasted first: the
+    member rows of report_totals, which the project's weekly report shows as its Members table (the
+    same figures for the same days), over the rows of the asker's scope (a researcher sees their
+    own). Each: user, account, jobs, sbu, wasted_sbu, wasted_pct, savings_sbu, savings_pct,
+    savings_unknown_sbu, core_hours, gpu_hours, idle_gpu_hours and the efficiencies."""
+    if not f.account:
+        return []
+    since, until = f.since_ts or OPEN_SINCE, f.until_ts or OPEN_UNTIL
+    where, params = f.where(scope)
+    db.execute(f"CREATE OR REPLACE TEMP TABLE {MEMBER_ROWS} AS SELECT * FROM report_job_day{where}", params)
+    try:
+        rows = db.rows(f"SELECT * FROM report_totals('{MEMBER_ROWS}', ?, ?) WHERE scope = 'member' AND account = ?",
+                       [since, until, f.account])
+    finally:
+        db.execute(f"DROP TABLE IF EXISTS {MEMBER_ROWS}")
+    return sorted(rows, key=most_wasted)
 
 
 def report_rows(db, first: dt.datetime, since: dt.datetime, until: dt.datetime,

@@ -74,17 +74,25 @@ def totals(h: Database, scope: Scope, f: Filters) -> dict[str, float]:
 
 def usage_over_time(h: Database, scope: Scope, f: Filters, grain: str = "day",
                     stack: str = "account") -> pd.DataFrame:
-    """SBU burned and wasted per period and per project (account) or partition.
-    Columns: period_start, group, sbu, wasted_sbu."""
+    """SBU burned and wasted per period and per project (account) or partition, over the whole
+    period (period_span): a day, week or month without jobs is there with 0 for every group, so
+    that a chart spans the period and shows its quiet days. Columns: period_start, group, sbu,
+    wasted_sbu (none when nothing ran in the view)."""
     if grain not in ("day", "week", "month"):
         raise ValueError(f"unknown grain {grain!r}")
     col = {"account": "account", "partition": '"partition"', "user": '"user"'}.get(stack)
     if col is None:
         raise ValueError(f"unknown stack {stack!r}")
     w, p = f.where(scope)
-    return h.df(f"SELECT date_trunc('{grain}', day) AS period_start, COALESCE({col}, '(none)') AS \"group\", "
-                  f"sum(sbu) AS sbu, COALESCE(sum(wasted_sbu), 0) AS wasted_sbu "
-                  f"FROM dash_day{w} GROUP BY ALL ORDER BY 1, 2", p)
+    span = period_span(h, scope, f) or (dt.date.today(), dt.date.today())
+    return h.df(f"WITH d AS (SELECT CAST(date_trunc('{grain}', day) AS DATE) AS period_start, "
+                f"COALESCE({col}, '(none)') AS \"group\", sum(sbu) AS sbu, COALESCE(sum(wasted_sbu), 0) AS wasted_sbu "
+                f"FROM dash_day{w} GROUP BY ALL), "
+                f"b AS (SELECT DISTINCT CAST(date_trunc('{grain}', t) AS DATE) AS period_start "
+                f"FROM generate_series(CAST(? AS TIMESTAMP), CAST(? AS TIMESTAMP), INTERVAL 1 DAY) g(t)) "
+                f"SELECT b.period_start, g.\"group\", COALESCE(d.sbu, 0) AS sbu, COALESCE(d.wasted_sbu, 0) AS wasted_sbu "
+                f"FROM b CROSS JOIN (SELECT DISTINCT \"group\" FROM d) g LEFT JOIN d USING (period_start, \"group\") "
+                f"ORDER BY 1, 2", p + list(span))
 
 
 def period_span(h: Database, scope: Scope, f: Filters) -> tuple[dt.date, dt.date] | None:
@@ -162,7 +170,7 @@ def entity_table(h: Database, scope: Scope, f: Filters, by: str = "user") -> pd.
 
 BUDGET_COLUMNS = ["cluster", "account", "user", "source", "period", "period_start", "period_end", "as_of",
                   "allocation_sbu", "burned_sbu", "remaining_sbu", "used_pct", "burn_rate_7d", "burn_rate_30d",
-                  "run_out_date", "alert"]
+                  "run_out_date", "days_to_reset", "remaining_at_reset_sbu", "alert"]
 
 
 def budgets(h: Database, scope: Scope, account: str | None = None) -> pd.DataFrame:

@@ -16,7 +16,7 @@ COLUMNS = ["jobs", "sbu", "wasted_sbu", "wasted_pct", "savings_sbu", "savings_pc
 EARLIEST, LATEST = dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31)
 BUDGET_COLUMNS = ["cluster", "account", "user", "source", "period", "period_start", "period_end", "as_of",
                   "allocation_sbu", "burned_sbu", "remaining_sbu", "used_pct", "burn_rate_7d", "burn_rate_30d",
-                  "run_out_date", "alert"]
+                  "run_out_date", "days_to_reset", "remaining_at_reset_sbu", "alert"]
 
 
 def _scoped(scope: Scope, f: Filters) -> tuple[str | None, str | None]:

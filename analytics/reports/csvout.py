@@ -14,7 +14,8 @@ COLUMNS = ["report", "window", "section", "rank", "label", "day", "user", "accou
            "gpu_hours_unknown_jobs",
            "idle_gpu_hours", "cpu_eff_pct", "gpu_util_pct",
            "mem_eff_pct", "time_eff_pct", "flag_codes", "sbatch_lines", "period", "period_start", "allocation_sbu",
-           "burned_sbu", "remaining_sbu", "used_pct", "burn_rate_7d", "burn_rate_30d", "run_out_date", "alert"]
+           "burned_sbu", "remaining_sbu", "used_pct", "burn_rate_7d", "burn_rate_30d", "run_out_date", "period_end",
+           "remaining_at_reset_sbu", "alert"]
 
 
 def render_csv(rep: Report, terminal: bool = False) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from jobsight.analytics.queries.data_age import DataAge
-from jobsight.analytics.queries.reports import report_rows
+from jobsight.analytics.queries.reports import most_wasted, report_rows
 from jobsight.analytics.reports.period import Period
 from jobsight.analytics.reports.report import Report
 from jobsight.analytics.reports.settings import ReportSettings
@@ -84,7 +84,7 @@ class Dataset:
                      trend=self._trend(scope, key), daily=self._daily(scope, key),
                      top_jobs=top, flag_counts=flags, data_age=self.data_age, dashboard_url=s.dashboard_url)
         if kind == "account":
-            rep.members = sorted(self.members.get(name, []), key=_most_wasted)
+            rep.members = sorted(self.members.get(name, []), key=most_wasted)
             rep.budgets = [b for b in self.budgets if b["account"] == name]
         elif kind == "user":
             ran_in = {acc for (acc, user) in (k for (sc, k) in self.totals if sc == "member") if user == name}
@@ -98,7 +98,7 @@ class Dataset:
             rep.accounts = sorted((rows[0] for (sc, _k), rows in self.totals.items() if sc == "account"),
                                   key=lambda r: (-(r["sbu"] or 0), str(r["account"])))
             rep.leaderboard = sorted((rows[0] for (sc, _k), rows in self.totals.items() if sc == "user"),
-                                     key=_most_wasted)
+                                     key=most_wasted)
         rep.summary = summarise(rep)
         return rep
 
@@ -126,10 +126,6 @@ class Dataset:
                         "savings_sbu": r.get("savings_sbu") if r else 0.0,
                         "idle_gpu_hours": r.get("idle_gpu_hours") or 0.0})
         return out
-
-
-def _most_wasted(r: dict):
-    return (-(r.get("wasted_sbu") or 0.0), -(r.get("sbu") or 0.0), str(r.get("user")))
 
 
 def gather(db: Database, period: Period, settings: ReportSettings, users: list[str] | None = None,

@@ -50,7 +50,8 @@ BUDGET_USER = Col("user", "User's share", "text")
 BUDGET = [Col("account", "Account", "text"), BUDGET_USER, Col("allocation_sbu", "Allocation SBU"),
           Col("burned_sbu", "Burned SBU"), Col("remaining_sbu", "Remaining SBU"),
           Col("used_pct", "Used", "pct"), Col("burn_rate_7d", "SBU/day, 7 days"), Col("burn_rate_30d", "SBU/day, 30 days"),
-          Col("run_out_date", "Runs out", "date"), Col("alert_shown", "Alert", "text")]
+          Col("run_out_date", "Runs out", "date"), Col("period_end", "Resets", "date"),
+          Col("remaining_at_reset_sbu", "Left at reset SBU"), Col("alert_shown", "Alert", "text")]
 
 
 def headline(rep: Report) -> list[tuple[Col, Any]]:

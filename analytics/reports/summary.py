@@ -113,4 +113,15 @@ def _budget_sentence(b: dict, whose: str) -> str:
     if b["run_out_date"] is not None:
         text += (f"; at the last 30 days' rate ({sbu(b['burn_rate_30d'])} a day) it runs out on "
                  f"{b['run_out_date']:%Y-%m-%d}")
-    return text + "."
+    return text + "." + _reset_sentence(b)
+
+
+def _reset_sentence(b: dict) -> str:
+    """What the last 30 days' rate leaves at the period's end, when the allocation resets."""
+    left = b.get("remaining_at_reset_sbu")
+    if left is None or b.get("period_end") is None:
+        return ""
+    reset = f" It resets on {b['period_end']:%Y-%m-%d}"
+    if left < 0:
+        return f"{reset}; at that rate it is {sbu(-left)} over by then."
+    return f"{reset} with {sbu(left)} left at that rate."

@@ -48,6 +48,9 @@ QUALIFY rank() OVER (PARTITION BY account, "user"
 --   burn_rate_7d, burn_rate_30d   SBU per day over the 7 and 30 days before `until`
 --   run_out_date   when remaining_sbu is used up at the 30-day rate, counted from `until`;
 --                  NULL when the rate is 0, when nothing remains, or when it is over 100 years away
+--   days_to_reset  the days from `until` to period_end, when the allocation resets
+--   remaining_at_reset_sbu  what will remain then at the 30-day rate: remaining_sbu -
+--                  burn_rate_30d x days_to_reset (below 0: overspent by then)
 --   alert          'over' from budget.over_pct of the allocation used, 'warn' from budget.warn_pct, else 'ok'
 CREATE OR REPLACE MACRO budget_status(until) AS TABLE
 WITH t AS (
@@ -78,6 +81,8 @@ SELECT cluster, account, "user", source, period, period_start, period_end,
        burn_rate_7d, burn_rate_30d,
        CASE WHEN remaining_sbu > 0 AND days_left < 36525
             THEN CAST(upto + to_seconds(days_left * 86400.0) AS DATE) END       AS run_out_date,
+       date_diff('day', CAST(upto AS DATE), period_end)                        AS days_to_reset,
+       remaining_sbu - burn_rate_30d * date_diff('day', CAST(upto AS DATE), period_end) AS remaining_at_reset_sbu,
        CASE WHEN burned_sbu * 100.0 >= setting_value('budget.over_pct') * allocation_sbu THEN 'over'
             WHEN burned_sbu * 100.0 >= setting_value('budget.warn_pct') * allocation_sbu THEN 'warn'
             ELSE 'ok' END                                                       AS alert
