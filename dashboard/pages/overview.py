@@ -8,7 +8,7 @@ from dash import Input, Output, State, dcc, html, no_update
 from jobsight.analytics.queries import job_lists as job_queries
 from jobsight.analytics.queries import summaries as queries
 from jobsight.analytics.queries.scope import Filters, Scope
-from jobsight.dashboard import budget_panel, common, figures, jobs_to_fix
+from jobsight.dashboard import budget_panel, common, figures, jobs_to_fix, members_panel
 
 # page id prefix -> (path, the filter the page's `name` fixes, heading)
 INSTANCES = {
@@ -115,6 +115,7 @@ def register(app) -> None:
     for prefix, (_path, fixed, _heading) in INSTANCES.items():
         _register_instance(app, prefix, fixed)
     budget_panel.register(app)
+    members_panel.register(app)
     jobs_to_fix.register(app, {p: INSTANCES[p][1] for p in FIX_PREFIXES})
 
 
@@ -145,6 +146,8 @@ def _register_instance(app, prefix: str, fixed: str | None) -> None:
         stack = stack if stack in [c["value"] for c in choices] else default
         with common.handle() as h:
             body = render(h, common.scope(), f, grain, stack)
+            if prefix == members_panel.PREFIX:      # the members by waste, as the project's report lists them
+                body[1:1] = members_panel.panel(h, common.scope(), f)
             if prefix in budget_panel.PREFIXES:    # the budgets right under the totals
                 body[1:1] = budget_panel.panel(h, common.scope(), prefix, f.account)
             return body
