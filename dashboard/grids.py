@@ -1,7 +1,10 @@
 """The dashboard's tables: dash-ag-grid grids with one look and one CSV download.
 
 Columns are text, numbers (right-aligned, thousands separators, a unit) or links to a page of the
-dashboard. Cells are rendered as text by the grid (never as HTML); a link cell is an <a> made by
+dashboard. Numbers are formatted as every face of jobsight prints them: SBU figures (and SBU
+rates) with one decimal. No column of an SBU figure, a job id or a state is ever narrower than
+such a value needs (MIN_WIDTHS, SBU_MIN_WIDTH): the grid sizes its columns to the rows it has when
+it is drawn, which may be none yet. Cells are rendered as text by the grid (never as HTML); a link cell is an <a> made by
 the JobsightLink renderer (assets/dashAgGridFunctions.js) around the cell's text, to a path the
 server built (the row's ``href`` field), never to one from the data.
 
@@ -29,9 +32,20 @@ def text(field: str, header: str, wrap: bool = False, width: int | None = None, 
     return {**col, **extra}
 
 
+# the narrowest a column of these fields may be, in px (the text and the cell padding): a
+# 13-character array job id (12345678_1234), OUT_OF_MEMORY; a number column in SBU: 99,999,999.9 SBU
+MIN_WIDTHS = {"job_id": 150, "state": 170}
+SBU_MIN_WIDTH = 160
+SBU_DIGITS = 1
+
+
 def num(field: str, header: str, digits: int = 1, unit: str = "", **extra: Any) -> dict:
-    """A number column: right-aligned, e.g. 12,345.6 with ``unit`` (" %", " h") after it."""
+    """A number column: right-aligned, e.g. 12,345.6 with ``unit`` (" %", " h") after it. SBU
+    figures (a unit starting with SBU) have SBU_DIGITS decimals whatever ``digits`` says."""
     unit = unit.replace("\\", "").replace("'", "")
+    if unit.strip().startswith("SBU"):
+        digits = SBU_DIGITS
+        extra["minWidth"] = max(extra.get("minWidth", 0), SBU_MIN_WIDTH)
     return {"field": field, "headerName": header, "cellDataType": "number", "type": "rightAligned",
             "filter": "agNumberColumnFilter",
             "valueFormatter": {"function": f"jobsightNumber(params.value, {int(digits)}, '{unit}')"}, **extra}
@@ -55,6 +69,8 @@ def grid(grid_id: str, columns: list[dict], file_name: str, page_size: int = 50,
     button ``<grid_id>-csv`` (wired by :func:`register_download`). ``static``: no sorting or
     filtering (rows paged by the server); ``row_classes``: CSS class -> the JavaScript condition on
     ``params.data`` that gives a row that class; ``options``: more AG Grid options."""
+    columns = [{**c, "minWidth": max(c.get("minWidth", 0), MIN_WIDTHS[c["field"]])} if c["field"] in MIN_WIDTHS else c
+               for c in columns]
     if static:
         columns = [{**c, "filter": False} for c in columns]
     if sort:

@@ -9,7 +9,6 @@ import textwrap
 
 from jobsight.analytics import render
 from jobsight.analytics.commands.options import add_db_options, scope_of
-from jobsight.analytics.queries import job as job_queries
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -153,13 +152,15 @@ def text_report(m: dict) -> str:
         f"({_gib(m['mem_peak_bytes'])} peak of {_gib(m['mem_charged_bytes'])})",
     ]
     if m.get("ngpus") or m["gpus"]:
-        lines.append(f"GPU utilisation: {_pct(m['gpu_util_pct'], m['gpu_util_source'])}   "
+        # Slurm's gres/gpuutil and seff's GPU lines are one figure for the whole job, not each GPU's
+        job_level = " (job-level, not per GPU)" if m.get("gpu_util_source") == "slurm-tres" else ""
+        lines.append(f"GPU utilisation{job_level}: {_pct(m['gpu_util_pct'], m['gpu_util_source'])}   "
                      f"idle GPUs: {m['gpus_idle'] if m['gpus_idle'] is not None else '-'}"
                      + (f"   energy: {m['gpu_energy_kwh']:.2f} kWh" if m.get("gpu_energy_kwh") else ""))
         lines.append(f"  least-used GPU: {_pct(m['gpu_util_min_device_pct'])}   "
                      f"peak GPU memory: {_pct(m['gpu_mem_peak_pct'])}")
-    wasted = "unknown" if m["wasted_sbu"] is None else f"{m['wasted_sbu']:.1f}"
-    lines.append(f"{sbu_label}: {m['sbu']:.1f} [{m['sbu_source']}]   wasted: {wasted}  (charged for {m['charge_driver']})"
+    wasted = "unknown" if m["wasted_sbu"] is None else f"{m['wasted_sbu']:,.1f}"
+    lines.append(f"{sbu_label}: {m['sbu']:,.1f} [{m['sbu_source']}]   wasted: {wasted}  (charged for {m['charge_driver']})"
                  if m["sbu"] is not None else f"{sbu_label}: unknown")
     lines += _node_lines(m.get("nodes") or [], m.get("nnodes")) + _gpu_lines(m["gpus"]) + _series_lines(m["series"])
     if m.get("samples_moved"):
@@ -190,8 +191,8 @@ def _savings_lines(m: dict) -> list[str]:
         out.append(f"  savings: unknown ({t(s['savings_note'] or 'no price')})")
     else:
         share = f" ({s['savings_sbu'] / m['sbu'] * 100:.0f}%)" if m.get("sbu") else ""
-        out.append(f"  charged {s['sbu_if_fitted']:.1f} SBU instead of {m['sbu']:.1f}: "
-                   f"following the advice would have saved {s['savings_sbu']:.1f} SBU{share}")
+        out.append(f"  charged {s['sbu_if_fitted']:,.1f} SBU instead of {m['sbu']:,.1f}: "
+                   f"following the advice would have saved {s['savings_sbu']:,.1f} SBU{share}")
         if s["savings_note"]:       # how it was priced, when not as the job was
             out.append(f"  ({t(s['savings_note'])})")
     return out
@@ -202,7 +203,9 @@ def run(args: argparse.Namespace) -> int:
     server = client.server_of(args)
     if server is not None:      # the server's answer is the same document, in the server's scope
         return show(client.get(server, ["jobs", args.cluster or client.ANY_CLUSTER, args.job]), args.format)
-    from jobsight.analytics.store.database import Database  # duckdb: not to parse options (analytics/cli.py)
+    # duckdb and the read API: only to read the database (not to parse options or to ask a server)
+    from jobsight.analytics.queries import job as job_queries
+    from jobsight.analytics.store.database import Database
     with Database.read(args.db, args.config) as db:
         m = job_queries.details(db, scope_of(db.config), args.job, args.cluster)
     return show(m, args.format)

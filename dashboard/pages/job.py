@@ -52,7 +52,9 @@ def render(h, scope: Scope, cluster: str | None, job_id: str | None) -> list:
                    ("Cores / nodes / GPUs", f"{j['ncpus'] or 0} / {j['nnodes'] or '-'} / {j['ngpus'] or 0}"
                                              + (f" ({j['gpu_type']})" if j["gpu_type"] else "")),
                    ("Nodes", j["node_list"])])
-    gpus = [("GPU utilisation", _pct(j["gpu_util_pct"]) + (f" ({j['gpu_util_source']})" if j["gpu_util_source"] else "")),
+    # Slurm's gres/gpuutil and seff's GPU lines are one figure for the whole job, not each GPU's
+    gpu_label = "GPU utilisation (job-level, not per GPU)" if j["gpu_util_source"] == "slurm-tres" else "GPU utilisation"
+    gpus = [(gpu_label, _pct(j["gpu_util_pct"]) + (f" ({j['gpu_util_source']})" if j["gpu_util_source"] else "")),
             ("GPU memory peak", _pct(j["gpu_mem_peak_pct"])),
             ("Idle GPUs", j["gpus_idle"])] if j["ngpus"] or j["gpu_util_pct"] is not None else []   # none: a CPU job
     eff = _table([("CPU efficiency", _pct(j["cpu_eff_pct"]) + (f" ({j['cpu_eff_source']})" if j["cpu_eff_source"] else "")),
