@@ -20,12 +20,14 @@ def _one_cluster(job: str, clusters: set[str]) -> None:
 def find(db, scope: Scope, job: str, cluster: str | None) -> dict | None:
     """The job's job_metrics row; None when no accounting names it or it is outside the scope."""
     sc, params = scope.sql()
-    sql = f"SELECT * FROM job_metrics WHERE {sc} AND (job_id = ? OR job_id_raw = ?)"
-    params = params + [job, job]
-    if cluster:
-        sql += " AND cluster = ?"
-        params.append(cluster)
-    rows = db.rows(sql + " ORDER BY job_id = ? DESC", params + [job])
+    rows: list[dict] = []
+    # the printed id's rows first, then the raw id's: two scans of one column each, several times
+    # faster at 1M jobs than one scan with `job_id = ? OR job_id_raw = ?`
+    for column in ("job_id", "job_id_raw"):
+        sql = f"SELECT * FROM job_metrics WHERE {sc} AND {column} = ?" + (" AND cluster = ?" if cluster else "")
+        found = db.rows(sql, params + [job] + ([cluster] if cluster else []))
+        seen = {(r["cluster"], r["job_id_raw"]) for r in rows}
+        rows += [r for r in found if (r["cluster"], r["job_id_raw"]) not in seen]
     _one_cluster(job, {r["cluster"] for r in rows})
     return rows[0] if rows else None
 
