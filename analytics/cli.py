@@ -46,8 +46,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser of every subcommand, or with ``only``: that subcommand's options, the others
     named with their help line (enough for `jobsight --help` and for a mistyped command)."""
     parser = argparse.ArgumentParser(prog="jobsight", description="Job accounting and GPU/CPU efficiency for HPC clusters.")
-    parser.add_argument("--version", action="version", version=f"jobsight {version()}",
-                        help="print the version (from the installed package) and exit")
+    parser.add_argument("--version", action=_Version, help="print the version (from the installed package) and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("sidecar", help="sample this job's GPUs, CPU and memory to CSV (see `jobsight sidecar --help`)", add_help=False)
     for name, (module, help_text) in SUBCOMMANDS.items():
@@ -56,6 +55,18 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             importlib.import_module(module).configure(sp)
             sp.set_defaults(_module=module)
     return parser
+
+
+class _Version(argparse.Action):
+    """--version, the version read only when asked for (importlib.metadata is 50-150 ms of every
+    command's start-up otherwise)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"jobsight {version()}")
+        parser.exit()
 
 
 def version() -> str:
