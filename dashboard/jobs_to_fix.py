@@ -18,8 +18,7 @@ N = ReportSettings.top_jobs        # as many as a weekly report lists by default
 PRE = {"whiteSpace": "pre-line"}
 # an unknown saving reads "not priced", never 0 (a job without advice saves 0)
 SAVES = {**grids.num("savings_sbu", "Saves", 1, " SBU", tooltipField="savings_note"),
-         "valueFormatter": {"function": "params.value === null || params.value === undefined ? 'not priced' "
-                                        ": jobsightNumber(params.value, 1, ' SBU')"}}
+         "valueFormatter": {"function": "params.value === null ? 'not priced' : jobsightNumber(params.value, 1, ' SBU')"}}
 COLUMNS = [grids.link("job_id", "Job", pinned="left", minWidth=110),
            grids.text("lead_advice", "Advice", wrap=True, width=360),
            grids.text("sbatch_lines", "Would have fit", wrap=True, width=230,
