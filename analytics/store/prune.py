@@ -33,7 +33,7 @@ import duckdb
 
 from jobsight.analytics.config import Config
 from jobsight.analytics.errors import UserError
-from jobsight.analytics.store import lake, snapshot
+from jobsight.analytics.store import lake, pruned, snapshot
 from jobsight.analytics.store.database import Database
 
 KEY = "cluster, job_id_raw"
@@ -80,17 +80,6 @@ def lake_root(lake_dir: str | Path) -> str:
     return text.rstrip("/") if "://" in text else str(Path(text).resolve())
 
 
-def _sample_files(root: str) -> list[str]:
-    return [str(p) for p in sorted(Path(root, "samples").glob("cluster=*/month=*/*.parquet"))] if "://" not in root else []
-
-
-def read_lake_samples(root: str) -> str:
-    """read_parquet() of the lake's samples (partition columns as strings); UserError when it has none."""
-    if "://" not in root and not _sample_files(root):
-        raise UserError(f"{root}: the lake holds no samples/ Parquet files")
-    return lake._read_parquet(root, "samples")
-
-
 def check_lake(con, before: dt.datetime, root: str) -> dict[tuple[str, str], str]:
     """{(cluster, month): why} for the months whose samples before the cutoff the lake does not
     hold, compared job by job: empty when it holds them all."""
@@ -101,13 +90,13 @@ def check_lake(con, before: dt.datetime, root: str) -> dict[tuple[str, str], str
     other = con.execute("SELECT cluster, month, lake FROM pruned_month WHERE lake <> ?", [root]).fetchall()
     moved = {(c, m): where for c, m, where in other}
     have: dict[tuple[str, str, str], int] = {}
-    if "://" in root or _sample_files(root):
-        months = sorted({(c, m) for c, m, _j, _n in want})
+    # the files of the partitions to prune only: a damaged partition elsewhere does not stop a prune
+    paths = [f for c, m in sorted({(c, m) for c, m, _j, _n in want}) for f in pruned.files(root, c, m)]
+    if paths:
         try:
             have = {(c, m, j): n for c, m, j, n in con.execute(
-                f"SELECT cluster, month, job_id_raw, count(*) FROM {lake._read_parquet(root, 'samples')} "
-                f"WHERE list_contains(?, cluster || '/' || month) AND time < ? GROUP BY ALL",
-                [[f"{c}/{m}" for c, m in months], before]).fetchall()}
+                f"SELECT cluster, month, job_id_raw, count(*) FROM {pruned.read_sql(paths)} "
+                f"WHERE time < ? GROUP BY ALL", [before]).fetchall()}
         except duckdb.Error as exc:
             raise UserError(f"{root}: cannot read the lake's samples: {exc}") from None
     short: dict[tuple[str, str], list[int]] = {}
