@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 import pwd
+from typing import TYPE_CHECKING
 
-from jobsight.analytics.queries.scope import Filters, Scope
+if TYPE_CHECKING:       # imported where used: `jobsight job --server` needs neither (start-up time)
+    from jobsight.analytics.queries.scope import Filters, Scope
 
 
 def add_db_options(p: argparse.ArgumentParser, server: bool = False) -> None:
@@ -30,6 +32,7 @@ def add_scope_options(p: argparse.ArgumentParser) -> None:
 
 def filters_from(args: argparse.Namespace, **more) -> Filters:
     """The read API's Filters of the period and scope options (and ``more`` by name)."""
+    from jobsight.analytics.queries.scope import Filters
     return Filters.from_times(getattr(args, "since", None), getattr(args, "until", None),
                               **{k: getattr(args, k, None) for k in ("user", "account", "partition", "cluster")}, **more)
 
@@ -38,6 +41,7 @@ def scope_of(cfg) -> Scope:
     """Who the command line reads as: everything (`[database] read_scope = "all"`, the default: who
     can read the file can read every job in it), or with "own" the invoking user's scope, as the
     dashboard gives it: root and [roles] admins everything, a lead their accounts, others their own jobs."""
+    from jobsight.analytics.queries.scope import Scope
     if cfg.read_scope != "own" or os.getuid() == 0:
         return Scope.admin()
     try:
