@@ -38,6 +38,7 @@ from jobsight.analytics.store.database import Database
 
 KEY = "cluster, job_id_raw"
 COMPACT_TAG = ".compact-"
+REMOVED = "_prune_removed"       # TEMP: (cluster, month, job_id_raw, n) of the samples being removed
 # Samples that stay whatever their age: a running job's results are not final, and a job without
 # accounting has none yet (both would otherwise be computed from what is left).
 PRUNABLE = (f"SELECT s.cluster, s.job_id_raw, s.time FROM sample s SEMI JOIN "
@@ -119,24 +120,26 @@ def _remove(con, before: dt.datetime, root: str, result: Pruned) -> None:
     params = {"before": before, "lake": root}
     con.execute("BEGIN TRANSACTION")
     try:
+        # the samples to remove, per cluster, month and job: one pass over them, read by what follows
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {REMOVED} AS SELECT cluster, {lake.SAMPLE_MONTH} AS month, "
+                    f"job_id_raw, count(*) AS n FROM ({PRUNABLE}) GROUP BY ALL", {"before": before})
         result.months = [tuple(r) for r in con.execute(
-            f"SELECT cluster, {lake.SAMPLE_MONTH} AS month, count(*) FROM ({PRUNABLE}) GROUP BY ALL ORDER BY ALL",
-            {"before": before}).fetchall()]
+            f"SELECT cluster, month, sum(n) FROM {REMOVED} GROUP BY ALL ORDER BY ALL").fetchall()]
         con.execute(f"""
-            INSERT INTO pruned_job SELECT cluster, job_id_raw, $before, count(*) FROM ({PRUNABLE}) GROUP BY ALL
+            INSERT INTO pruned_job SELECT cluster, job_id_raw, $before, sum(n) FROM {REMOVED} GROUP BY ALL
             ON CONFLICT (cluster, job_id_raw) DO UPDATE SET before = greatest(before, excluded.before),
                 rows_pruned = rows_pruned + excluded.rows_pruned""", {"before": before})
         con.execute(f"""
             INSERT INTO pruned_month
-            SELECT cluster, {lake.SAMPLE_MONTH}, $before, count(*), $lake, now()::TIMESTAMP FROM ({PRUNABLE}) GROUP BY ALL
+            SELECT cluster, month, $before, sum(n), $lake, now()::TIMESTAMP FROM {REMOVED} GROUP BY ALL
             ON CONFLICT (cluster, month) DO UPDATE SET before = greatest(before, excluded.before),
                 rows_pruned = rows_pruned + excluded.rows_pruned, lake = excluded.lake, pruned_at = excluded.pruned_at""",
                     params)
-        result.jobs = con.execute(f"SELECT count(*) FROM (SELECT DISTINCT {KEY} FROM ({PRUNABLE}))",
-                                  {"before": before}).fetchone()[0]
-        result.rows = con.execute(f"DELETE FROM sample s USING (SELECT DISTINCT {KEY} FROM ({PRUNABLE})) p "
+        result.jobs = con.execute(f"SELECT count(*) FROM (SELECT DISTINCT {KEY} FROM {REMOVED})").fetchone()[0]
+        result.rows = con.execute(f"DELETE FROM sample s USING (SELECT DISTINCT {KEY} FROM {REMOVED}) p "
                                   "WHERE s.cluster = p.cluster AND s.job_id_raw = p.job_id_raw AND s.time < $before",
                                   {"before": before}).fetchone()[0]
+        con.execute(f"DROP TABLE temp.{REMOVED}")
         result.kept_rows, result.kept_jobs = con.execute(
             "SELECT count(*), count(DISTINCT (cluster, job_id_raw)) FROM sample WHERE time < ?", [before]).fetchone()
         con.execute("COMMIT")
