@@ -27,7 +27,8 @@ ignores it too).
 Job ids: `seq.server` -> job_id_raw 'seq'; arrays `123[4].server` -> array_job_id 123, task 4.
 Cluster: opts.cluster, else the server's first name label ('6.edge.ccr.buffalo.edu' -> 'edge'),
 else "default". A `YYYYMMDD:` prefix (grep over several accounting files) is removed.
-How: the file is read in blocks of lines, two converted at once, column-wise with polars
+How: the file is read in blocks of lines, converted in worker processes (a big file, one a core:
+line_blocks.block_workers) or two at once in threads, column-wise with polars
 (pbs_frame): a record's key=value words are split on blanks unless it holds quotes, option flags
 or other odd words, which split_pairs reads. Durations (HH:MM:SS), sizes (an integer and a unit)
 and exec_host (host/N, host/N-M, host/N*K) in their regular forms are computed with polars
@@ -42,14 +43,13 @@ import pathlib
 import re
 import zoneinfo
 from collections import Counter
-from functools import partial
 from typing import Optional
 
 import polars as pl
 
 from jobsight.analytics.ingest import limits
 from jobsight.analytics.ingest.parsers import pbs_frame
-from jobsight.analytics.ingest.parsers.line_blocks import close_records, in_file_order, iter_blocks, set_aside
+from jobsight.analytics.ingest.parsers.line_blocks import block_workers, blocks_in_file_order, close_records, iter_blocks, set_aside
 from jobsight.analytics.ingest.parsers.pbs_frame import exit_state
 from jobsight.analytics.ingest.records import ParseOptions, ParseResult, Reject
 from jobsight.analytics.ingest.timezones import local_zone_name
@@ -57,7 +57,7 @@ from jobsight.analytics.ingest.units import parse_duration, to_bytes
 
 FORMAT = "pbs"
 SOURCE = "pbs"
-PIPELINE = 2   # blocks converted at once (threads)
+PIPELINE = 2   # blocks converted at once in threads (a file too small for worker processes)
 
 _LINE = re.compile(r"^(?:\d{8}:)?(\d{2})/(\d{2})/(\d{4}) (\d{2}):(\d{2}):(\d{2});([A-Za-z]);([^;]*);?(.*)$")
 _PAIR = re.compile(r'([A-Za-z_][\w.\-]*)=("[^"]*"|\S*)')
@@ -232,11 +232,12 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
     zone_name = opts.timezone or local_zone_name()
     zoneinfo.ZoneInfo(zone_name)   # an unknown zone fails here, before any work
     parts, dparts, skipped, comments = [], [], Counter(), 0
-    # blocks converted two at a time (polars releases the GIL), collected in file order
+    # blocks converted in worker processes (a big file) or two at a time in threads (polars releases
+    # the GIL), collected in file order
     long_lines: list = []   # lines over lengths.MAX_LINE_BYTES, skipped unread
-    calls = (partial(_block, first, text, zone_name, opts.cluster)
-             for first, text in set_aside(iter_blocks(path), long_lines))
-    for rows, deletions, rejects, ncom, skip, rows_in in in_file_order(calls, PIPELINE, "jobsight-pbs"):
+    calls = ((_block, first, text, zone_name, opts.cluster) for first, text in set_aside(iter_blocks(path), long_lines))
+    for rows, deletions, rejects, ncom, skip, rows_in in blocks_in_file_order(calls, block_workers(path), PIPELINE,
+                                                                              "jobsight-pbs"):
         parts.append(rows)
         dparts.append(deletions)
         result.rejects.extend(rejects)
@@ -314,7 +315,17 @@ def _settle(rows: pl.DataFrame, rejects: list) -> tuple[pl.DataFrame, pl.DataFra
 
 def _deletions(rows: pl.DataFrame, deletions: pl.DataFrame, rejects: list) -> pl.DataFrame:
     """A D record names only the requestor: it keeps what the job's last earlier record in the file
-    said (state CANCELLED, its own time as the end). Without an earlier record it stands as read."""
+    said (state CANCELLED, its own time as the end). Without an earlier record it stands as read.
+    Only the rows of deleted jobs are read again; the others keep their place in file order."""
+    key = ["cluster", "job_id"]
+    deleted = deletions.select(key).unique()
+    others = rows.join(deleted, on=key, how="anti", maintain_order="left")
+    rows = rows.join(deleted, on=key, how="semi", maintain_order="left")
+    return pl.concat([others, _deleted_jobs(rows, deletions, rejects)]).sort("_line")
+
+
+def _deleted_jobs(rows: pl.DataFrame, deletions: pl.DataFrame, rejects: list) -> pl.DataFrame:
+    """_deletions for the rows of jobs that have a D record in the file."""
     key = ["cluster", "job_id"]
     rows = pl.concat([rows, deletions.select(rows.columns)]).sort("_line").with_row_index("_i").with_columns(
         _base=pl.when(pl.col("rtype") != "D").then(pl.col("_i")).forward_fill().over(key).cast(pl.Int64))
