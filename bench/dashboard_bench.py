@@ -124,6 +124,12 @@ def session(app, rounds: int, seed: int = 1) -> dict[str, list[float]]:
             post(user, "ov-content.children", {**base, "ov-account.value": lead_project}, "overview")
             post(user, "ov-content.children", {**base, "ov-period.start_date": "2026-09-01",
                                                "ov-period.end_date": "2026-09-30"}, "overview")
+            # the jobs to fix, its own callback beside each page's: all the data, a month, a project, My jobs
+            post(user, "ov-fix.children", {}, "jobs to fix")
+            post(user, "ov-fix.children", {"ov-period.start_date": "2026-09-01", "ov-period.end_date": "2026-09-30"},
+                 "jobs to fix")
+            post(user, "pj-fix.children", {"pj-name.data": lead_project}, "jobs to fix")
+            post(user, "jobs-fix.children", {"jobs-user.value": user}, "jobs to fix")
             post(user, "us-content.children", {"us-grain.value": "day", "us-stack.value": "account",
                                                "us-name.data": lead_users[rnd % len(lead_users)]}, "user page")
             post(user, "pj-content.children", {"pj-grain.value": "week", "pj-stack.value": "partition",

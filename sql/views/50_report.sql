@@ -102,8 +102,10 @@ GROUP BY GROUPING SETS ((windows_back, "user"), (windows_back, account), (window
 -- The #SBATCH lines that would have fit the jobs of `flags` (a slice of job_flags): the options of
 -- the request their advice adds up to (job_savings.fitted_request), one line per option. A job
 -- whose advice changes no option of its request gives none.
+CREATE OR REPLACE MACRO sbatch_lines(fitted_request) AS
+    CASE WHEN fitted_request <> '' THEN '#SBATCH ' || replace(fitted_request, ' --', chr(10) || '#SBATCH --') END;
 CREATE OR REPLACE MACRO sbatch_advice(flags) AS TABLE
-SELECT cluster, job_id_raw, '#SBATCH ' || replace(fitted_request, ' --', chr(10) || '#SBATCH --') AS sbatch_lines
+SELECT cluster, job_id_raw, sbatch_lines(fitted_request) AS sbatch_lines
 FROM job_savings SEMI JOIN (SELECT DISTINCT cluster, job_id_raw FROM query_table(flags)) USING (cluster, job_id_raw)
 WHERE fitted_request <> '';
 
@@ -146,11 +148,12 @@ CREATE OR REPLACE MACRO waste_rank(part, wasted_sbu, sbu, job_id_raw) AS
 -- The jobs of `top` (window_jobs rows with their ranks) with what a list of them shows: what
 -- following the advice would have saved inside [since, until) (day_savings, as usage_job_day), name,
 -- partition, state and the whole run's efficiencies (from src), the flags folded (flag_summary, with
--- the leading advice), the #SBATCH lines that would have fit (sbatch_advice) and why a saving is
+-- the leading advice), the #SBATCH lines that would have fit (sbatch_lines) and why a saving is
 -- unknown (savings_note). Only the src rows, flags and savings of top's jobs are read for these.
 CREATE OR REPLACE MACRO top_job_details(top, src, flags, since, until) AS TABLE
 WITH top_savings AS (
-    SELECT cluster, job_id_raw, savings_sbu, savings_note FROM job_savings SEMI JOIN query_table(top) USING (cluster, job_id_raw)
+    SELECT cluster, job_id_raw, savings_sbu, savings_note, sbatch_lines(fitted_request) AS sbatch_lines
+    FROM job_savings SEMI JOIN query_table(top) USING (cluster, job_id_raw)
 ), about AS (
     SELECT d.cluster, d.job_id_raw, any_value(d.job_id) AS job_id, any_value(d."partition") AS "partition",
            any_value(d.state) AS state, any_value(d.job_name) AS job_name,
@@ -159,7 +162,7 @@ WITH top_savings AS (
            any_value(d.mem_eff_pct) AS mem_eff_pct, any_value(d.time_eff_pct) AS time_eff_pct,
            any_value(d.start_time) AS start_time, any_value(d.job_elapsed_s) AS elapsed_s,
            any_value(d.ncpus) AS ncpus, any_value(d.ngpus) AS ngpus, any_value(d.charge_driver) AS charge_driver,
-           any_value(v.savings_note) AS savings_note
+           any_value(v.savings_note) AS savings_note, any_value(v.sbatch_lines) AS sbatch_lines
     FROM query_table(src) d SEMI JOIN query_table(top) t USING (cluster, job_id_raw)
     LEFT JOIN top_savings v ON v.cluster = d.cluster AND v.job_id_raw = d.job_id_raw
     WHERE d.day >= since AND d.day < until
@@ -168,13 +171,12 @@ WITH top_savings AS (
     SELECT * FROM query_table(flags) SEMI JOIN query_table(top) USING (cluster, job_id_raw)
 )
 SELECT t.cluster, t.job_id_raw, d.job_id, t."user", t.account, d."partition", d.state, d.job_name,
-       t.sbu, t.wasted_sbu, d.* EXCLUDE (cluster, job_id_raw, job_id, "partition", state, job_name),
-       f.flag_codes, f.worst_severity, f.flag_messages, f.lead_advice, a.sbatch_lines,
+       t.sbu, t.wasted_sbu, d.* EXCLUDE (cluster, job_id_raw, job_id, "partition", state, job_name, sbatch_lines),
+       f.flag_codes, f.worst_severity, f.flag_messages, f.lead_advice, d.sbatch_lines,
        t.* EXCLUDE (cluster, job_id_raw, "user", account, sbu, wasted_sbu)
 FROM query_table(top) t
 JOIN about d USING (cluster, job_id_raw)
-LEFT JOIN flag_summary(top_flags) f USING (cluster, job_id_raw)
-LEFT JOIN sbatch_advice(top_flags) a USING (cluster, job_id_raw);
+LEFT JOIN flag_summary(top_flags) f USING (cluster, job_id_raw);
 
 -- Jobs that ran in [since, until) with their burn and waste inside it, ranked by wasted SBU
 -- (waste_rank) within their user, their account and the cluster; only the top n of each ranking
