@@ -238,7 +238,7 @@ def test_alice_finds_her_jobs_searches_and_downloads_a_csv(browser, alice_url):
     browser.wait_for_contains_text("#jobs-status", "Jobs 1–1 of 1")
     wait_for(lambda: grid_cells(browser, "jobs-table", "job_id"), what="My jobs' rows")
     assert grid_cells(browser, "jobs-table", "job_id") == ["1"]           # hers only: not bob's 2 and 4, not carol's 3
-    assert grid_cells(browser, "jobs-table", "sbu") == ["8.00 SBU"]
+    assert grid_cells(browser, "jobs-table", "sbu") == ["8.0 SBU"]          # one decimal, as every face
     assert grid_cells(browser, "jobs-table", "codes") == ["cpu_low_eff, cpu_serial_on_many, mem_oversized"]
     assert "alice (user)" in browser.find_element(".topbar .who").text
 

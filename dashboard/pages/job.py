@@ -61,8 +61,8 @@ def render(h, scope: Scope, cluster: str | None, job_id: str | None) -> list:
                   *gpus,
                   ("Memory", f"{_gib(j['mem_peak_bytes'])} peak of {_gib(j['mem_charged_bytes'])} ({_pct(j['mem_eff_pct'])})"),
                   ("Time efficiency", _pct(j["time_eff_pct"])),
-                  ("SBU so far" if running else "SBU", f"{common.number(j['sbu'], 2)} ({j['sbu_source']})"),
-                  ("Wasted SBU", f"{common.number(j['wasted_sbu'], 2)} (charge driven by {j['charge_driver']})")])
+                  ("SBU so far" if running else "SBU", f"{common.number(j['sbu'])} ({j['sbu_source']})"),
+                  ("Wasted SBU", f"{common.number(j['wasted_sbu'])} (charge driven by {j['charge_driver']})")])
     flags = queries.job_flag_rows(h, scope, j["cluster"], j["job_id_raw"], j["user"])
     flag_list = html.Ul([html.Li([html.Strong(f"{f['severity']}: {f['code']}"), html.Span(" " + f["message"]),
                                   html.Div(["Advice: ", html.Code(f["advice"])], className="advice")],
