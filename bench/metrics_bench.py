@@ -78,7 +78,9 @@ PROBES = (
     ("shutil", "copyfile", "copy"),
     ("jobsight.analytics.store.snapshot", "fsync_path", "fsync"), ("jobsight.analytics.store.snapshot", "_rewrite_differences", "spare"),
     ("jobsight.analytics.reports.data", "gather", "gather"), ("jobsight.analytics.store.database:Database", "fetch", "query"),
-    ("jobsight.analytics.render", "emit_rows", "print"))
+    ("jobsight.analytics.render", "emit_rows", "print"),
+    ("jobsight.analytics.store.prune", "check_lake", "lake check"), ("jobsight.analytics.store.prune", "_remove", "remove"),
+    ("jobsight.analytics.store.prune", "compact", "compact"))
 
 
 # ---------------------------------------------------------------- child processes
