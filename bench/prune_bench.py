@@ -111,6 +111,8 @@ def main() -> int:
                 shutil.rmtree(src, ignore_errors=True)
             for _ in range(2):      # a snapshot and its spare, as a site's steady state has
                 b.jobsight(["dashboard", "--db", str(db), "--publish"], "publish")
+        else:       # a database of an earlier run: its views and stored results brought up to date
+            b.jobsight(["settings", "--db", str(db), "--quiet"], "settings (reused database)")
         info = _samples(db)
         cutoff = dt.datetime.combine(info["first"].date(), dt.time()) + dt.timedelta(days=args.prune_days)
         figs.update(info=info, cutoff=cutoff.isoformat())
