@@ -30,7 +30,7 @@ from jobsight.analytics.queries.job_lists import job_page
 from jobsight.analytics.queries.scope import Filters, Scope
 from jobsight.analytics.queries.subjects import seen
 from jobsight.analytics.queries.summaries import budgets as budget_frame
-from jobsight.analytics.queries.usage import BY, usage
+from jobsight.analytics.queries.usage import BY, budget_as_of, budget_rows, usage
 from jobsight.dashboard import api_schema, common
 from jobsight.dashboard.auth import current_scope
 
@@ -202,8 +202,21 @@ def usage_route() -> flask.Response:
     f = _filters(p)
     with common.handle() as h:
         names, rows = usage(h, usage_scope(current_scope(), f), f, by)
-        age = data_age(h)
-    return _json({"by": by, "usage": _records(names, rows), "data_age": {"newest": age.newest, "old": age.old}})
+        return _json({"by": by, "usage": _records(names, rows), "data_age": _age(h)})
+
+
+def _age(h) -> dict:
+    age = data_age(h)
+    return {"newest": age.newest, "old": age.old}
+
+
+def budget_status() -> flask.Response:
+    """The allocations against their burn as of ``until``'s day, as `jobsight usage --budget` lists them."""
+    p = _params({"until", "user", "account", "cluster"})
+    f = _filters(p)
+    with common.handle() as h:
+        names, rows = budget_rows(h, usage_scope(current_scope(), f), f, budget_as_of(h, f.until_ts))
+        return _json({"budgets": _records(names, rows), "data_age": _age(h)})
 
 
 def budgets() -> flask.Response:
@@ -248,6 +261,7 @@ def install(app, prefix: str) -> None:
     server = app.server
     for rule, name, view in ((f"{base}jobs/<cluster>/<job_id>", "job", job), (f"{base}jobs", "jobs", jobs),
                              (f"{base}flags", "flags", flags), (f"{base}usage", "usage", usage_route),
+                             (f"{base}usage/budgets", "budget_status", budget_status),
                              (f"{base}budgets", "budgets", budgets), (f"{base}report", "report", report),
                              (f"{base}openapi.json", "openapi", functools.partial(openapi, prefix))):
         server.add_url_rule(rule, f"jobsight_api_{name}", _answer(view), methods=["GET"])

@@ -7,6 +7,7 @@ from jobsight.analytics.queries.flags import COLUMNS as FLAG_COLUMNS
 from jobsight.analytics.queries.flags import SORTS, flag_codes
 from jobsight.analytics.queries.job_lists import LIST_COLUMNS
 from jobsight.analytics.queries.summaries import BUDGET_COLUMNS
+from jobsight.analytics.queries.usage import BUDGET_COLUMNS as STATUS_COLUMNS
 from jobsight.analytics.queries.usage import BY
 from jobsight.analytics.queries.usage import COLUMNS as USAGE_COLUMNS
 
@@ -23,8 +24,9 @@ TEXTS = {"job_name", "user", "account", "partition", "state", "message", "advice
 DATA_AGE = {"type": ["object", "null"], "required": ["newest", "old"], "additionalProperties": False,
             "properties": {"newest": TIME, "old": {"type": "boolean"}}}
 ROWS = {"type": "array", "items": {"type": "object"}}
-# a report's data (analytics/reports/wire.py): the fields of analytics/reports/report.py's Report
-REPORT = {"type": "object", "additionalProperties": False,
+# a report's data (analytics/reports/wire.py): the fields of analytics/reports/report.py's Report (a
+# field added there is sent too: more properties are allowed)
+REPORT = {"type": "object", "additionalProperties": True,
           "required": ["kind", "name", "period", "cluster", "totals", "trend", "daily", "top_jobs", "flag_counts",
                        "members", "budgets", "partitions", "accounts", "leaderboard", "summary", "data_age"],
           "properties": {
@@ -34,7 +36,16 @@ REPORT = {"type": "object", "additionalProperties": False,
               "cluster": TEXT, "totals": {"type": "object", "additionalProperties": NUMBER},
               **{k: ROWS for k in ("trend", "daily", "top_jobs", "flag_counts", "members", "budgets", "partitions",
                                    "accounts", "leaderboard")},
-              "summary": {"type": "string"}, "data_age": DATA_AGE}}
+              "summary": {"type": "string"}, "data_age": DATA_AGE, "dashboard_url": TEXT}}
+
+
+# a budget_status row (`jobsight usage --budget --format json`): its days are DATEs, YYYY-MM-DD
+DATE = {"type": ["string", "null"], "format": "date"}
+STATUS_ROW = {"type": "object", "additionalProperties": False,
+              "required": [*STATUS_COLUMNS, "alert_shown"],
+              "properties": {**{c: DATE if c in ("period_start", "period_end", "as_of", "run_out_date") else
+                                TEXT if c in ("cluster", "account", "user", "source", "period", "alert") else NUMBER
+                                for c in STATUS_COLUMNS}, "alert_shown": {"type": "string"}}}
 
 
 def _column(name: str) -> dict:
@@ -103,6 +114,12 @@ def document(prefix: str = "/") -> dict:
                 _param("by", "the key (default account)", {"type": "string", "enum": list(BY)})], "Usage"),
             f"{base}/budgets": _get("Allocations against their burn, as of the latest day with data",
                                     [_param("account", "only this account's allocations")], "Budgets"),
+            f"{base}/usage/budgets": _get(
+                "Allocations against their burn as of `until`'s day, as `jobsight usage --budget` lists them",
+                [_param("until", "as of this day (default: the latest day with accounting data)"),
+                 _param("user", "this user's own and those of the accounts the user ran jobs in"),
+                 _param("account", "this account's (its own and its users')"),
+                 _param("cluster", "this cluster's and those of every cluster")], "BudgetStatus"),
             f"{base}/report": _get(
                 "The asker's own weekly report (`jobsight report --for user:ME`) as its data; 404 when the "
                 "asker has no job in any period", [
@@ -142,6 +159,8 @@ def document(prefix: str = "/") -> dict:
                                              "properties": {c: NUMBER for c in USAGE_COLUMNS},
                                              "additionalProperties": {"type": ["string", "null"]}}},
                                          "data_age": DATA_AGE}},
+                "BudgetStatus": {"type": "object", "required": ["budgets", "data_age"], "additionalProperties": False,
+                                 "properties": {"budgets": {"type": "array", "items": STATUS_ROW}, "data_age": DATA_AGE}},
                 "Report": {"type": "object", "required": ["report"], "additionalProperties": False,
                            "properties": {"report": REPORT}},
                 "Budgets": {"type": "object", "required": ["budgets"], "additionalProperties": False,

@@ -59,7 +59,8 @@ def server(tmp_path_factory):
     from jobsight.analytics.store.snapshot import publish
     d = tmp_path_factory.mktemp("apimunge")
     db = d / "jobs.duckdb"
-    con = Database.open(db, parse_config({}))
+    # allocations of both projects: alice's usage --budget lists hers alone
+    con = Database.open(db, parse_config({"budgets": {"proj-al": 500, f"proj-al/{alice}": 100, "proj-bo": 700}}))
     common = dict(elapsed_s=3600, timelimit_s=7200, ncpus=4, billing=4, cpu_time_s=1800, mem_alloc_bytes=8 * GiB,
                   mem_peak_bytes=GiB)
     add_job(con, "2", user=alice, account="proj-al", job_name="alice-job", **common)
@@ -257,8 +258,12 @@ def test_alice_unprivileged_lists_only_her_jobs(server, own_munge, capsys):
     table = run_as_alice(server, ["usage", "--server", server["url"], "--by", "user"])
     assert table == local_output(capsys, "usage", *db, "--user", server["alice"], "--by", "user")
     assert table[1].splitlines()[-1].startswith("data up to ")
-    refused = run_as_alice(server, ["usage", "--server", server["url"], "--budget"])
-    assert refused[0] == 2 and refused[2].count("\n") == 1
+    for fmt in ("table", "json"):
+        mine = run_as_alice(server, ["usage", "--server", server["url"], "--budget", "--format", fmt])
+        assert mine == local_output(capsys, "usage", *db, "--budget", "--user", server["alice"], "--format", fmt)
+        assert mine[0] == 0 and "proj-al" in mine[1] and "proj-bo" not in mine[1]
+    assert mine[1] and {(r["account"], r["allocation_sbu"]) for r in json.loads(mine[1])} == {("proj-al", 500),
+                                                                                             ("proj-al", 100)}
 
 
 def test_alice_unprivileged_gets_her_own_report(server, own_munge, capsys, tmp_path):

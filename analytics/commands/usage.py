@@ -18,8 +18,9 @@ from jobsight.analytics.commands.options import add_db_options, add_scope_option
 from jobsight.analytics.errors import UserError
 from jobsight.analytics.queries.data_age import DataAge, data_age
 from jobsight.analytics.queries.scope import Scope
-from jobsight.analytics.queries.usage import BUDGET_COLUMNS, BY, COLUMNS, budget_data_until, budget_rows, usage
+from jobsight.analytics.queries.usage import BUDGET_COLUMNS, BY, COLUMNS, budget_as_of, budget_rows, usage
 
+DATES = ("period_start", "period_end", "as_of", "run_out_date")    # DATE columns of the allocations
 # the text table: numbers with their unit in the header, the alert in capitals (OVER stands out)
 BUDGET_TABLE = [("account", "account"), ("user", "user"), ("period_start", "period from"),
                 ("allocation_sbu", "allocation SBU"), ("burned_sbu", "burned SBU"), ("remaining_sbu", "remaining SBU"),
@@ -45,15 +46,16 @@ def run(args: argparse.Namespace) -> int:
     from jobsight.analytics import client
     server = client.server_of(args)
     if server is not None:      # the server's rows, in the server's scope of the asking user
-        if args.budget:
-            raise UserError("--budget with --server: the dashboard's Budgets panel and its API's /budgets "
-                            "show the allocations")
         params = [(k, getattr(args, k)) for k in ("since", "until", "user", "account", "partition", "cluster")]
+        if args.budget:
+            answer = client.get(server, ["usage", "budgets"], params)
+            names = BUDGET_COLUMNS + ["alert_shown"]
+            rows = [tuple(dt.date.fromisoformat(r[c]) if c in DATES and r.get(c) else r.get(c) for c in names)
+                    for r in answer["budgets"]]
+            return show_budgets(names, rows, _age(client, answer), args)
         answer = client.get(server, ["usage"], params + [("by", args.by)])
         names = [args.by] + COLUMNS
-        age = answer["data_age"]
-        newest = client.revive(age["newest"], "newest_time") if age else None
-        return show(names, [tuple(r.get(c) for c in names) for r in answer["usage"]], DataAge(newest, bool(age and age["old"])), args)
+        return show(names, [tuple(r.get(c) for c in names) for r in answer["usage"]], _age(client, answer), args)
     from jobsight.analytics.store.database import Database  # duckdb: not to parse options (analytics/cli.py)
     with Database.read(args.db, args.config) as db:
         return _run(db, args)
@@ -72,6 +74,11 @@ def _run(db, args: argparse.Namespace) -> int:
     return show(names, rows, data_age(db), args)
 
 
+def _age(client, answer: dict) -> DataAge:
+    age = answer["data_age"]
+    return DataAge(client.revive(age["newest"], "newest_time") if age else None, bool(age and age["old"]))
+
+
 def show(names: list[str], rows: list[tuple], age: DataAge, args: argparse.Namespace) -> int:
     """Print the usage rows (the one renderer of the local and the client command)."""
     render.emit_rows(names, rows, args.format, [args.by] + COLUMNS, empty="no usage in this period")
@@ -82,10 +89,12 @@ def show(names: list[str], rows: list[tuple], age: DataAge, args: argparse.Names
 
 def _budget(db, args: argparse.Namespace, f, scope: Scope) -> int:
     """The allocations of --account, --user and --cluster (queries/usage.py), as of --until."""
-    until = f.until_ts or budget_data_until(db)
-    if until.time() != dt.time():       # a date/time: figures as of its whole day
-        until = dt.datetime.combine(until.date() + dt.timedelta(days=1), dt.time())
-    names, rows = budget_rows(db, scope, f, until)
+    names, rows = budget_rows(db, scope, f, budget_as_of(db, f.until_ts))
+    return show_budgets(names, rows, data_age(db), args)
+
+
+def show_budgets(names: list[str], rows: list[tuple], age: DataAge, args: argparse.Namespace) -> int:
+    """Print the allocations (the one renderer of the local and the client command)."""
     if args.format != "table":
         render.emit_rows(names, rows, args.format, BUDGET_COLUMNS)
     elif not rows:
@@ -95,5 +104,5 @@ def _budget(db, args: argparse.Namespace, f, scope: Scope) -> int:
         first = rows[0][names.index("as_of")]
         render.print_text(f"budgets as of {first:%Y-%m-%d} (SBU; rates in SBU per day; OVER: over budget)\n"
                           + render.table_of(names, rows, [c for c, _ in BUDGET_TABLE], [h for _, h in BUDGET_TABLE])
-                          + "\n" + data_age(db).line())
+                          + "\n" + age.line())
     return 0

@@ -47,6 +47,15 @@ def budget_data_until(db) -> dt.datetime:
     return db.value("SELECT budget_data_until()")
 
 
+def budget_as_of(db, until: dt.datetime | None) -> dt.datetime:
+    """When the allocations are reported as of: ``until`` (Filters.until_ts; a date/time moves to the
+    end of its day), by default the latest day with accounting data. The command line and the API."""
+    until = until or budget_data_until(db)
+    if until.time() != dt.time():
+        until = dt.datetime.combine(until.date() + dt.timedelta(days=1), dt.time())
+    return until
+
+
 def budget_rows(db, scope: Scope, f: Filters, until: dt.datetime) -> tuple[list[str], list[tuple]]:
     """The allocations of f.account (the account's and its users'), of f.user (the user's own and
     those of the accounts the user ran jobs in) and of f.cluster (its own and every cluster's), as

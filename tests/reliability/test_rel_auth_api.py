@@ -92,14 +92,16 @@ def tampered_targets() -> list[str]:
     out = ["/api/v1/jobs", "/api/v1/jobs?limit=1", "/api/v1/flags", "/api/v1/flags?limit=0",
            "/api/v1/budgets", "/api/v1/openapi.json", "/api/v1/no-such-route", "/api/v1/report?week=last",
            "/api/v1/report?week=1999-W60", "/api/v1/report?since=0001-01-01", "/api/v1/report?user=bob&week=last",
-           "/api/v1/report"]
+           "/api/v1/report", "/api/v1/usage/budgets", "/api/v1/usage/budgets?since=2026-11-01",
+           "/api/v1/usage/budgets?until=2026-11-30T12:00"]
     for by in ("user", "account", "partition", "cluster", "day", "week", "month"):
         out.append(f"/api/v1/usage?by={by}")
     for p in PEOPLE + (GHOST,):
         for name in ("user", "account"):
             value = p.user if name == "user" else p.accounts[0]
             out += [f"/api/v1/jobs?{name}={q(value)}", f"/api/v1/flags?{name}={q(value)}",
-                    f"/api/v1/usage?by=user&{name}={q(value)}", f"/api/v1/budgets?account={q(p.accounts[-1])}"]
+                    f"/api/v1/usage?by=user&{name}={q(value)}", f"/api/v1/budgets?account={q(p.accounts[-1])}",
+                    f"/api/v1/usage/budgets?{name}={q(value)}"]
         out += [f"/api/v1/jobs?since={p.day}&until={p.day}", f"/api/v1/flags?since={p.day}&until={p.day}&sort=sbu",
                 f"/api/v1/usage?by=day&since={p.day}&until={p.day}", f"/api/v1/jobs?partition={q(p.partition)}",
                 f"/api/v1/report?since={p.day}", f"/api/v1/report?week={dt.date.fromisoformat(p.day):%G-W%V}"]

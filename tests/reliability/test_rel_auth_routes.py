@@ -58,7 +58,7 @@ PAGE_ROUTES = {"/", "/<path:path>"}                       # the index page, for 
 DATA_ROUTES = {"/_dash-layout", "/_dash-dependencies", "/_dash-update-component", "/_reload-hash", "/metrics"}
 # the JSON API (dashboard/api.py), swept route by route in test_rel_auth_api.py
 API_ROUTES = {"/api/v1/jobs/<cluster>/<job_id>", "/api/v1/jobs", "/api/v1/flags", "/api/v1/usage", "/api/v1/budgets",
-              "/api/v1/report", "/api/v1/openapi.json", "/api/v1/<path:_rest>"}
+              "/api/v1/report", "/api/v1/usage/budgets", "/api/v1/openapi.json", "/api/v1/<path:_rest>"}
 # components that hand out files or links to them; none today (no dcc.Download, no CSV export)
 # The grids' "Download CSV": the browser writes the rows the grid already holds (AG Grid's CSV export,
 # no request to the server), so what it can hold is what the grid's callback sends: swept above.
