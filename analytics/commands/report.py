@@ -239,7 +239,7 @@ def remote_report(server: str, args: argparse.Namespace, targets: list[str]):
     try:
         return wire.report_of(answer["report"])
     except (ValueError, KeyError, TypeError):
-        raise UserError(f"{server}: the answer is not a report (is this a jobsight dashboard?)") from None
+        raise UserError(f"{client.terminal_safe(server)}: the answer is not a report (is this a jobsight dashboard?)") from None
 
 
 def _stop(signum, _frame):
