@@ -73,6 +73,10 @@ GROUP BY ALL;
 CREATE OR REPLACE VIEW calc_flag_mem_rates AS
 SELECT "partition", max(per_gb_h) > 0 AS mem_priced FROM charge_rate GROUP BY ALL;
 
+CREATE OR REPLACE MACRO mem_is_charged(charge_driver, sbu_source, weight, rate) AS
+    charge_driver = 'mem' OR CASE sbu_source WHEN 'billing' THEN COALESCE(weight > 0, false)
+                                             WHEN 'table' THEN COALESCE(rate, false) ELSE false END;
+
 -- What advice that lowers no charge says instead (it follows the option it is about).
 CREATE OR REPLACE MACRO mem_not_charged() AS
     ': saves no SBU (memory is not charged here); it starts sooner and leaves memory for others';
@@ -82,7 +86,9 @@ CREATE OR REPLACE MACRO cores_bought_by_mem() AS
 CREATE OR REPLACE VIEW calc_job_flags AS
 WITH m AS (
     SELECT *,
-        elapsed_s >= setting_value('flags.min_runtime_s') AS long_enough,
+        -- its GPUs sat idle (the gpu_idle flag): it is told to drop them, so not also to use fewer or
+        -- smaller ones (gpu_unused_devices, gpu_fits_smaller)
+        COALESCE(long_enough AND ngpus > 0 AND gpu_util_pct < setting_value('flags.gpu_idle_pct'), false) AS gpus_dropped,
         -- a job still running (its elapsed, charge and utilisation are so far): the flags on its
         -- peak memory, which may still grow, and on its time, wait for its end
         COALESCE(state IN ('RUNNING', 'SUSPENDED'), false) AS running,
@@ -99,28 +105,21 @@ WITH m AS (
         CASE WHEN nodes > 1 THEN ' per node' ELSE '' END AS per_node,
         -- a GPU utilisation known only as the job's whole (Slurm's gres/gpuutil, seff's GPU lines)
         gpu_util_source IS NOT DISTINCT FROM 'slurm-tres' AS job_level_gpu,
-        -- memory has a price in its charge (calc_flag_mem_rates): less --mem lowers it
-        charge_driver = 'mem' OR CASE sbu_source WHEN 'billing' THEN COALESCE(mem_weight > 0, false)
-                                                 WHEN 'table' THEN COALESCE(mem_rate, star_rate, false)
-                                                 ELSE false END AS mem_charged,
         -- it spent its time mostly idle (the alarm level of the resource it was charged for): a
         -- TIMEOUT is not told to ask for more time
         CASE WHEN COALESCE(ngpus, 0) > 0 THEN gpu_util_pct < setting_value('flags.gpu_low_util_alarm_pct')
              ELSE cpu_eff_pct < setting_value('flags.cpu_low_eff_alarm_pct') END AS mostly_idle
     FROM (
-        SELECT j.*, GREATEST(COALESCE(j.nnodes, 1), 1) AS nodes,
+        SELECT j.*, j.elapsed_s >= setting_value('flags.min_runtime_s') AS long_enough, GREATEST(COALESCE(j.nnodes, 1), 1) AS nodes,
                -- the peak of the fullest node: the job's peak shared evenly among its nodes, or the
                -- largest per-host peak the sidecar saw, whichever is more (never below either)
                GREATEST(j.mem_peak_bytes / GREATEST(COALESCE(j.nnodes, 1), 1), h.host_peak_bytes) AS node_peak_bytes,
-               h.host_peak_bytes, w.weights.mem_gib AS mem_weight, r.mem_priced AS mem_rate, s.mem_priced AS star_rate
+               h.host_peak_bytes
         FROM flag_scoped_job_metrics j
         LEFT JOIN (SELECT cluster, job_id_raw, max(mem_peak_bytes) AS host_peak_bytes
                    FROM job_cpu_hosts SEMI JOIN (SELECT cluster, job_id_raw FROM flag_scoped_job_metrics WHERE nnodes > 1)
                         USING (cluster, job_id_raw)
                    GROUP BY ALL) h USING (cluster, job_id_raw)
-        LEFT JOIN calc_partition_weights w ON w.cluster = j.cluster AND w."partition" = j."partition"
-        LEFT JOIN calc_flag_mem_rates r ON r."partition" = j."partition"
-        LEFT JOIN (SELECT mem_priced FROM calc_flag_mem_rates WHERE "partition" = '*') s ON true
     ) j
     -- first_day / last_day: the first and last day the job ran (job_day; NULL when it never ran), so
     -- that the flags of the jobs that ran in a period are found without reading job_day
@@ -128,6 +127,14 @@ WITH m AS (
                FROM flag_scoped_job_day GROUP BY ALL) r
         USING (cluster, job_id_raw)
     WHERE state IS DISTINCT FROM 'PENDING'
+), part_mem AS (
+    -- per partition of the scope: its TRESBillingWeights' Mem weight, and whether its charging
+    -- table rate (before '*') prices memory (read by the memory flags only)
+    SELECT k.cluster, k."partition", w.weights.mem_gib AS mem_weight, COALESCE(r.mem_priced, s.mem_priced) AS mem_rate
+    FROM (SELECT DISTINCT cluster, "partition" FROM flag_scoped_job_metrics) k
+    LEFT JOIN calc_partition_weights w ON w.cluster = k.cluster AND w."partition" = k."partition"
+    LEFT JOIN calc_flag_mem_rates r ON r."partition" = k."partition"
+    LEFT JOIN (SELECT mem_priced FROM calc_flag_mem_rates WHERE "partition" = '*') s ON true
 ), f AS (
     SELECT m.*, 'gpu_idle' AS code, 'alarm' AS severity,
         CASE WHEN job_level_gpu
@@ -140,7 +147,7 @@ WITH m AS (
         NULLIF(cpu_partition, "partition") AS advised_partition, CAST(NULL AS BIGINT) AS advised_ncpus,
         CAST(NULL AS BIGINT) AS advised_mem_bytes, CAST(0 AS BIGINT) AS advised_ngpus, CAST(NULL AS BIGINT) AS advised_timelimit_s,
         'gpu' AS resource, true AS lowers_charge
-    FROM m WHERE long_enough AND ngpus > 0 AND gpu_util_pct < setting_value('flags.gpu_idle_pct')
+    FROM m WHERE gpus_dropped
     UNION ALL
     SELECT m.*, 'gpu_low_util',
         CASE WHEN gpu_util_pct < setting_value('flags.gpu_low_util_alarm_pct') THEN 'alarm' ELSE 'warn' END,
@@ -158,7 +165,7 @@ WITH m AS (
         printf('%d of %d GPUs idle (least-used GPU at %.1f%%)', gpus_idle, ngpus, gpu_util_min_device_pct),
         printf('--gres=gpu:%d (or make the code use all GPUs: DistributedDataParallel, one task per GPU)', fit_ngpus),
         NULL, NULL, NULL, fit_ngpus, NULL, 'gpu', true
-    FROM m WHERE long_enough AND ngpus > 1 AND gpus_idle >= 1
+    FROM m WHERE long_enough AND ngpus > 1 AND gpus_idle >= 1 AND NOT gpus_dropped
     UNION ALL
     SELECT m.*, 'gpu_fits_smaller', 'info',
         printf('Peak GPU memory %.1f%% of the device and %.1f%% utilisation', gpu_mem_peak_pct, gpu_util_pct),
@@ -166,7 +173,7 @@ WITH m AS (
                  || ': a MIG slice or a smaller GPU would do',
                  'A MIG slice or a smaller GPU would do: ask for the smallest GPU type your site offers'),
         NULLIF(NULLIF(setting_text('advice.small_gpu_partition'), ''), "partition"), NULL, NULL, NULL, NULL, 'gpu', true
-    FROM m WHERE long_enough AND NOT running AND ngpus > 0
+    FROM m WHERE long_enough AND NOT running AND ngpus > 0 AND NOT gpus_dropped
         AND gpu_mem_peak_pct < setting_value('flags.gpu_fits_smaller_mem_pct')
         AND gpu_util_pct < setting_value('flags.gpu_fits_smaller_util_pct')
     UNION ALL
@@ -193,9 +200,11 @@ WITH m AS (
     SELECT m.*, 'mem_oversized', 'warn',
         printf('Peak memory %.1f GiB of %.1f GiB allocated (%.1f%%)', gib(mem_peak_bytes), gib(mem_charged_bytes), mem_eff_pct)
             || CASE WHEN nodes > 1 THEN printf(' on %d nodes: %.1f GiB on the fullest', nodes, gib(node_peak_bytes)) ELSE '' END,
-        '--mem=' || fit_mem_gib || 'G' || per_node || CASE WHEN NOT mem_charged THEN mem_not_charged() ELSE '' END,
-        NULL, NULL, fit_mem_gib * nodes * 1073741824, NULL, NULL, 'mem', mem_charged
-    FROM m WHERE long_enough AND NOT running AND state IS DISTINCT FROM 'OUT_OF_MEMORY'
+        '--mem=' || fit_mem_gib || 'G' || per_node
+            || CASE WHEN NOT mem_is_charged(charge_driver, sbu_source, pm.mem_weight, pm.mem_rate) THEN mem_not_charged() ELSE '' END,
+        NULL, NULL, fit_mem_gib * nodes * 1073741824, NULL, NULL, 'mem', mem_is_charged(charge_driver, sbu_source, pm.mem_weight, pm.mem_rate)
+    FROM m LEFT JOIN part_mem pm ON pm.cluster = m.cluster AND pm."partition" IS NOT DISTINCT FROM m."partition"
+    WHERE long_enough AND NOT running AND state IS DISTINCT FROM 'OUT_OF_MEMORY'
         AND mem_eff_pct < setting_value('flags.mem_oversized_pct')
         AND gib(mem_charged_bytes - mem_peak_bytes) >= setting_value('flags.mem_oversized_min_unused_gib')
     UNION ALL
@@ -237,25 +246,20 @@ WITH m AS (
                    ELSE 'Test on a short job (--time=00:10:00) before long runs' END,
         NULL, NULL, NULL, NULL, NULL, 'failure', false
     FROM m WHERE state IN ('FAILED', 'TIMEOUT', 'OUT_OF_MEMORY', 'NODE_FAIL') AND sbu > 0
-), kept AS (
-    -- contradicting advice, decided by the waste: the flags another flag of the job overrules
-    SELECT f.*,
-           bool_or(code = 'gpu_idle') OVER (PARTITION BY cluster, job_id_raw) AS gpu_dropped
-    FROM f
 ), ranked AS (
-    SELECT kept.*,
-           CASE WHEN resource = charge_driver AND lowers_charge THEN 1
-                WHEN lowers_charge THEN 2
-                WHEN code = 'failed_burn' THEN 3
-                ELSE 4 END AS advice_group
-    FROM kept
-    WHERE NOT (gpu_dropped AND code IN ('gpu_unused_devices', 'gpu_fits_smaller', 'gpu_low_util'))
+    -- the stored columns only (the window sorts these, not every column of job_metrics), and the
+    -- advice's place: its group (the header's list) x 10 + its severity
+    SELECT f.cluster, f.job_id_raw, f.job_id, f.job_name, f."user", f.account, f."partition", f.state, f.start_time,
+           f.end_time, f.elapsed_s, f.sbu, f.wasted_sbu, f.code, f.severity, f.message, f.advice, f.first_day, f.last_day,
+           f.advised_partition, f.advised_ncpus, f.advised_mem_bytes, f.advised_ngpus, f.advised_timelimit_s,
+           f.lowers_charge,
+           10 * CASE WHEN f.resource = f.charge_driver AND f.lowers_charge THEN 1
+                     WHEN f.lowers_charge THEN 2
+                     WHEN f.code = 'failed_burn' THEN 3
+                     ELSE 4 END
+              + CASE f.severity WHEN 'alarm' THEN 1 WHEN 'warn' THEN 2 ELSE 3 END AS advice_key
+    FROM f
 )
-SELECT f.cluster, f.job_id_raw, f.job_id, f.job_name, f."user", f.account, f."partition", f.state, f.start_time,
-       f.end_time, f.elapsed_s, f.sbu, f.wasted_sbu, f.code, f.severity, f.message, f.advice, f.first_day, f.last_day,
-       f.advised_partition, f.advised_ncpus, f.advised_mem_bytes, f.advised_ngpus, f.advised_timelimit_s,
-       f.lowers_charge,
-       CAST(row_number() OVER (PARTITION BY f.cluster, f.job_id_raw
-                               ORDER BY f.advice_group, CASE f.severity WHEN 'alarm' THEN 1 WHEN 'warn' THEN 2 ELSE 3 END,
-                                        f.code) AS INTEGER) AS advice_order
-FROM ranked f;
+SELECT * EXCLUDE (advice_key),
+       CAST(row_number() OVER (PARTITION BY cluster, job_id_raw ORDER BY advice_key, code) AS INTEGER) AS advice_order
+FROM ranked;
