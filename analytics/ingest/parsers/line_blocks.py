@@ -4,10 +4,8 @@ lines as a polars frame with the file's own line numbers, blocks converted in th
 in file order, and a scalar rule applied once per distinct value of a column."""
 from __future__ import annotations
 
-import os
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, TypeVar, Union
 
@@ -79,115 +77,6 @@ def in_file_order(calls: Iterable[Callable[[], T]], threads: int, name: str) -> 
         finally:
             for f in pending:
                 f.cancel()
-
-
-# a file this big has its blocks converted in worker processes (when there are 2 cores or more);
-# a smaller one in threads of this process, which start at once
-PROCESS_BYTES = 4 * BLOCK_BYTES
-
-
-def block_workers(path: Path) -> int:
-    """How many worker processes convert path's blocks: one a core (at most 4), or 0 (threads) for a
-    file under PROCESS_BYTES or a machine with one core."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:   # not Linux
-        cores = os.cpu_count() or 1
-    return min(cores, 4) if cores > 1 and path.stat().st_size >= PROCESS_BYTES else 0
-
-
-def blocks_in_file_order(calls: Iterable[tuple], workers: int, threads: int, name: str) -> Iterator:
-    """The results of calls ((function, args...), one per block) in file order: in ``workers``
-    processes (block_workers), else in ``threads`` threads."""
-    if workers:
-        return in_file_order_processes(calls, workers)
-    return in_file_order((partial(fn, *args) for fn, *args in calls), threads, name)
-
-
-def in_file_order_processes(calls: Iterable[tuple], workers: int) -> Iterator:
-    """As in_file_order, for calls given as (function, args...) of module-level functions (picklable),
-    run in ``workers`` processes (block_worker), each with one polars thread: a block's Python work
-    (the GIL) and its polars work both run on every core. Block i goes to worker i mod ``workers``,
-    at most 2 a worker waiting, so the blocks held stay bounded; results come back in file order.
-    The workers are new interpreters running block_worker, not copies of this process and not
-    multiprocessing's (which would run the caller's main script again in each)."""
-    pool = [_Worker() for _ in range(workers)]
-    pending: deque = deque()
-    try:
-        for i, (fn, *args) in enumerate(calls):
-            w = pool[i % workers]
-            w.submit((fn, tuple(args)))
-            pending.append(w)
-            while len(pending) > 2 * workers:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-        for w in pool:
-            w.close()
-    finally:
-        for w in pool:
-            w.kill()
-
-
-class _Worker:
-    """One block_worker process: calls are written by a thread of its own (a big block must not
-    wait on the worker's stdout being read), results read in order by the caller."""
-
-    def __init__(self):
-        import queue
-        import subprocess
-        import sys
-        import threading
-        env = {**os.environ, "POLARS_MAX_THREADS": "1"}
-        self.proc = subprocess.Popen([sys.executable, "-m", "jobsight.analytics.ingest.parsers.block_worker"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-        self.calls: queue.Queue = queue.Queue()
-        self.feeder = threading.Thread(target=self._feed, name=f"jobsight-block-{self.proc.pid}", daemon=True)
-        self.feeder.start()
-
-    def _feed(self) -> None:
-        from jobsight.analytics.ingest.parsers.block_worker import write_message
-        try:
-            while (call := self.calls.get()) is not None:
-                write_message(self.proc.stdin, call)
-            self.proc.stdin.close()
-        except (BrokenPipeError, OSError):   # the worker ended: result() says how
-            pass
-
-    def submit(self, call: tuple) -> None:
-        self.calls.put(call)
-
-    def result(self):
-        import pickle
-
-        from jobsight.analytics.ingest.parsers.block_worker import read_message
-        data = read_message(self.proc.stdout)
-        if data is None:
-            raise RuntimeError(f"block worker {self.proc.pid} ended (exit status {self.proc.wait()})")
-        ok, value = pickle.loads(data)
-        if not ok:
-            raise value
-        return value
-
-    def close(self) -> None:
-        self.calls.put(None)
-        self.feeder.join()
-        self.proc.wait()
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.calls.put(None)
-        for fh in (self.proc.stdin, self.proc.stdout):
-            try:
-                fh.close()
-            except OSError:
-                pass
-
-
-def polars_threads() -> int:
-    return pl.thread_pool_size()
 
 
 def lines_frame(first: int, text: str) -> pl.DataFrame:

@@ -23,8 +23,7 @@ negative time, size or count rejects the record, as values beyond analytics/inge
   those or in the job script (#BSUB -gpu); N is per host, so ngpus = N x nnodes
 Other events (JOB_RESIZE, EVENT_ADRSV_FINISH) and '#' lines are dropped and counted in a note.
 Cluster: opts.cluster, else "default" (lsb.acct names none).
-How: the file is read in blocks of lines, converted in worker processes (a big file, one a core:
-line_blocks.block_workers) or two at a time in threads. A block's plain records are
+How: the file is read in blocks of lines, two at a time in threads. A block's plain records are
 cut into their fields and walked by their counts column-wise with polars (lsf_walk); the others
 one by one: cut with str.split on the quotes where that is exact (tokenize reads the rest), walked
 by walk (the rule, whose reason a rejected record gets). The rows are converted column-wise
@@ -35,6 +34,7 @@ from __future__ import annotations
 import pathlib
 import re
 from collections import Counter
+from functools import partial
 from operator import itemgetter
 from typing import Optional
 
@@ -42,20 +42,13 @@ import polars as pl
 
 from jobsight.analytics.ingest import limits
 from jobsight.analytics.ingest.parsers import lsf_frame, lsf_walk
-from jobsight.analytics.ingest.parsers.line_blocks import (
-    _INT_MAX,
-    block_workers,
-    blocks_in_file_order,
-    close_records,
-    iter_blocks,
-    set_aside,
-)
+from jobsight.analytics.ingest.parsers.line_blocks import _INT_MAX, close_records, in_file_order, iter_blocks, set_aside
 from jobsight.analytics.ingest.records import ParseOptions, ParseResult, Reject
 
 FORMAT = "lsf"
 SOURCE = "lsf"
 MAX_RECORD_LINES = 2000     # a quote left open this long is a broken record, not a script
-PIPELINE = 2                # blocks made into rows at once in threads (a file too small for workers)
+PIPELINE = 2                # blocks made into rows at once (threads)
 
 _TOKEN = re.compile(r'"((?:[^"]|"")*)"|([^\s"]+)')
 _ALNUM = re.compile(r"[0-9A-Za-z]")
@@ -293,12 +286,10 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
     parts: list[pl.DataFrame] = []
     comments = 0
     # records are cut in file order here (a quoted field may go on in the next block); their
-    # fields and rows are made in worker processes or two blocks at a time in threads, collected in
-    # file order
+    # fields and rows are made two blocks at a time in threads, collected in file order
     long_lines: list = []   # lines over lengths.MAX_LINE_BYTES, skipped unread
-    calls = ((_block, first, recs, cluster) for first, recs in _record_blocks(path, long_lines))
-    for rows, rejects, ncom, rows_in, block_notes, block_other in blocks_in_file_order(
-            calls, block_workers(path), PIPELINE, "jobsight-lsf"):
+    calls = (partial(_block, first, recs, cluster) for first, recs in _record_blocks(path, long_lines))
+    for rows, rejects, ncom, rows_in, block_notes, block_other in in_file_order(calls, PIPELINE, "jobsight-lsf"):
         notes.update(block_notes)
         other.update(block_other)
         parts.append(rows)

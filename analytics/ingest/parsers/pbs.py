@@ -27,8 +27,7 @@ ignores it too).
 Job ids: `seq.server` -> job_id_raw 'seq'; arrays `123[4].server` -> array_job_id 123, task 4.
 Cluster: opts.cluster, else the server's first name label ('6.edge.ccr.buffalo.edu' -> 'edge'),
 else "default". A `YYYYMMDD:` prefix (grep over several accounting files) is removed.
-How: the file is read in blocks of lines, converted in worker processes (a big file, one a core:
-line_blocks.block_workers) or two at once in threads, column-wise with polars
+How: the file is read in blocks of lines, two converted at once, column-wise with polars
 (pbs_frame): a record's key=value words are split on blanks unless it holds quotes, option flags
 or other odd words, which split_pairs reads. Durations (HH:MM:SS), sizes (an integer and a unit)
 and exec_host (host/N, host/N-M, host/N*K) in their regular forms are computed with polars
@@ -43,13 +42,14 @@ import pathlib
 import re
 import zoneinfo
 from collections import Counter
+from functools import partial
 from typing import Optional
 
 import polars as pl
 
 from jobsight.analytics.ingest import limits
 from jobsight.analytics.ingest.parsers import pbs_frame
-from jobsight.analytics.ingest.parsers.line_blocks import block_workers, blocks_in_file_order, close_records, iter_blocks, set_aside
+from jobsight.analytics.ingest.parsers.line_blocks import close_records, in_file_order, iter_blocks, set_aside
 from jobsight.analytics.ingest.parsers.pbs_frame import exit_state
 from jobsight.analytics.ingest.records import ParseOptions, ParseResult, Reject
 from jobsight.analytics.ingest.timezones import local_zone_name
@@ -57,7 +57,7 @@ from jobsight.analytics.ingest.units import parse_duration, to_bytes
 
 FORMAT = "pbs"
 SOURCE = "pbs"
-PIPELINE = 2   # blocks converted at once in threads (a file too small for worker processes)
+PIPELINE = 2   # blocks converted at once (threads)
 
 _LINE = re.compile(r"^(?:\d{8}:)?(\d{2})/(\d{2})/(\d{4}) (\d{2}):(\d{2}):(\d{2});([A-Za-z]);([^;]*);?(.*)$")
 _PAIR = re.compile(r'([A-Za-z_][\w.\-]*)=("[^"]*"|\S*)')
@@ -232,12 +232,11 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
     zone_name = opts.timezone or local_zone_name()
     zoneinfo.ZoneInfo(zone_name)   # an unknown zone fails here, before any work
     parts, dparts, skipped, comments = [], [], Counter(), 0
-    # blocks converted in worker processes (a big file) or two at a time in threads (polars releases
-    # the GIL), collected in file order
+    # blocks converted two at a time (polars releases the GIL), collected in file order
     long_lines: list = []   # lines over lengths.MAX_LINE_BYTES, skipped unread
-    calls = ((_block, first, text, zone_name, opts.cluster) for first, text in set_aside(iter_blocks(path), long_lines))
-    for rows, deletions, rejects, ncom, skip, rows_in in blocks_in_file_order(calls, block_workers(path), PIPELINE,
-                                                                              "jobsight-pbs"):
+    calls = (partial(_block, first, text, zone_name, opts.cluster)
+             for first, text in set_aside(iter_blocks(path), long_lines))
+    for rows, deletions, rejects, ncom, skip, rows_in in in_file_order(calls, PIPELINE, "jobsight-pbs"):
         parts.append(rows)
         dparts.append(deletions)
         result.rejects.extend(rejects)
