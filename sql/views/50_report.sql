@@ -149,11 +149,12 @@ CREATE OR REPLACE MACRO waste_rank(part, wasted_sbu, sbu, job_id_raw) AS
 -- following the advice would have saved inside [since, until) (day_savings, as usage_job_day), name,
 -- partition, state and the whole run's efficiencies (from src), the flags folded (flag_summary, with
 -- the leading advice), the #SBATCH lines that would have fit (sbatch_lines) and why a saving is
--- unknown (savings_note). Only the src rows, flags and savings of top's jobs are read for these.
+-- unknown (savings_note). Only the src rows, flags and savings of top's jobs are read for these
+-- (job_day, job_flags and job_savings are looked up by their index on job_id_raw).
 CREATE OR REPLACE MACRO top_job_details(top, src, flags, since, until) AS TABLE
-WITH top_savings AS (
+WITH top_savings AS (     -- by job_id_raw (indexed) first, the cluster at the join below
     SELECT cluster, job_id_raw, savings_sbu, savings_note, sbatch_lines(fitted_request) AS sbatch_lines
-    FROM job_savings SEMI JOIN query_table(top) USING (cluster, job_id_raw)
+    FROM job_savings WHERE job_id_raw IN (SELECT job_id_raw FROM query_table(top))
 ), about AS (
     SELECT d.cluster, d.job_id_raw, any_value(d.job_id) AS job_id, any_value(d."partition") AS "partition",
            any_value(d.state) AS state, any_value(d.job_name) AS job_name,
@@ -163,12 +164,12 @@ WITH top_savings AS (
            any_value(d.start_time) AS start_time, any_value(d.job_elapsed_s) AS elapsed_s,
            any_value(d.ncpus) AS ncpus, any_value(d.ngpus) AS ngpus, any_value(d.charge_driver) AS charge_driver,
            any_value(v.savings_note) AS savings_note, any_value(v.sbatch_lines) AS sbatch_lines
-    FROM query_table(src) d SEMI JOIN query_table(top) t USING (cluster, job_id_raw)
+    FROM query_table(src) d      -- by job_id_raw (indexed in job_day), the cluster at the join below
     LEFT JOIN top_savings v ON v.cluster = d.cluster AND v.job_id_raw = d.job_id_raw
-    WHERE d.day >= since AND d.day < until
+    WHERE d.day >= since AND d.day < until AND d.job_id_raw IN (SELECT job_id_raw FROM query_table(top))
     GROUP BY d.cluster, d.job_id_raw
-), top_flags AS (
-    SELECT * FROM query_table(flags) SEMI JOIN query_table(top) USING (cluster, job_id_raw)
+), top_flags AS (       -- as top_savings: flag_summary groups by cluster, the join below matches it
+    SELECT * FROM query_table(flags) WHERE job_id_raw IN (SELECT job_id_raw FROM query_table(top))
 )
 SELECT t.cluster, t.job_id_raw, d.job_id, t."user", t.account, d."partition", d.state, d.job_name,
        t.sbu, t.wasted_sbu, d.* EXCLUDE (cluster, job_id_raw, job_id, "partition", state, job_name, sbatch_lines),
@@ -192,15 +193,44 @@ WITH ranked AS (
 )
 SELECT * FROM top_job_details(top, src, flags, since, until);
 
+-- The rows of src in [since, until) of the jobs whose waste inside it may be among the n largest:
+-- every such job with all its rows there, so that window_jobs over them ranks the first n jobs
+-- exactly as over all of src, without summing every job. A waste is never negative (sbu times a
+-- share clamped to 0..1, 25_lake_job_metrics.sql), so a job's waste in the range is at least its
+-- largest day there: the n-th largest of the largest days of the jobs found among the 4n most
+-- wasteful days ("low") is at most the n-th largest waste. And it is at most the job's whole
+-- waste, which each of its rows gives (a day's waste is the whole run's times its fraction): only
+-- the jobs whose whole waste reaches low are kept (with slack for rounding), their rows looked up
+-- by job_id_raw (indexed in job_day). With fewer than n such jobs or a low of 0: every row.
+CREATE OR REPLACE MACRO waste_candidates(src, since, until, n) AS TABLE
+WITH largest AS (
+    SELECT max(wasted_sbu) AS most
+    FROM (SELECT cluster, job_id_raw, wasted_sbu FROM query_table(src)
+          WHERE day >= since AND day < until ORDER BY wasted_sbu DESC NULLS LAST LIMIT 4 * n)
+    GROUP BY cluster, job_id_raw
+), bound AS (
+    SELECT CASE WHEN count(most) >= n THEN min(most) END AS low
+    FROM (SELECT most FROM largest ORDER BY most DESC NULLS LAST LIMIT n)
+), kept AS (
+    SELECT DISTINCT job_id_raw FROM query_table(src), bound
+    WHERE day >= since AND day < until
+      AND (bound.low IS NULL OR bound.low <= 0 OR wasted_sbu >= bound.low * fraction * (1 - 1e-9))
+)
+SELECT cluster, job_id_raw, "user", account, day, sbu, wasted_sbu FROM query_table(src)
+WHERE day >= since AND day < until AND job_id_raw IN (SELECT job_id_raw FROM kept);
+
 -- The jobs to fix of one scope (a dashboard page): the first n jobs of src (a slice of job_day: the
 -- rows of the scope and the page's filters) that wasted most in [since, until), with the reports'
 -- figures and details, "rank" first. Over one user's, one account's or the whole cluster's rows:
 -- the very jobs, order and figures of that user's, account's or the admin report's "jobs that
--- wasted the most" (report_top_jobs: its rank_user, rank_account or rank_cluster).
+-- wasted the most" (report_top_jobs: its rank_user, rank_account or rank_cluster). Only the rows
+-- of waste_candidates are summed.
 CREATE OR REPLACE MACRO jobs_to_fix(src, flags, since, until, n) AS TABLE
-WITH top AS (
+WITH candidates AS (
+    SELECT * FROM waste_candidates(src, since, until, n)
+), top AS (
     SELECT *, row_number() OVER (ORDER BY wasted_sbu DESC NULLS LAST, sbu DESC NULLS LAST, job_id_raw) AS "rank"
-    FROM (SELECT * FROM window_jobs(src, since, until)
+    FROM (SELECT * FROM window_jobs(candidates, since, until)
           ORDER BY wasted_sbu DESC NULLS LAST, sbu DESC NULLS LAST, job_id_raw LIMIT n)   -- waste_rank's order
 )
 SELECT * FROM top_job_details(top, src, flags, since, until) ORDER BY "rank";
