@@ -48,21 +48,40 @@ def flag_rows(db, scope: Scope, f: Filters, sort: str = "wasted_sbu", limit: int
     there are); a job's flags are consecutive rows."""
     where, params = _where(scope, f)
     cols = ", ".join(f'"{c}"' for c in COLUMNS)
-    order = f"{SORTS[sort]}, {JOB_ORDER}"
-    top = f" QUALIFY dense_rank() OVER (ORDER BY {order}) <= {int(limit)}" if limit else ""
-    names, rows = db.fetch(f"SELECT {cols} FROM job_flags_savings{where}{top} ORDER BY {SORTS[sort]}, {TIE_BREAK}",
+    if limit:
+        # the first ``limit`` jobs, by a top-N sort of the narrow sort and key columns (a job has at
+        # most one row per flag code, so they are among the first limit x codes rows; the savings
+        # are joined in only when they are the sort key); then the rows of those jobs alone, found
+        # by the first sort key's bound (no sort or rank of every flag row, no join of every job)
+        first = SORTS[sort].split(" DESC")[0]
+        table = "job_flags_savings" if sort == "savings" else "job_flags"
+        _, top = db.fetch(f"SELECT cluster, job_id_raw, {first} FROM {table}{where} "
+                          f"ORDER BY {SORTS[sort]}, {JOB_ORDER} LIMIT ?", params + [int(limit) * len(flag_codes())])
+        jobs = list(dict.fromkeys((c, j) for c, j, _k in top))[:int(limit)]
+        bound = [k for c, j, k in top if (c, j) == jobs[-1]][0] if jobs else None
+        if bound is not None:
+            where += f" AND {first} >= ?"
+            params = params + [bound]
+        raws = sorted({j for _c, j in jobs}) or [""]
+        where += " AND list_contains(?::VARCHAR[], job_id_raw) AND list_contains(?::VARCHAR[], cluster)"
+        params = params + [raws, sorted({c for c, _j in jobs})]
+    names, rows = db.fetch(f"SELECT {cols} FROM job_flags_savings{where} ORDER BY {SORTS[sort]}, {TIE_BREAK}",
                            params)
     more = 0
     if limit:
-        i, j = names.index("cluster"), names.index("job_id_raw")
-        shown = len({(r[i], r[j]) for r in rows})
-        if shown == limit:
-            more = flagged_job_count(db, scope, f) - shown
+        i, j, wanted = names.index("cluster"), names.index("job_id_raw"), set(jobs)
+        rows = [r for r in rows if (r[i], r[j]) in wanted]
+        if len(jobs) == limit:
+            more = flagged_job_count(db, scope, f) - len(jobs)
     return names, rows, more
 
 
 def flagged_job_count(db, scope: Scope, f: Filters) -> int:
     """How many distinct jobs have a flag matching ``f`` (the dashboard's count, by the same rule)."""
     where, params = _where(scope, f)
-    return int(db.value(f"SELECT count(*) FROM (SELECT DISTINCT cluster, job_id_raw FROM job_flags_savings{where})",
+    if not f.codes and not f.severities:
+        # every filter but these is of the job, whose flags have one leading advice (advice_order 1):
+        # a count of those rows, not a DISTINCT of every flag row
+        return int(db.value(f"SELECT count(*) FROM job_flags{where} AND advice_order = 1", params) or 0)
+    return int(db.value(f"SELECT count(*) FROM (SELECT DISTINCT cluster, job_id_raw FROM job_flags{where})",
                         params) or 0)
