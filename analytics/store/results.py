@@ -61,8 +61,8 @@ class Stored:
     table: str      # the stored table readers use
     view: str       # its definition in sql/metrics/ (computes the rows of `scope`)
     scope: str      # the table listing the jobs (or days) to (re)compute
-    order: str      # row order of a full build: what readers filter on ("": none, for a table read
-                    # whole or joined by job: sorting its 10^6 rows would buy nothing)
+    order: str      # row order of a full build: what readers filter on, so that a lookup of one
+                    # job (or day) reads the row groups whose zone maps span it, not all of them
     key: str = KEY  # what the scope lists: its rows are replaced by key
     prices: str = ""  # a stored table of requests that `view` reads priced as lake_job_charge
     index: str = ""   # a column given an index: readers look a few jobs up in it (the jobs to fix)
@@ -76,9 +76,9 @@ STORED = (
     Stored("job_cpu_hosts", "lake_job_cpu_hosts", "metric_scope", KEY),
     Stored("job_metrics", "lake_job_metrics", "metric_scope", f"start_time, {KEY}"),
     Stored("job_day", "calc_job_day", "metric_scope", f"day, {KEY}", index="job_id_raw"),
-    Stored("job_flags", "calc_job_flags", "metric_flag_scope", "", index="job_id_raw"),
-    Stored("job_advice", "calc_job_advice", "metric_flag_scope", ""),
-    Stored("job_savings", "calc_job_savings", "metric_flag_scope", "", prices="job_advice", index="job_id_raw"),
+    Stored("job_flags", "calc_job_flags", "metric_flag_scope", KEY, index="job_id_raw"),
+    Stored("job_advice", "calc_job_advice", "metric_flag_scope", KEY),
+    Stored("job_savings", "calc_job_savings", "metric_flag_scope", KEY, prices="job_advice", index="job_id_raw"),
     Stored("dash_day", "calc_dash_day", "metric_day_scope", DAY, DAY),
     Stored("dash_eff_day", "calc_dash_eff_day", "metric_day_scope", DAY, DAY),
     Stored("dash_flag_day", "calc_dash_flag_day", "metric_day_scope", DAY, DAY),
@@ -242,6 +242,8 @@ def definitions_checksums(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
                 h.update(repr(con.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall()).encode())
         if _portable(s):
             h.update(repr((sorted(INPUTS.items()), EVERY_SAMPLE, EVERY_JOB, schema_inputs)).encode())
+        else:       # the row order readers rely on: a table stored in another order is rebuilt
+            h.update(f"order {s.order}".encode())
         if s.index:     # a table stored without its index is rebuilt
             h.update(f"index {s.index}".encode())
         out[s.table] = h.hexdigest()[:16]
