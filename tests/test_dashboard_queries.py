@@ -470,3 +470,33 @@ def test_data_age_of_an_empty_database(tmp_path):
     finally:
         con.close()
     assert (got.newest, got.old, got.line()) == (None, False, "no accounting data yet")
+
+
+@pytest.mark.parametrize("scope", [ADMIN, ALICE, DAVE_LEADS_A], ids=["admin", "alice", "lead"])
+def test_api_pages_are_the_first_jobs_of_the_whole_list(h, scope):
+    """A page of the API's lists (a top-N sort, then its jobs' flags) is exactly the start of the
+    whole list: each limit's flags are those of the first jobs of limit=0, `more` the rest; the job
+    pages, followed by cursor, are every job in order with its flag codes."""
+    from jobsight.analytics.queries.flags import SORTS, flag_rows
+    for sort in SORTS:
+        names, every, more = flag_rows(h, scope, Filters(), sort, 0)
+        i, j = names.index("cluster"), names.index("job_id_raw")
+        jobs = list(dict.fromkeys((r[i], r[j]) for r in every))
+        assert more == 0 and jobs, sort
+        for limit in range(1, len(jobs) + 2):
+            _, rows, more = flag_rows(h, scope, Filters(), sort, limit)
+            assert rows == [r for r in every if (r[i], r[j]) in set(jobs[:limit])], (sort, limit)
+            assert more == (len(jobs) - limit if limit <= len(jobs) else 0), (sort, limit)
+    codes = h.rows("SELECT cluster, job_id_raw, list(code ORDER BY code) AS codes FROM job_flags GROUP BY ALL")
+    codes = {(r["cluster"], r["job_id_raw"]): list(r["codes"]) for r in codes}
+    names, whole, key = job_queries.job_page(h, scope, Filters(), None, 1000)
+    assert key is None and whole
+    pages, after = [], None
+    while True:
+        names, rows, after = job_queries.job_page(h, scope, Filters(), after, 2)
+        pages += rows
+        if after is None:
+            break
+    c, j, k = names.index("cluster"), names.index("job_id_raw"), names.index("codes")
+    assert pages == whole and any(r[k] for r in whole)
+    assert all(r[k] == codes.get((r[c], r[j]), []) for r in whole)
