@@ -220,8 +220,9 @@ SELECT cluster, job_id_raw, "user", account, day, sbu, wasted_sbu FROM query_tab
 WHERE day >= since AND day < until AND job_id_raw IN (SELECT job_id_raw FROM kept);
 
 -- The jobs to fix of one scope (a dashboard page): the first n jobs of src (a slice of job_day: the
--- rows of the scope and the page's filters) that wasted most in [since, until), with the reports'
--- figures and details, "rank" first. Over one user's, one account's or the whole cluster's rows:
+-- rows of the scope and the page's filters, with at least the columns waste_candidates reads) that
+-- wasted most in [since, until), with the reports' figures and details (from job_day, whose rows
+-- of a job are all in src or none: a scope and the page's filters select whole jobs), "rank" first. Over one user's, one account's or the whole cluster's rows:
 -- the very jobs, order and figures of that user's, account's or the admin report's "jobs that
 -- wasted the most" (report_top_jobs: its rank_user, rank_account or rank_cluster). Only the rows
 -- of waste_candidates are summed.
@@ -233,7 +234,7 @@ WITH candidates AS (
     FROM (SELECT * FROM window_jobs(candidates, since, until)
           ORDER BY wasted_sbu DESC NULLS LAST, sbu DESC NULLS LAST, job_id_raw LIMIT n)   -- waste_rank's order
 )
-SELECT * FROM top_job_details(top, src, flags, since, until) ORDER BY "rank";
+SELECT * FROM top_job_details(top, job_day, flags, since, until) ORDER BY "rank";
 
 -- Flagged jobs that ran in [since, until), by flag code: per user, per account and for the cluster.
 CREATE OR REPLACE MACRO report_flag_counts(src, flags, since, until) AS TABLE
