@@ -131,6 +131,31 @@ def ghost_to(victim: Person, text: str) -> str:
     return text
 
 
+DAY = re.compile(r"\d{4}-\d\d-\d\d")
+
+
+def without_empty_days(text: str) -> str:
+    """The answer with each chart's zero-filled days left out: charts span the selected period, so
+    a period ending on the victim's day and one ending on the ghost's (years later) differ in how
+    many empty days they draw, and in nothing else when no one's data leaks; the days with a value
+    are kept and compared."""
+    def walk(node):
+        if isinstance(node, dict):
+            x, y = node.get("x"), node.get("y")
+            if (isinstance(x, list) and isinstance(y, list) and len(x) == len(y)
+                    and all(isinstance(v, str) and DAY.match(v) for v in x)):
+                kept = [(a, b) for a, b in zip(x, y) if b not in (0, 0.0, None)]
+                node = {**node, "x": [a for a, _ in kept], "y": [b for _, b in kept]}
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+    try:
+        return json.dumps(walk(json.loads(text)), sort_keys=True)
+    except ValueError:
+        return text
+
+
 def leaks(viewer: str, request: bytes, reply: Reply) -> set[str]:
     """Markers of data outside ``viewer``'s scope in the reply that the request did not carry."""
     sent = request.decode()
@@ -155,7 +180,7 @@ def test_every_callback_with_another_users_values(env, deps, viewer, victims):
             Checks.expect(rv.status in (200, 204) and rg.status in (200, 204), f"{where}: HTTP {rv.status}/{rg.status}")
             Checks.expect(not leaks(viewer.user, bv, rv), f"{where}: leaked {leaks(viewer.user, bv, rv)}")
             Checks.expect(not leaks(viewer.user, bg, rg), f"{where} (ghost): leaked {leaks(viewer.user, bg, rg)}")
-            Checks.expect(rv.body == ghost_to(victim, rg.body),
+            Checks.expect(without_empty_days(rv.body) == without_empty_days(ghost_to(victim, rg.body)),
                           f"{where}: the answer differs from the one for a name that does not exist\n"
                           f"{rv.body[:400]}\n{ghost_to(victim, rg.body)[:400]}")
             Checks.expect("Traceback" not in rv.body, where)
