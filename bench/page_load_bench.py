@@ -93,6 +93,7 @@ MONITOR = r"""
   };
   const mark = () => {
     M.lastMut = performance.now();
+    if (!M.totals && document.getElementById('total-sbu')) M.totals = M.lastMut;   // the overview's first figure
     requestAnimationFrame(() => { M.frame = performance.now(); });
   };
   new MutationObserver(mark).observe(document, {subtree: true, childList: true, attributes: true,
@@ -330,7 +331,8 @@ class Chromium:
                 ttfb: r.responseStart - r.requestStart, size: r.decodedBodySize, transfer: r.transferSize}));
             return {nav: {responseEnd: nav.responseEnd, dcl: nav.domContentLoadedEventEnd, load: nav.loadEventEnd,
                           size: nav.decodedBodySize, transfer: nav.transferSize},
-                    res: res, fetches: window.__pl.fetches, done: window.__pl.done, frames: window.__pl.frames};""")
+                    res: res, fetches: window.__pl.fetches, done: window.__pl.done, frames: window.__pl.frames,
+                    totals: window.__pl.totals || null};""")
         after = self.metrics()
         # the renderer's totals: this page's share when the process served the page before too
         same = after["TaskDuration"] >= before["TaskDuration"]
@@ -407,6 +409,11 @@ def served(m: dict) -> tuple[int, list[dict]]:
     return int(m["nav"]["size"]), out
 
 
+def short(output: str) -> str:
+    """A callback's outputs as Dash names them ("..a.b...c.d.." for two, "x.y@hash"), readable."""
+    return ", ".join(o.split("@")[0] for o in output.strip(".").split("...") if o)
+
+
 def breakdown(runs: list[dict]) -> list[tuple[str, float, float, float]]:
     """(step, start, server ms, end) p50 over the loads: milestones and each callback in order."""
     rows: dict[str, list[tuple[float, float, float]]] = {}
@@ -425,7 +432,7 @@ def breakdown(runs: list[dict]) -> list[tuple[str, float, float, float]]:
         seen: dict[str, int] = {}
         for f in m["fetches"]:
             path = f["url"].split("?")[0].rsplit("/", 1)[-1]
-            name = f"callback {f['output']}" if f["output"] else f"GET {path}"
+            name = f"callback {short(f['output'])}" if f["output"] else f"GET {path}"
             seen[name] = seen.get(name, 0) + 1
             if seen[name] > 1:
                 name += f" #{seen[name]}"
@@ -434,17 +441,15 @@ def breakdown(runs: list[dict]) -> list[tuple[str, float, float, float]]:
                 r = min(posts, key=lambda r, f=f: abs(r["start"] - f["start"]))
                 ttfb = r["ttfb"]
             add(name, f["start"], ttfb, f["end"] if f["end"] is not None else float("nan"))
+        if m.get("totals"):
+            add("the totals shown (#total-sbu in the DOM)", 0.0, float("nan"), m["totals"])
         add("fully drawn", 0.0, float("nan"), m["done"])
     return [(n, p50([x[0] for x in rows[n]]), p50([x[1] for x in rows[n]]), p50([x[2] for x in rows[n]]))
             for n in sorted(order, key=lambda n: p50([x[2] for x in rows[n]]))]
 
 
-def row(label: str, xs: list[float], base: list[float] | None = None, target: float | None = None) -> str:
-    s = f"| {label} | {len(xs)} | {p50(xs):,.0f} | {pct(xs, 0.95):,.0f} | {min(xs):,.0f}–{max(xs):,.0f} |"
-    if base:
-        s += f" {p50(xs) / p50(base):.2f} |"
-    else:
-        s += " |"
+def row(label: str, xs: list[float], target: float | None = None) -> str:
+    s = f"| {label} | {len(xs)} | {p50(xs):,.0f} | {pct(xs, 0.95):,.0f} | {min(xs):,.0f}–{max(xs):,.0f} | |"
     if target is not None:
         met = p50(xs) <= target * 1000
         s += f" ≤ {target * 1000:,.0f} | {'yes' if met else 'no'} (p95 {'within' if pct(xs, 0.95) <= target * 1000 else 'over'}) |"
