@@ -24,6 +24,7 @@ HIVE = "hive_partitioning = true, hive_types = {'cluster': VARCHAR, 'month': VAR
 # TEMP tables of one refresh: the pruned jobs in its scope read from the lake, and those kept as stored
 FROM_LAKE = "_pruned_from_lake"
 KEPT = "_pruned_kept"
+SHORT = "_pruned_short"   # the keys of the jobs the lake did not give whole
 
 
 def _quote(s: str) -> str:
@@ -90,11 +91,12 @@ def scope_samples(con, scope: str) -> tuple[Optional[str], list[tuple[str, str]]
     good, counts, why = readable(con, parts, FROM_LAKE)
     pruned = con.execute(f"SELECT cluster, job_id_raw, rows_pruned FROM {FROM_LAKE}").fetchall()
     short = sorted((c, j) for c, j, n in pruned if counts.get((c, j), 0) < n)
-    if short:
-        con.execute(f"INSERT INTO {KEPT} SELECT * FROM {FROM_LAKE} WHERE list_contains(?, cluster || '/' || job_id_raw)",
-                    [[f"{c}/{j}" for c, j in short]])
-        con.execute(f"DELETE FROM {FROM_LAKE} WHERE list_contains(?, cluster || '/' || job_id_raw)",
-                    [[f"{c}/{j}" for c, j in short]])
+    if short:   # by the key's two columns (a joined text would let "a/b"+"c" match "a"+"b/c")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {SHORT} (cluster VARCHAR, job_id_raw VARCHAR)")
+        con.executemany(f"INSERT INTO {SHORT} VALUES (?, ?)", short)
+        con.execute(f"INSERT INTO {KEPT} SELECT * FROM {FROM_LAKE} SEMI JOIN {SHORT} USING ({KEY})")
+        con.execute(f"DELETE FROM {FROM_LAKE} f USING {SHORT} s "
+                    "WHERE f.cluster = s.cluster AND f.job_id_raw = s.job_id_raw")
     if not good or len(short) == len(pruned):
         return None, short, why
     return (f"SELECT r.* EXCLUDE (month) FROM {read_sql(good)} r JOIN {FROM_LAKE} p USING ({KEY}) WHERE r.time < p.before",
@@ -102,7 +104,7 @@ def scope_samples(con, scope: str) -> tuple[Optional[str], list[tuple[str, str]]
 
 
 def drop(con) -> None:
-    for table in (FROM_LAKE, KEPT):
+    for table in (FROM_LAKE, KEPT, SHORT):
         con.execute(f"DROP TABLE IF EXISTS temp.{table}")
 
 
