@@ -11,7 +11,7 @@ SBU, wasted SBU and hours are split across the days it ran in proportion to its 
 (job_day), and a job counts in a period when it ran in it (once, however many of its days it ran;
 a flagged job is one of those with a flag). The tables read here are the stored per-job results
 (job_metrics, job_flags) and per-day summaries (dash_*, sql/metrics/5N_dash_*.sql) that every
-refresh keeps current (analytics/store/results.py), added up with the macros of sql/views/60_dashboard.sql.
+refresh keeps current (analytics/store/results.py), added up with the macros of sql/views/35_dashboard.sql.
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Billing units burned, wasted and what following the advice would have saved, summed by user,
 account, partition, cluster or period (the table macro usage_summary, sql/views/40_usage.sql: usage
-split by day, job_day), and the allocations against their burn (budget_status, 55_budget.sql)."""
+split by day as job_day splits it, summed per day in dash_day), and the allocations against their
+burn (budget_status, 55_budget.sql)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -67,7 +68,7 @@ def budget_rows(db, scope: Scope, f: Filters, until: dt.datetime) -> tuple[list[
         FROM budget_status(?)
         WHERE (CAST(? AS VARCHAR) IS NULL OR account = ?)
           AND (CAST(? AS VARCHAR) IS NULL OR "user" = ?
-               OR ("user" IS NULL AND account IN (SELECT DISTINCT account FROM job_day WHERE "user" = ?)))
+               OR ("user" IS NULL AND account IN (SELECT DISTINCT account FROM dash_day WHERE "user" = ?)))
           AND (CAST(? AS VARCHAR) IS NULL OR cluster IS NULL OR cluster = ?)
         ORDER BY account, "user" NULLS FIRST, cluster NULLS FIRST""",
                     [until, account, account, user, user, user, f.cluster, f.cluster])

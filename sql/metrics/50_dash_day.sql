@@ -9,7 +9,7 @@
 -- [since, until] are those whose first day (job_day.is_first) is in it, plus those already running
 -- on `since`; so per day it is enough to keep jobs starting that day (*_first) and jobs running that
 -- day (*_running), and take the running count on the period's first day and the starting count on
--- the others (dash_jobs_in_period, sql/views/60_dashboard.sql).
+-- the others (dash_jobs_in_period, sql/views/35_dashboard.sql).
 
 -- The job_day rows of the days in scope, with whether the job has a flag and the day's share of
 -- what its advice would have saved (day_savings, 46_job_savings.sql).
@@ -35,6 +35,8 @@ SELECT day, cluster, "user", account, "partition",
        count(*) FILTER (WHERE flagged)                                        AS flagged_running,
        sum(sbu)                                                               AS sbu,
        sum(wasted_sbu)                                                        AS wasted_sbu,
+       -- the SBU of the jobs whose waste is known (the share wasted is wasted_sbu over wasted_w)
+       sum(sbu) FILTER (WHERE wasted_sbu IS NOT NULL)                         AS wasted_w,
        -- what following the advice would have saved, and the SBU of the jobs whose savings are
        -- known (the share saved is savings_sbu over savings_w)
        sum(savings_sbu)                                                       AS savings_sbu,

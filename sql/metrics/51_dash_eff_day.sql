@@ -1,7 +1,7 @@
 -- calc_dash_eff_day (stored as dash_eff_day): what the efficiency histogram filters and counts. Per
 -- day, cluster, user, account, partition, first-day mark and the job's 10 % bin of each efficiency,
 -- how many jobs (n). The histogram of a period sums n over the rows dash_job_once keeps
--- (sql/views/60_dashboard.sql).
+-- (sql/views/35_dashboard.sql).
 
 -- The 10 % efficiency bin of a job (0 ... 9, over 100 % in the last); NULL when not measured.
 CREATE OR REPLACE MACRO dash_bin(pct) AS

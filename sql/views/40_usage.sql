@@ -24,16 +24,20 @@ SELECT d.*, day_savings(s.cluster IS NOT NULL, s.savings_sbu, d.fraction) AS sav
 FROM job_day d
 LEFT JOIN (SELECT cluster, job_id_raw, savings_sbu FROM job_savings) s USING (cluster, job_id_raw);
 
+-- A part's share of a whole, in percent (NULL when the whole is 0 or NULL).
+CREATE OR REPLACE MACRO pct_of(part, whole) AS part * 100.0 / NULLIF(whole, 0);
+
 -- The share of the burn wasted, in percent: wasted SBU over the SBU whose waste is known (a job whose
--- efficiency was not measured has no wasted SBU and weighs in neither). An aggregate, for GROUP BYs;
--- `jobsight usage` and the reports' totals both use it.
+-- efficiency was not measured has no wasted SBU and weighs in neither). An aggregate, for GROUP BYs
+-- over job rows (the reports' totals); dash_day keeps the same denominator per day as wasted_w.
 CREATE OR REPLACE MACRO wasted_pct(wasted_sbu, sbu) AS
-    sum(wasted_sbu) * 100.0 / NULLIF(sum(sbu) FILTER (WHERE wasted_sbu IS NOT NULL), 0);
+    pct_of(sum(wasted_sbu), sum(sbu) FILTER (WHERE wasted_sbu IS NOT NULL));
 
 -- The share of the burn following the advice would have saved, in percent: over the SBU whose
 -- savings are known (a job without advice saves 0; one whose savings are unknown weighs in neither).
+-- dash_day keeps the denominator per day as savings_w.
 CREATE OR REPLACE MACRO savings_pct(savings_sbu, sbu) AS
-    sum(savings_sbu) * 100.0 / NULLIF(sum(sbu) FILTER (WHERE savings_sbu IS NOT NULL), 0);
+    pct_of(sum(savings_sbu), sum(sbu) FILTER (WHERE savings_sbu IS NOT NULL));
 
 -- `jobsight usage`: jobs, SBU burned, wasted and the advice would have saved (and the jobs whose
 -- saving is unknown: unpriced_jobs, with their unpriced_wasted_sbu), core- and GPU-hours (and the jobs
@@ -41,31 +45,52 @@ CREATE OR REPLACE MACRO savings_pct(savings_sbu, sbu) AS
 -- `by_key` (user, account, partition, cluster, or the day, ISO week or month as text), for the jobs of
 -- the named user, account, partition and cluster (NULL: any). "key" holds the group's value.
 -- With plain DuckDB:  SELECT * FROM usage_summary('account', DATE '2026-11-16', DATE '2026-11-23');
+--
+-- It adds up the stored per-day summaries (dash_day: job_day's rows summed per day, cluster, user,
+-- account and partition, kept by the same refresh), tens of thousands of rows rather than job_day's
+-- million. A job counts once per group however many days it ran (dash_jobs_in_period,
+-- 35_dashboard.sql): on its first day, or on the first day of its group's period inside [since,
+-- until) when it started before (period_first: that day for by day, the week's or month's first
+-- day inside the range for by week or month, the range's first day otherwise).
 CREATE OR REPLACE MACRO usage_summary(by_key, since, until, only_user := NULL, only_account := NULL,
                                       only_partition := NULL, only_cluster := NULL) AS TABLE
-SELECT CASE by_key WHEN 'user' THEN "user" WHEN 'account' THEN account WHEN 'partition' THEN "partition"
-               WHEN 'cluster' THEN cluster
-               WHEN 'day' THEN strftime(day, '%Y-%m-%d')
-               WHEN 'week' THEN strftime(date_trunc('week', day), '%G-W%V')
-               WHEN 'month' THEN strftime(day, '%Y-%m')
-               ELSE error('usage_summary: by_key ' || by_key || ': user, account, partition, cluster, day, week or month')
-       END                                                                    AS "key",
-       count(DISTINCT (cluster, job_id_raw))                                  AS jobs,
+WITH r AS (
+    -- the first whole day of [since, until)
+    SELECT CASE WHEN date_trunc('day', CAST(since AS TIMESTAMP)) = CAST(since AS TIMESTAMP)
+                THEN CAST(since AS TIMESTAMP)
+                ELSE date_trunc('day', CAST(since AS TIMESTAMP)) + INTERVAL 1 DAY END AS first_day
+), d AS (
+    SELECT s.*,
+           CASE by_key WHEN 'user' THEN "user" WHEN 'account' THEN account WHEN 'partition' THEN "partition"
+                       WHEN 'cluster' THEN cluster
+                       WHEN 'day' THEN strftime(day, '%Y-%m-%d')
+                       WHEN 'week' THEN strftime(date_trunc('week', day), '%G-W%V')
+                       WHEN 'month' THEN strftime(day, '%Y-%m')
+                       ELSE error('usage_summary: by_key ' || by_key || ': user, account, partition, cluster, day, week or month')
+           END                                                                AS "key",
+           CASE by_key WHEN 'day' THEN day
+                       WHEN 'week' THEN greatest(date_trunc('week', day), r.first_day)
+                       WHEN 'month' THEN greatest(date_trunc('month', day), r.first_day)
+                       ELSE r.first_day END                                   AS period_first
+    FROM dash_day s, r
+    WHERE day >= since AND day < until
+      AND (only_user IS NULL OR "user" = only_user) AND (only_account IS NULL OR account = only_account)
+      AND (only_partition IS NULL OR "partition" = only_partition) AND (only_cluster IS NULL OR cluster = only_cluster)
+)
+SELECT "key",
+       CAST(dash_jobs_in_period(jobs_first, jobs_running, day, period_first) AS BIGINT) AS jobs,
        sum(sbu)                                                               AS sbu,
        sum(wasted_sbu)                                                        AS wasted_sbu,
-       wasted_pct(wasted_sbu, sbu)                                            AS wasted_pct,
+       pct_of(sum(wasted_sbu), sum(wasted_w))                                 AS wasted_pct,
        sum(savings_sbu)                                                       AS savings_sbu,
-       savings_pct(savings_sbu, sbu)                                          AS savings_pct,
+       pct_of(sum(savings_sbu), sum(savings_w))                               AS savings_pct,
        -- the jobs left out of savings_sbu because their saving is unknown, and what they wasted
-       count(DISTINCT (cluster, job_id_raw)) FILTER (WHERE savings_sbu IS NULL)   AS unpriced_jobs,
-       COALESCE(sum(wasted_sbu) FILTER (WHERE savings_sbu IS NULL), 0)        AS unpriced_wasted_sbu,
+       CAST(dash_jobs_in_period(unpriced_first, unpriced_running, day, period_first) AS BIGINT) AS unpriced_jobs,
+       COALESCE(sum(unpriced_wasted_sbu), 0)                                  AS unpriced_wasted_sbu,
        sum(core_hours)                                                        AS core_hours,
        sum(gpu_hours)                                                         AS gpu_hours,
        -- the jobs left out of core_hours / gpu_hours: they ran on an unknown number of cores / GPUs
-       count(DISTINCT (cluster, job_id_raw)) FILTER (WHERE core_hours IS NULL) AS core_hours_unknown_jobs,
-       count(DISTINCT (cluster, job_id_raw)) FILTER (WHERE gpu_hours IS NULL)  AS gpu_hours_unknown_jobs
-FROM usage_job_day
-WHERE day >= since AND day < until
-  AND (only_user IS NULL OR "user" = only_user) AND (only_account IS NULL OR account = only_account)
-  AND (only_partition IS NULL OR "partition" = only_partition) AND (only_cluster IS NULL OR cluster = only_cluster)
-GROUP BY ALL;
+       CAST(dash_jobs_in_period(core_unknown_first, core_unknown_running, day, period_first) AS BIGINT) AS core_hours_unknown_jobs,
+       CAST(dash_jobs_in_period(gpu_unknown_first, gpu_unknown_running, day, period_first) AS BIGINT) AS gpu_hours_unknown_jobs
+FROM d
+GROUP BY "key";

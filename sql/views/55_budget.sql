@@ -1,7 +1,8 @@
 -- Budgets: each allocation (table budget: per account, or per user within an account) against the
 -- burn of its jobs, from job_day, the one split of jobs into days (a job running across the
--- period's edge counts with its share of the time inside). `jobsight usage --budget`, the weekly
--- reports and the dashboard read budget_status / budget_current.
+-- period's edge counts with its share of the time inside), as summed per day, cluster, user,
+-- account and partition in dash_day (sql/metrics/50_dash_day.sql). `jobsight usage --budget`, the
+-- weekly reports and the dashboard read budget_status / budget_current.
 -- With plain DuckDB:  SELECT * FROM budget_status(DATE '2026-11-23');   -- as of the day before
 
 -- The allocation period holding day d, [period_start, period_end): budget.start + k x budget.period
@@ -64,7 +65,7 @@ WITH t AS (
            COALESCE(sum(d.sbu) FILTER (WHERE d.day >= b.upto - INTERVAL 7 DAY), 0) / 7.0   AS burn_rate_7d,
            COALESCE(sum(d.sbu) FILTER (WHERE d.day >= b.upto - INTERVAL 30 DAY), 0) / 30.0 AS burn_rate_30d
     FROM b
-    LEFT JOIN job_day d
+    LEFT JOIN dash_day d
       ON d.account = b.account AND (b."user" IS NULL OR d."user" = b."user")
      AND (b.cluster IS NULL OR d.cluster = b.cluster)
      AND d.day >= least(CAST(b.period_start AS TIMESTAMP), b.upto - INTERVAL 30 DAY) AND d.day < b.upto
@@ -92,5 +93,5 @@ FROM r;
 CREATE OR REPLACE MACRO budget_data_until() AS (
     SELECT COALESCE(max(day), date_trunc('day', CAST(current_timestamp AT TIME ZONE 'UTC' AS TIMESTAMP)))
            + INTERVAL 1 DAY
-    FROM job_day);
+    FROM dash_day);
 CREATE OR REPLACE VIEW budget_current AS SELECT * FROM budget_status(budget_data_until());
