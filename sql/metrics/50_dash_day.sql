@@ -1,4 +1,5 @@
--- The dashboard's per-day summaries (dashboard/queries.py reads them; the files 5N_dash_*.sql), each
+-- The per-day summaries (the files 5N_dash_*.sql) that the dashboard (analytics/queries/summaries.py),
+-- `jobsight usage` (usage_summary) and the budgets (budget_status) add up, each
 -- computed for the days listed in metric_day_scope: a refresh recomputes the days its jobs ran in,
 -- before and after the change. Days are job_day's (30_job_day.sql): a job's SBU, wasted SBU and
 -- hours are split across the days it ran exactly as the weekly reports (sql/views/50_report.sql)

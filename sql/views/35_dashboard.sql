@@ -1,5 +1,6 @@
--- What the dashboard's queries (dashboard/queries.py) use to add up the stored per-day summaries
--- (dash_day, dash_eff_day, dash_flag_day: sql/metrics/5N_dash_*.sql) over a period.
+-- What the dashboard's queries (analytics/queries/summaries.py) and usage_summary (40_usage.sql) use
+-- to add up the stored per-day summaries (dash_day, dash_eff_day, dash_flag_day:
+-- sql/metrics/5N_dash_*.sql) over a period.
 --
 -- The jobs that ran in [since, until] are those whose first day is in it, plus those already
 -- running on `since`: per day the summaries keep the jobs starting that day (*_first) and those
