@@ -268,6 +268,15 @@ def _settings_after_prune(root: Path, db: Path, lake: Path, config: Path, unprun
         assert "earlier settings" in err and "skipped demo 2026-1" in err
         for j in jobs:
             assert _same(_job_figures(db, j)["gpus"], before[j]["gpus"]), j
+        # the admin moved the lake and configured its new place: the recompute reads it there
+        moved = root / "moved.toml"
+        moved.write_text(f'[lake]\npath = "{away}"\n[flags]\ngpu_idle_pct = 40\n[samples]\nmax_gap_s = 15\n',
+                         encoding="utf-8")
+        _ok(["settings", "--db", db, "--config", moved, "--quiet"])
+        assert _query(db, "SELECT DISTINCT lake FROM pruned_month") == [(str(lake),)]   # the record stays
+        _ok(["settings", "--db", unpruned, "--config", config, "--quiet"])
+        for j in jobs:
+            assert _same(_job_figures(db, j), _job_figures(unpruned, j)), j
     finally:
         away.rename(lake)
     # back: the next recompute takes them from the lake again

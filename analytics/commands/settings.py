@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
                       f"{pruned.named(moved)} from the samples the Parquet lake holds")
         if args.dry_run:
             return 0
-        done = store.refresh(con, say=progress, progress=progress)
+        done = store.refresh(con, say=progress, progress=progress, lake_path=cfg.lake_path)
         apply_views(con)
     if done.kept:       # the lake could not give them: said, and exit 1 (docs/cli.md)
         print(f"jobsight settings: {pruned.kept_message(done.kept, done.skipped)}", file=sys.stderr)

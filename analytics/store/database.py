@@ -129,7 +129,7 @@ class Database:
             else:
                 if given or not has_settings(con):
                     apply_to_db(con, cfg)
-                done = store.refresh(con, say=say, progress=progress)
+                done = store.refresh(con, say=say, progress=progress, lake_path=cfg.lake_path)
                 if done.kept and say:
                     from jobsight.analytics.store.pruned import kept_message
                     say(kept_message(done.kept, done.skipped))
@@ -240,7 +240,7 @@ class Database:
         """Bring the stored per-job results and summaries up to date (analytics/store/results.py)."""
         if self.read_only:
             raise UserError(f"{self.path}: opened read-only; its stored results cannot be refreshed")
-        return store.refresh(self.con, say=say, full=full)
+        return store.refresh(self.con, say=say, full=full, lake_path=self.config.lake_path if self.config else None)
 
     def close(self) -> None:
         try:

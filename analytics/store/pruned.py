@@ -76,18 +76,19 @@ def readable(con, parts: list[tuple[str, str, str]], jobs: str) -> tuple[list[st
     return good, counts, why
 
 
-def scope_samples(con, scope: str) -> tuple[Optional[str], list[tuple[str, str]], list[str]]:
+def scope_samples(con, scope: str, root: Optional[str] = None) -> tuple[Optional[str], list[tuple[str, str]], list[str]]:
     """For a refresh whose jobs are listed in the table ``scope``: (a SELECT of the lake's samples
     of its pruned jobs before their cutoffs, the columns of the `samples` view and time_ms, or None when it has none that the
     lake gives whole; the pruned jobs of the scope the lake does not give whole, which keep their
-    stored rows; why partitions were skipped). Leaves the TEMP tables FROM_LAKE and KEPT."""
+    stored rows; why partitions were skipped). ``root``: the lake to read ([lake] path) instead of the
+    one each month was pruned to. Leaves the TEMP tables FROM_LAKE and KEPT."""
     con.execute(f"CREATE OR REPLACE TEMP TABLE {FROM_LAKE} AS SELECT p.cluster, p.job_id_raw, p.before, "
                 f"p.rows_pruned FROM pruned_job p SEMI JOIN {scope} USING ({KEY})")
     con.execute(f"CREATE OR REPLACE TEMP TABLE {KEPT} AS SELECT * FROM {FROM_LAKE} LIMIT 0")
     months = con.execute(f"SELECT list(DISTINCT cluster), max(strftime(before, '%Y-%m')) FROM {FROM_LAKE}").fetchone()
     if not months[0]:
         return None, [], []
-    parts = [p for p in partitions(con, last=months[1]) if p[0] in set(months[0])]
+    parts = [p for p in partitions(con, last=months[1], root=root) if p[0] in set(months[0])]
     good, counts, why = readable(con, parts, FROM_LAKE)
     pruned = con.execute(f"SELECT cluster, job_id_raw, rows_pruned FROM {FROM_LAKE}").fetchall()
     short = sorted((c, j) for c, j, n in pruned if counts.get((c, j), 0) < n)

@@ -270,17 +270,19 @@ def _check_settings(con) -> None:
                                                "open the database read-write with this jobsight")
 
 
-def _create_views(con, everything: bool = False, stored: tuple[Stored, ...] = ()) -> tuple[tuple, tuple]:
+def _create_views(con, everything: bool = False, stored: tuple[Stored, ...] = (),
+                  lake_path: Optional[str] = None) -> tuple[tuple, tuple]:
     """The portable SQL over the jobs of metric_scope: its inputs and its views, as TEMP objects.
     ``everything``: lake_samples and lake_jobs are every sample and job (a full rebuild: see EVERY_SAMPLE). ``stored``:
     portable tables that are current, whose views read their stored rows rather than compute them.
+    ``lake_path``: [lake] path, read instead of the lake each month was pruned to (store/pruned.py).
     Returns the pruned jobs (cluster, job_id_raw) that keep their stored per-device and per-host rows,
     and why lake partitions were skipped (store/pruned.py)."""
     _check_settings(con)
     kept = {s.view: s.table for s in stored}
     # the pruned jobs' samples before their cutoff, read back from the lake (store/pruned.py)
     from_lake, short, skipped = (None, [], []) if set(MATERIALIZED) <= set(kept) else \
-        pruned.scope_samples(con, "metric_scope")
+        pruned.scope_samples(con, "metric_scope", lake_path)
     for table, select in INPUTS.items():
         if everything:
             select = {"samples": EVERY_SAMPLE, "jobs": EVERY_JOB}.get(table, select)
@@ -415,21 +417,22 @@ def rebuild_plan(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
 
 
 def refresh(con: duckdb.DuckDBPyConnection, say: Optional[Callable[[str], None]] = None,
-            full: bool = False, progress: Optional[Callable[[str], None]] = None) -> Refresh:
+            full: bool = False, progress: Optional[Callable[[str], None]] = None, lake_path: Optional[str] = None) -> Refresh:
     """Bring the stored results up to date; see the module docstring. ``full``: recompute every job
-    (for rows written into the tables by hand, which carry no ingest_id)."""
+    (for rows written into the tables by hand, which carry no ingest_id). ``lake_path``: [lake] path, where
+    pruned jobs' samples are read from instead of the lake recorded at prune time."""
     state, sums, watermark, pending, todo = _plan(con, full)
     if not todo:
-        return _in_transaction(con, lambda: _incremental(con, watermark)) if pending else Refresh("current")
+        return _in_transaction(con, lambda: _incremental(con, watermark, lake_path=lake_path)) if pending else Refresh("current")
     start = STORED.index(todo[0])
     reason = ("asked for" if full else "no stored results yet" if not any(k.startswith("definitions.") for k in state)
               else "the settings, the charging table or the metric definitions changed")
 
     def work() -> Refresh:
         if start and pending:           # the tables before `start` stay: bring them up to date first
-            _incremental(con, watermark, upto=start)
+            _incremental(con, watermark, upto=start, lake_path=lake_path)
         return _rebuild(con, todo, sums, reason, say, announce=any(k.startswith("definitions.") for k in state),
-                        progress=progress)
+                        progress=progress, lake_path=lake_path)
     return _in_transaction(con, work)
 
 
@@ -445,7 +448,7 @@ def _in_transaction(con, work: Callable[[], Refresh]) -> Refresh:
 
 
 def _rebuild(con, todo: tuple[Stored, ...], sums: dict[str, str], reason: str, say, announce: bool,
-             progress: Optional[Callable[[str], None]] = None) -> Refresh:
+             progress: Optional[Callable[[str], None]] = None, lake_path: Optional[str] = None) -> Refresh:
     """The stored tables ``todo`` (in STORED's order) rebuilt from all jobs; ``say`` is told when it
     replaces results computed otherwise, ``progress`` each table as it starts and ends."""
     every = todo == STORED
@@ -466,7 +469,7 @@ def _rebuild(con, todo: tuple[Stored, ...], sums: dict[str, str], reason: str, s
     kept, skipped = (), ()
     if any(_portable(s) for s in todo):
         kept, skipped = _create_views(con, everything=True,
-                                      stored=tuple(s for s in STORED if _portable(s) and s not in todo))
+                                      stored=tuple(s for s in STORED if _portable(s) and s not in todo), lake_path=lake_path)
 
     # the DuckDB-only file that defines each remaining stored table's view (NN_<table>.sql)
     duckdb_files = {p.stem.split("_", 1)[-1]: p for p in metric_files()}
@@ -504,7 +507,7 @@ def _rebuild(con, todo: tuple[Stored, ...], sums: dict[str, str], reason: str, s
     return Refresh("full", n, n, reason, days, tuple(s.table for s in todo), kept, skipped)
 
 
-def _incremental(con, watermark: int, upto: int = len(STORED)) -> Refresh:
+def _incremental(con, watermark: int, upto: int = len(STORED), lake_path: Optional[str] = None) -> Refresh:
     """The jobs ingested since ``watermark`` recomputed in STORED[:upto] (the rest is rebuilt)."""
     _clear_scope(con)
     # only jobs with an accounting record have results; samples of a job not yet known wait for it
@@ -519,7 +522,7 @@ def _incremental(con, watermark: int, upto: int = len(STORED)) -> Refresh:
     n = con.execute("SELECT count(*) FROM metric_scope").fetchone()[0]
     devices, cpu_hosts, metrics, job_day, flags, advice, savings, *summaries = STORED
     active = STORED[:upto]
-    _create_views(con)
+    _create_views(con, lake_path=lake_path)
     for s in (devices, cpu_hosts, metrics):
         if s in active:
             _replace(con, s)
