@@ -3,6 +3,7 @@
     .venv/bin/python bench/prune_bench.py                   # 1M jobs / 10M samples over 60 days, prune 30
     .venv/bin/python bench/prune_bench.py --quick           # 20k jobs / 200k samples: does it still run?
     .venv/bin/python bench/prune_bench.py --db /work/bench-data/p60.duckdb --reuse   # build once
+    .venv/bin/python bench/prune_bench.py --db COPY --reuse --lake LAKE              # a lake exported of it
 
 The database is built as bench/metrics_bench.py builds its own (`jobsight ingest` of a generated
 sacct dump and sidecar CSVs), with every time squeezed so that the 1M jobs, 7 s apart there, run
@@ -36,7 +37,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-from metrics_bench import START, Bench, _rm_db  # noqa: E402
+from metrics_bench import START, Bench, _rm_db, med  # noqa: E402
 
 SIZES = {"quick": {"jobs": 20_000, "samples": 200_000}, "full": {"jobs": 1_000_000, "samples": 10_000_000}}
 JOB_SPACING_S = 7          # gen_sacct: one job every 7 s
@@ -89,6 +90,10 @@ def main() -> int:
     ap.add_argument("--db", help="the generated database: kept (default: in the temporary directory)")
     ap.add_argument("--reuse", action="store_true", help="use --db as it is when it exists")
     ap.add_argument("--workdir", help="where the temporary directory goes")
+    ap.add_argument("--lake", help="a lake `lake export` already wrote of --db: used as it is (else exported, timed)")
+    ap.add_argument("--no-empty", action="store_true", help="skip the prune of every sample (the bytes per job and row)")
+    ap.add_argument("--reads", type=int, default=3, help="runs of each read on the pruned and the unpruned "
+                    "database, alternated, median reported (default 3; 0: none)")
     args = ap.parse_args()
     size = SIZES["quick" if args.quick else "full"]
     jobs, samples = args.jobs or size["jobs"], args.samples or size["samples"]
@@ -116,8 +121,9 @@ def main() -> int:
         info = _samples(db)
         cutoff = dt.datetime.combine(info["first"].date(), dt.time()) + dt.timedelta(days=args.prune_days)
         figs.update(info=info, cutoff=cutoff.isoformat())
-        lake = work / "lake"
-        figs["export"] = b.jobsight(["lake", "export", "--db", str(db), "--out", str(lake)], "lake export (all)")
+        lake = Path(args.lake).resolve() if args.lake else work / "lake"
+        if not args.lake:
+            figs["export"] = b.jobsight(["lake", "export", "--db", str(db), "--out", str(lake)], "lake export (all)")
         figs["lake_bytes"] = sum(p.stat().st_size for p in lake.rglob("*.parquet"))
         figs["full"] = _sizes(db)
         copy = work / "round.duckdb"
@@ -135,12 +141,16 @@ def main() -> int:
                            "sizes": _sizes(copy), "left": after["samples"]})
             b.say(f"  round {i + 1}: cp {cp_s:.2f} s, prune {run['seconds']:.2f} s")
         figs["rounds"] = rounds
-        # every sample pruned: the per-job results and the schema alone
-        _copy(db, copy)
-        b.jobsight(["prune", "--db", str(copy), "--samples-before", (info["last"] + dt.timedelta(days=1)).isoformat(),
-                    "--lake", str(lake)], "prune of every sample")
-        figs["empty"] = _sizes(copy)
-        figs["empty_left"] = _samples(copy)["samples"]
+        if args.reads:      # the last round's pruned copy against a copy of the database it was pruned from
+            _copy(db, work / "unpruned.duckdb")
+            figs["reads"] = reads(b, copy, work / "unpruned.duckdb", info["first"], cutoff, lake, args.reads)
+            _rm_db(work / "unpruned.duckdb")
+        if not args.no_empty:       # every sample pruned: the per-job results and the schema alone
+            _copy(db, copy)
+            b.jobsight(["prune", "--db", str(copy), "--samples-before", (info["last"] + dt.timedelta(days=1)).isoformat(),
+                        "--lake", str(lake)], "prune of every sample")
+            figs["empty"] = _sizes(copy)
+            figs["empty_left"] = _samples(copy)["samples"]
         figs["load"].append(os.getloadavg())
         _rm_db(copy)
     finally:
@@ -152,8 +162,47 @@ def main() -> int:
     return 0
 
 
+def reads(b: Bench, pruned: Path, full: Path, first: dt.datetime, cutoff: dt.datetime, lake: Path, n: int) -> dict:
+    """The stored-metrics reads of the pruned period and a small ingest, each in a fresh process, on
+    the pruned database and on the unpruned one alternately: (label, pruned, unpruned) runs."""
+    import duckdb
+    with duckdb.connect(str(pruned), read_only=True) as con:      # a two-GPU job whose samples were moved
+        job = con.execute(      # the middle one by id (of those with two GPUs, if any)
+            "SELECT job_id_raw FROM (SELECT p.job_id_raw, j.ngpus = 2 AS two, count(*) OVER (PARTITION BY two) AS n, "
+            "row_number() OVER (PARTITION BY two ORDER BY CAST(p.job_id_raw AS BIGINT)) AS r "
+            "FROM pruned_job p JOIN job j USING (cluster, job_id_raw)) WHERE r = n // 2 + 1 "
+            "ORDER BY two DESC LIMIT 1").fetchone()[0]
+        max_id = con.execute("SELECT max(CAST(job_id_raw AS BIGINT)) FROM job").fetchone()[0]
+    monday = (first + (cutoff - first) / 2).date()
+    monday -= dt.timedelta(days=monday.weekday())
+    week, iso = (monday.isoformat(), (monday + dt.timedelta(days=6)).isoformat()), monday.isocalendar()
+    toml = b.work / "lake.toml"
+    toml.write_text(f'[lake]\npath = "{lake}"\n', encoding="utf-8")
+    five = b.work / "ingest-5"
+    b.gen(five, 5, 0, max_id + 1, (cutoff + dt.timedelta(days=40)).date().isoformat())
+    sacct = five / f"sacct-{max_id + 1}.txt"
+    for db in (pruned, full):       # as between ingests: both snapshot files current
+        for _ in range(2):
+            b.jobsight(["dashboard", "--db", str(db), "--publish"], "publish (untimed)")
+    cmds = {f"jobsight job {job} (pruned: its series from the lake)": ["job", "--db", "{db}", "--config", str(toml), job],
+            f"usage, the week of {week[0]}": ["usage", "--db", "{db}", "--since", week[0], "--until", week[1]],
+            f"flags, {week[0]}": ["flags", "--db", "{db}", "--since", week[0], "--until", week[0]],
+            f"report --week {iso[0]}-W{iso[1]:02d} --for user:u7": ["report", "--db", "{db}", "--week", f"{iso[0]}-W{iso[1]:02d}",
+                                                                    "--for", "user:u7", "--format", "md", "--out", str(b.work / "r")],
+            "ingest of a 5-job sacct file": ["ingest", "--db", "{db}", str(sacct), "--quiet"]}
+    out = {}
+    for label, cmd in cmds.items():
+        runs: dict[Path, list] = {pruned: [], full: []}
+        for i in range(n if not label.startswith("ingest") else 1):     # an ingest changes the file: once
+            for db in (pruned, full):
+                runs[db].append(b.jobsight([a.replace("{db}", str(db)) for a in cmd], f"{label}, {db.name} ({i + 1})"))
+        out[label] = (med(runs[pruned]), med(runs[full]))
+    shutil.rmtree(five, ignore_errors=True)
+    return out
+
+
 def render(f: dict) -> str:
-    m, info, full, empty = f["machine"], f["info"], f["full"], f["empty"]
+    m, info, full, empty = f["machine"], f["info"], f["full"], f.get("empty", {"db": 0, "snapshot": 0})
     rounds = sorted(f["rounds"], key=lambda r: r["prune_s"])
     r = rounds[len(rounds) // 2]
     removed = info["samples"] - r["left"]
@@ -164,14 +213,14 @@ def render(f: dict) -> str:
              "",
              f"{info['jobs']:,} jobs, {info['samples']:,} samples from {info['first']:%Y-%m-%d} to {info['last']:%Y-%m-%d}; "
              f"prune before {f['cutoff'][:10]}: {removed:,} rows ({share:.1%}); lake {_mb(f['lake_bytes'])}, "
-             f"export {f['export']['seconds']:.1f} s",
+             + (f"export {f['export']['seconds']:.1f} s" if "export" in f else "exported earlier"),
              "",
              "| what | before | after | shrink | expected shrink | ratio | target | met? |",
              "|---|---|---|---|---|---|---|---|"]
     for key in ("db", "snapshot"):
         samples_bytes = full[key] - empty[key]
         shrink = full[key] - r["sizes"][key]
-        expected = share * samples_bytes
+        expected = share * samples_bytes if "empty" in f else float("nan")
         ratio = shrink / expected if expected else float("nan")
         lines.append(f"| {'file' if key == 'db' else 'snapshot'} | {_mb(full[key])} | {_mb(r['sizes'][key])} | "
                      f"{_mb(shrink)} | {_mb(expected)} | {ratio:.2f} | 0.90-1.10 | {'yes' if 0.9 <= ratio <= 1.1 else 'no'} |")
@@ -185,11 +234,17 @@ def render(f: dict) -> str:
         lines.append(f"| prune {share:.0%} of the samples, round {i} ({parts}; CPU {x['cpu_s']:.1f} s) | "
                      f"{x['prune_s']:.2f} s | {x['cp_s']:.2f} s | {ratio:.1f} | {x['rss_mb']:.0f} MB | <= 3x | "
                      f"{'yes' if ratio <= 3 else 'no'} |")
-    lines += [
+    lines += [] if "empty" not in f else [
               "", "| steady state | bytes |", "|---|---|",
               f"| per job (the file with no samples: results, accounting, schema) | {empty['db'] / info['jobs']:,.0f} |",
               f"| per sample row (the file with all samples less that) | {(full['db'] - empty['db']) / info['samples']:.2f} |",
               f"| file without samples | {_mb(empty['db'])} ({f['empty_left']:,} rows left) |"]
+    if f.get("reads"):
+        lines += ["", "| read of the pruned period, fresh process | pruned database | unpruned | ratio | peak RSS pruned / unpruned |",
+                  "|---|---|---|---|---|"]
+        for label, (p, u) in f["reads"].items():
+            lines.append(f"| {label} | {p['seconds']:.2f} s | {u['seconds']:.2f} s | {p['seconds'] / u['seconds']:.2f} | "
+                         f"{p['maxrss_mb']:.0f} / {u['maxrss_mb']:.0f} MB |")
     return "\n".join(lines)
 
 

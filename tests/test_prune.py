@@ -386,6 +386,7 @@ def test_a_failed_compaction_loses_nothing(tmp_path, monkeypatch):
 
     def refuse(src, dst):
         raise OSError(28, "No space left on device")
+    monkeypatch.setattr(prune, "COMPACT_FREE", 0.0)       # compacts whatever share is free
     monkeypatch.setattr(prune.os, "replace", refuse)
     rc, _out, err = _cli(["prune", "--db", db, "--samples-before", "2027-01-01", "--lake", lake])
     assert rc == 2 and "cannot swap in its compacted copy" in err and "No space left" in err
@@ -394,6 +395,29 @@ def test_a_failed_compaction_loses_nothing(tmp_path, monkeypatch):
     assert _query(db, "SELECT count(*) FROM sample")[0][0] == 0
     assert _query(db, "SELECT count(*) FROM job_metrics")[0][0] == jobs
     _ok(["prune", "--db", db, "--samples-before", "2027-01-01", "--lake", lake])     # usable: nothing left to do
+
+
+def test_a_prune_that_frees_little_keeps_the_file(tmp_path, monkeypatch):
+    """Below COMPACT_FREE the file is not rewritten: the samples are gone, the blocks they held are
+    free inside it (for the next ingests), the results are those of before, the spare stays."""
+    from jobsight.analytics.store import prune
+    db, lake = _harness(tmp_path), tmp_path / "lake"
+    _ok(["lake", "export", "--db", db, "--out", lake])
+    for _ in range(2):
+        _ok(["dashboard", "--db", db, "--publish"])
+    metrics = _query(db, "SELECT * FROM job_metrics ORDER BY ALL")
+    inode, samples = os.stat(db).st_ino, _query(db, "SELECT count(*) FROM sample")[0][0]
+    assert samples > 0
+    monkeypatch.setattr(prune, "COMPACT_FREE", 1.01)      # never reached: no compaction
+    out = _ok(["prune", "--db", db, "--samples-before", "2027-01-01", "--lake", lake])
+    assert f"removed {samples:,} sample rows" in out and "(not compacted: " in out
+    assert os.stat(db).st_ino == inode and not list(tmp_path.glob(".h.duckdb.compact-*"))
+    assert _query(db, "SELECT count(*) FROM sample")[0][0] == 0
+    assert _query(db, "SELECT free_blocks > 0 FROM pragma_database_size()")[0][0]
+    assert _query(db, "SELECT * FROM job_metrics ORDER BY ALL") == metrics
+    assert db.with_name(db.name + ".snapshot.spare").exists()
+    with duckdb.connect(str(db.with_name(db.name + ".snapshot")), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM sample").fetchone()[0] == 0
 
 
 def test_export_refuses_a_pruned_month_the_lake_lost(tmp_path):

@@ -55,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"prune: kept {result.kept_rows:,} sample rows before {when} of {result.kept_jobs:,} jobs that are "
               "still running or have no accounting yet")
     if not args.dry_run and result.rows:
-        print(f"prune: {args.db}: {_mb(result.size_before)} -> {_mb(result.size_after)}")
+        print(f"prune: {args.db}: {_mb(result.size_before)} -> {_mb(result.size_after)}" + (
+            "" if result.compacted else f" (not compacted: it would give back about {_mb(result.free_after)}, "
+                                       f"under {prune.COMPACT_FREE:.0%} of the file; the next ingests reuse its free blocks)"))
     if result.snapshot is not None:
         print(f"published {result.snapshot}")
     return 0

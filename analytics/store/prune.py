@@ -13,12 +13,18 @@
    A refresh computes a pruned job's per-device and per-host rows again from the lake's samples
    and the database's (store/pruned.py), never from the samples left alone, and `lake export` of
    a pruned month reads the pruned rows back from the lake.
-4. Compaction: DuckDB does not give the space of deleted rows back, so the database is copied into
-   a new file (COPY FROM DATABASE), fsynced, given the file's mode and group and swapped in with
-   os.replace, all while the writer's connection (DuckDB's lock) is held: another writer waits or
-   fails rather than write into the file being replaced. A crash leaves the old file whole (and a
-   `.<name>.compact-*` file that the next prune removes).
-5. A new snapshot is published, and the spare (the previous, larger generation) removed.
+4. Compaction: a checkpoint frees the blocks of the removed rows (the row groups it can vacuum),
+   which DuckDB reuses for the next writes (lowest first) but gives back to the file system only at
+   the file's end. When a compaction would give back at least COMPACT_FREE of the file (its free
+   blocks and the blocks of deleted rows left in place: reclaimable()), the database is copied into a new file (COPY FROM
+   DATABASE: every table is decoded and compressed again, so this costs the whole file, not what
+   was removed), fsynced, given the file's mode and group and swapped in with os.replace, all while
+   the writer's connection (DuckDB's lock) is held: another writer waits or fails rather than write
+   into the file being replaced. A crash leaves the old file whole (and a `.<name>.compact-*` file
+   that the next prune removes). Below COMPACT_FREE (a daily prune of a day's samples) the file
+   keeps its size and the next ingests fill the free blocks.
+5. A new snapshot is published; after a compaction the spare (the previous, larger generation) is
+   removed.
 """
 from __future__ import annotations
 
@@ -38,6 +44,7 @@ from jobsight.analytics.store.database import Database
 
 KEY = "cluster, job_id_raw"
 COMPACT_TAG = ".compact-"
+COMPACT_FREE = 0.10     # compact when it would give back this share of the file
 REMOVED = "_prune_removed"       # TEMP: (cluster, month, job_id_raw, n) of the samples being removed
 # Samples that stay whatever their age: a running job's results are not final, and a job without
 # accounting has none yet (both would otherwise be computed from what is left).
@@ -55,6 +62,8 @@ class Pruned:
     kept_jobs: int = 0
     size_before: int = 0
     size_after: int = 0
+    free_after: int = 0                 # about the bytes a compaction gives back (reclaimable())
+    compacted: bool = False
     snapshot: Optional[Path] = None
 
 
@@ -81,11 +90,18 @@ def lake_root(lake_dir: str | Path) -> str:
     return text.rstrip("/") if "://" in text else str(Path(text).resolve())
 
 
+def _to_remove(con, before: dt.datetime) -> None:
+    """The TEMP table REMOVED: the prunable samples per cluster, month and job, in one pass over
+    them; the lake check and the removal both read it (the writer's lock keeps it true)."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {REMOVED} AS SELECT cluster, {lake.SAMPLE_MONTH} AS month, "
+                f"job_id_raw, count(*) AS n FROM ({PRUNABLE}) GROUP BY ALL", {"before": before})
+
+
 def check_lake(con, before: dt.datetime, root: str) -> dict[tuple[str, str], str]:
     """{(cluster, month): why} for the months whose samples before the cutoff the lake does not
-    hold, compared job by job: empty when it holds them all."""
-    want = con.execute(f"SELECT cluster, {lake.SAMPLE_MONTH} AS month, job_id_raw, count(*) AS n "
-                       f"FROM ({PRUNABLE}) GROUP BY ALL", {"before": before}).fetchall()
+    hold, compared job by job: empty when it holds them all. Leaves the TEMP table REMOVED."""
+    _to_remove(con, before)
+    want = con.execute(f"SELECT cluster, month, job_id_raw, n FROM {REMOVED}").fetchall()
     if not want:
         return []
     other = con.execute("SELECT cluster, month, lake FROM pruned_month WHERE lake <> ?", [root]).fetchall()
@@ -116,13 +132,11 @@ def check_lake(con, before: dt.datetime, root: str) -> dict[tuple[str, str], str
 
 
 def _remove(con, before: dt.datetime, root: str, result: Pruned) -> None:
-    """Remove the prunable samples and record them, in one transaction."""
+    """Remove the prunable samples (the TEMP table REMOVED, check_lake's) and record them, in one
+    transaction."""
     params = {"before": before, "lake": root}
     con.execute("BEGIN TRANSACTION")
     try:
-        # the samples to remove, per cluster, month and job: one pass over them, read by what follows
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {REMOVED} AS SELECT cluster, {lake.SAMPLE_MONTH} AS month, "
-                    f"job_id_raw, count(*) AS n FROM ({PRUNABLE}) GROUP BY ALL", {"before": before})
         result.months = [tuple(r) for r in con.execute(
             f"SELECT cluster, month, sum(n) FROM {REMOVED} GROUP BY ALL ORDER BY ALL").fetchall()]
         con.execute(f"""
@@ -158,6 +172,24 @@ def from_lake(con, rebuilt: tuple[str, ...]) -> list[tuple[str, str]]:
     if not frozen & set(rebuilt):
         return []
     return [tuple(r) for r in con.execute(f"SELECT {KEY} FROM pruned_job ORDER BY ALL").fetchall()]
+
+
+def reclaimable(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
+    """(about the bytes a compaction would give back, the file's bytes): its free blocks, and in each
+    table the share of its blocks that holds deleted rows the checkpoint did not vacuum (DuckDB's
+    estimated_size counts them, count(*) does not)."""
+    total, free, block = con.execute("SELECT total_blocks, free_blocks, block_size FROM pragma_database_size() "
+                                     "WHERE database_name = current_database()").fetchone()
+    dead = 0.0
+    for name, rows in con.execute("SELECT table_name, estimated_size FROM duckdb_tables() WHERE "
+                                  "database_name = current_database() AND estimated_size > 0").fetchall():
+        quoted = name.replace('"', '""')
+        live = con.execute(f'SELECT count(*) FROM "{quoted}"').fetchone()[0]
+        if live < rows:
+            blocks = con.execute("SELECT count(DISTINCT block_id) FROM pragma_storage_info(?) WHERE block_id >= 0",
+                                 [name]).fetchone()[0]
+            dead += blocks * (1 - live / rows)
+    return int((free + dead) * block), total * block
 
 
 def compact(con: duckdb.DuckDBPyConnection, path: Path) -> None:
@@ -208,15 +240,19 @@ def prune(db_path: str | Path, before: dt.datetime, lake_dir: str | Path, cfg: O
                               f"--since {months[0]} --until {months[-1]}")
         if dry_run:
             result.months = [tuple(r) for r in con.execute(
-                f"SELECT cluster, {lake.SAMPLE_MONTH}, count(*) FROM ({PRUNABLE}) GROUP BY ALL ORDER BY ALL",
-                {"before": before}).fetchall()]
+                f"SELECT cluster, month, sum(n) FROM {REMOVED} GROUP BY ALL ORDER BY ALL").fetchall()]
             result.rows = sum(n for _c, _m, n in result.months)
             return result
         _remove(con, before, root, result)
         if result.rows:
-            compact(con, path)
+            con.execute("CHECKPOINT")       # the removed rows' blocks freed (DuckDB vacuums deletes here)
+            result.free_after, size = reclaimable(con)
+            if result.free_after >= COMPACT_FREE * size:
+                compact(con, path)
+                result.compacted = True
     result.size_after = path.stat().st_size
     if result.rows or snapshot.snapshot_path(path).is_file():
         result.snapshot = snapshot.publish(path)
-        snapshot.drop_spare(path)
+        if result.compacted:            # the larger generation's disk freed now
+            snapshot.drop_spare(path)
     return result
