@@ -17,19 +17,32 @@ def _one_cluster(job: str, clusters: set[str]) -> None:
         raise UserError(f"job {job!r} exists on clusters {', '.join(sorted(clusters))}: pass --cluster")
 
 
+def by_id(table: str, column: str, columns: str, select: str = "*", where: str = "TRUE", order: str = "") -> str:
+    """SQL of ``columns`` of the rows of ``table`` whose ``column`` (an indexed one) equals the
+    first parameter, then ``select`` of them filtered by ``where`` (its parameters after it) and
+    ordered by ``order``. DuckDB answers an equality from an index only when it is the scan's one
+    filter (the cluster or the asker's scope beside it would make it a scan of every row group),
+    so the rest is applied to the rows the index found (a MATERIALIZED CTE: no filter is pushed
+    into it)."""
+    return (f"WITH k AS MATERIALIZED (SELECT {columns} FROM {table} WHERE {column} = ?) SELECT {select} FROM k "
+            f"WHERE {where}" + (f" ORDER BY {order}" if order else ""))
+
+
 def find(db, scope: Scope, job: str, cluster: str | None) -> dict | None:
     """The job's job_metrics row; None when no accounting names it or it is outside the scope."""
     sc, params = scope.sql()
-    rows: list[dict] = []
-    # the printed id's rows first, then the raw id's: two scans of one column each, several times
-    # faster at 1M jobs than one scan with `job_id = ? OR job_id_raw = ?`
-    for column in ("job_id", "job_id_raw"):
-        sql = f"SELECT * FROM job_metrics WHERE {sc} AND {column} = ?" + (" AND cluster = ?" if cluster else "")
-        found = db.rows(sql, params + [job] + ([cluster] if cluster else []))
-        seen = {(r["cluster"], r["job_id_raw"]) for r in rows}
-        rows += [r for r in found if (r["cluster"], r["job_id_raw"]) not in seen]
-    _one_cluster(job, {r["cluster"] for r in rows})
-    return rows[0] if rows else None
+    if cluster:
+        sc, params = f"{sc} AND cluster = ?", [*params, cluster]
+    # the printed id's rows first, then the raw id's, each in stored order (rowid): two lookups in
+    # job_metrics' indexes (an OR of the two columns would scan every row), keys only; then the row
+    cols = 'cluster, job_id_raw, "user", account, rowid AS pos'
+    keys = db.execute(f"SELECT * FROM ({by_id('job_metrics', 'job_id', cols, 'cluster, job_id_raw, 0 AS by_raw, pos', sc)}) "
+                      f"UNION ALL SELECT * FROM ({by_id('job_metrics', 'job_id_raw', cols, 'cluster, job_id_raw, 1, pos', sc)}) "
+                      "ORDER BY by_raw, pos", [job, *params, job, *params]).fetchall()
+    _one_cluster(job, {c for c, _j, _b, _p in keys})
+    if not keys:
+        return None
+    return db.rows(by_id("job_metrics", "job_id_raw", "*", where="cluster = ?"), [keys[0][1], keys[0][0]])[0]
 
 
 def details(db, scope: Scope, job: str, cluster: str | None) -> dict:
@@ -42,18 +55,22 @@ def details(db, scope: Scope, job: str, cluster: str | None) -> dict:
             raise NoSuchJob(f"no job {job!r} in the database" + (f" on cluster {cluster!r}" if cluster else ""))
         return samples_only(db, job, cluster)
     key = [m["cluster"], m["job_id_raw"]]
-    m["flags"] = db.rows("SELECT code, severity, message, advice FROM job_flags "
-                                     "WHERE cluster = ? AND job_id_raw = ? ORDER BY advice_order", key)
+    # the tables with an index on job_id_raw are read through it (by_id); the others are stored in
+    # key order, so the job's rows lie in one row group, which the zone maps find
+    by_raw = [m["job_id_raw"], m["cluster"]]
+    m["flags"] = db.rows(by_id("job_flags", "job_id_raw", "cluster, code, severity, message, advice, advice_order",
+                               "code, severity, message, advice", "cluster = ?", "advice_order"), by_raw)
     m["gpus"] = db.rows("SELECT host, device, gpu_index, util_mean_pct, util_max_pct, mem_peak_bytes, "
                                     "mem_total_bytes, energy_j, n_samples, source FROM job_gpu_devices "
                                     "WHERE cluster = ? AND job_id_raw = ? ORDER BY host, gpu_index, device", key)
-    m["steps"] = db.rows("SELECT step_id, step_name, state, exit_code, elapsed_s, ncpus, ntasks, cpu_time_s, "
-                                     "max_rss_bytes, mem_usage_tot_bytes FROM steps WHERE cluster = ? AND job_id_raw = ? "
-                                     "ORDER BY start_time NULLS LAST, step_id", key)
+    steps = ("step_id, step_name, state, exit_code, elapsed_s, ncpus, ntasks, cpu_time_s, max_rss_bytes, "
+             "mem_usage_tot_bytes")
+    m["steps"] = db.rows(by_id("steps", "job_id_raw", f"cluster, start_time, {steps}", steps, "cluster = ?",
+                               "start_time NULLS LAST, step_id"), by_raw)
     m["series"], m["samples_moved"] = _series(db, key)
-    saved = db.rows("SELECT fitted_request, sbu_if_fitted, savings_sbu, savings_note, fitted_partition, fitted_ncpus, "
-                    "fitted_ngpus, fitted_mem_bytes, fitted_timelimit_s, fitted_billing FROM job_savings "
-                    "WHERE cluster = ? AND job_id_raw = ?", key)
+    fitted = ("fitted_request, sbu_if_fitted, savings_sbu, savings_note, fitted_partition, fitted_ncpus, "
+              "fitted_ngpus, fitted_mem_bytes, fitted_timelimit_s, fitted_billing")
+    saved = db.rows(by_id("job_savings", "job_id_raw", f"cluster, {fitted}", fitted, "cluster = ?"), by_raw)
     m["savings"] = saved[0] if saved else None
     # the stored per-host rows the job's figures sum: also for a job whose samples were pruned
     nodes = job_samples.stored_per_node(db, *key)

@@ -65,7 +65,8 @@ class Stored:
                     # job (or day) reads the row groups whose zone maps span it, not all of them
     key: str = KEY  # what the scope lists: its rows are replaced by key
     prices: str = ""  # a stored table of requests that `view` reads priced as lake_job_charge
-    index: str = ""   # a column given an index: readers look a few jobs up in it (the jobs to fix)
+    index: tuple[str, ...] = ()   # columns given an index each: readers look a few jobs up in them
+                                  # (the jobs to fix; one job by its printed or raw id)
 
 
 # In dependency order. The first three are portable views (sql/metrics/NN_lake_*.sql); each later one
@@ -74,11 +75,11 @@ class Stored:
 STORED = (
     Stored("job_gpu_devices", "lake_job_gpu_devices", "metric_scope", KEY),
     Stored("job_cpu_hosts", "lake_job_cpu_hosts", "metric_scope", KEY),
-    Stored("job_metrics", "lake_job_metrics", "metric_scope", f"start_time, {KEY}"),
-    Stored("job_day", "calc_job_day", "metric_scope", f"day, {KEY}", index="job_id_raw"),
-    Stored("job_flags", "calc_job_flags", "metric_flag_scope", KEY, index="job_id_raw"),
+    Stored("job_metrics", "lake_job_metrics", "metric_scope", f"start_time, {KEY}", index=("job_id_raw", "job_id")),
+    Stored("job_day", "calc_job_day", "metric_scope", f"day, {KEY}", index=("job_id_raw",)),
+    Stored("job_flags", "calc_job_flags", "metric_flag_scope", KEY, index=("job_id_raw",)),
     Stored("job_advice", "calc_job_advice", "metric_flag_scope", KEY),
-    Stored("job_savings", "calc_job_savings", "metric_flag_scope", KEY, prices="job_advice", index="job_id_raw"),
+    Stored("job_savings", "calc_job_savings", "metric_flag_scope", KEY, prices="job_advice", index=("job_id_raw",)),
     Stored("dash_day", "calc_dash_day", "metric_day_scope", DAY, DAY),
     Stored("dash_eff_day", "calc_dash_eff_day", "metric_day_scope", DAY, DAY),
     Stored("dash_flag_day", "calc_dash_flag_day", "metric_day_scope", DAY, DAY),
@@ -244,8 +245,8 @@ def definitions_checksums(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
             h.update(repr((sorted(INPUTS.items()), EVERY_SAMPLE, EVERY_JOB, schema_inputs)).encode())
         else:       # the row order readers rely on: a table stored in another order is rebuilt
             h.update(f"order {s.order}".encode())
-        if s.index:     # a table stored without its index is rebuilt
-            h.update(f"index {s.index}".encode())
+        if s.index:     # a table stored without its indexes is rebuilt
+            h.update(f"index {' '.join(s.index)}".encode())
         out[s.table] = h.hexdigest()[:16]
         digests[s.table] = h.digest()
     return out
@@ -494,8 +495,8 @@ def _rebuild(con, todo: tuple[Stored, ...], sums: dict[str, str], reason: str, s
         scoped = f" SEMI JOIN {s.scope} USING ({KEY})" if _portable(s) and s.view != REQUEST_METRICS else ""
         order = f" ORDER BY {s.order}" if s.order else ""
         con.execute(f"CREATE TABLE {s.table} AS SELECT v.* FROM {s.view} v{scoped}{order}")
-        if s.index:     # a few jobs' rows found without a scan of all (kept by DELETE and INSERT)
-            con.execute(f"CREATE INDEX {s.table}_{s.index} ON {s.table} ({s.index})")
+        for column in s.index:     # a few jobs' rows found without a scan of all (kept by DELETE and INSERT)
+            con.execute(f"CREATE INDEX {s.table}_{column} ON {s.table} ({column})")
     if progress:
         progress(f"[{len(todo)}/{len(todo)}] done ({time.monotonic() - started:.1f} s)")
     days = con.execute("SELECT count(*) FROM metric_day_scope").fetchone()[0]
