@@ -146,3 +146,34 @@ def test_a_range_starting_mid_day(db, by):
     since, until = dt.datetime(2026, 10, 7, 12, 30), dt.datetime(2026, 11, 3)
     got = db.fetch("SELECT * FROM usage_summary(?, ?, ?, only_account := ?)", [by, since, until, "proj-a"])[1]
     _same(got, _reference(db, by, since, until, account="proj-a"), by)
+
+
+# the weekly reports' trend added up job by job over the job_day rows of the same jobs
+TREND_REFERENCE = """
+WITH d AS (
+    SELECT *, CAST($n AS BIGINT) - CAST(floor(epoch(day - ($since - $n * ($until - $since))) / epoch($until - $since)) AS BIGINT) AS wb
+    FROM usage_job_day
+    WHERE day >= $since - $n * ($until - $since) AND day < $until
+      AND (($users IS NULL AND $accounts IS NULL) OR list_contains($users, "user") OR list_contains($accounts, account))
+)
+SELECT CASE WHEN grouping("user") = 0 THEN 'user' WHEN grouping(account) = 0 THEN 'account' ELSE 'cluster' END,
+       "user", account, wb, count(DISTINCT (cluster, job_id_raw)), sum(sbu), sum(wasted_sbu), sum(savings_sbu),
+       sum(idle_gpu_hours)
+FROM d GROUP BY GROUPING SETS ((wb, "user"), (wb, account), (wb))"""
+
+
+@pytest.mark.parametrize("users, accounts", [(None, None), (["bob"], []), (["carol"], ["proj-b"])])
+def test_the_reports_trend_equals_job_day_aggregated(db, users, accounts):
+    """report_trend (sql/views/50_report.sql) adds up dash_day too: per window, user, account and
+    the cluster, the jobs that ran (once per window) and their burn, as the job_day rows give them."""
+    since, until, n = dt.datetime(2026, 11, 9), dt.datetime(2026, 11, 16), 5
+    got = db.fetch("SELECT scope, \"user\", account, windows_back, jobs, sbu, wasted_sbu, savings_sbu, idle_gpu_hours "
+                   "FROM report_trend(?, ?, ?, users := ?, accounts := ?)", [since, until, n, users, accounts])[1]
+    want = db.fetch(TREND_REFERENCE, {"since": since, "until": until, "n": n, "users": users, "accounts": accounts})[1]
+    key = lambda r: tuple((v is not None, str(v)) for v in r[:4])  # noqa: E731
+    got, want = sorted(got, key=key), sorted(want, key=key)
+    assert [r[:5] for r in got] == [r[:5] for r in want]
+    assert len({r[3] for r in got}) == n + 1 and sum(r[4] for r in got if r[0] == "cluster") > 20
+    for g, w in zip(got, want):
+        assert [v is None for v in g[5:]] == [v is None for v in w[5:]], g[:4]
+        assert [v or 0.0 for v in g[5:]] == pytest.approx([v or 0.0 for v in w[5:]], rel=1e-9, abs=1e-9), g[:4]

@@ -1,7 +1,8 @@
 """What a weekly report reads: the report macros of sql/views/50_report.sql run once for a window,
 over the whole cluster or over some users' and accounts' jobs, and the allocations. The window's
-rows of report_job_day (back to the trend's first window) and their flags are materialised once as
-temporary tables (in memory: a read never writes the database); every macro then reads those.
+rows of report_job_day and their flags are materialised once as temporary tables (in memory: a
+read never writes the database); every macro then reads those, but the trend, which adds up the
+per-day summaries (dash_day) of its earlier windows.
 ``members`` gives a project page the Members table of the project's report, by the same macro."""
 from __future__ import annotations
 
@@ -40,14 +41,16 @@ def members(db, scope: Scope, f: Filters) -> list[dict]:
     return sorted(rows, key=most_wasted)
 
 
-def report_rows(db, first: dt.datetime, since: dt.datetime, until: dt.datetime,
+def report_rows(db, since: dt.datetime, until: dt.datetime,
                 names: tuple, trend_weeks: int, top_jobs: int) -> dict:
     """totals, daily, trend, flag_counts, top (each job ranked within its user, account and the
-    cluster) and budgets (with alert_shown) of [since, until), the trend from ``first``;
+    cluster) and budgets (with alert_shown) of [since, until), the trend over it and the
+    ``trend_weeks`` windows of its length before it;
     ``names``: (users, accounts) the rows are limited to, or (None, None). And data_age: how old
     the whole database's data is now, one DataAge for every report of the run."""
+    # the window's own rows: the trend's earlier windows come from the per-day summaries
     db.execute("CREATE OR REPLACE TEMP TABLE report_window AS "
-               "SELECT * FROM report_days(?, ?, users := ?, accounts := ?)", [first, until, *names])
+               "SELECT * FROM report_days(?, ?, users := ?, accounts := ?)", [since, until, *names])
     db.execute("CREATE OR REPLACE TEMP TABLE report_window_flags AS SELECT * FROM report_flags('report_window', ?)",
                [since])
     src, flags = "report_window", "report_window_flags"
@@ -55,7 +58,8 @@ def report_rows(db, first: dt.datetime, since: dt.datetime, until: dt.datetime,
         return {
             "totals": db.rows("SELECT * FROM report_totals(?, ?, ?)", [src, since, until]),
             "daily": db.rows("SELECT * FROM report_daily(?, ?, ?)", [src, since, until]),
-            "trend": db.rows("SELECT * FROM report_trend(?, ?, ?, ?)", [src, since, until, trend_weeks]),
+            "trend": db.rows("SELECT * FROM report_trend(?, ?, ?, users := ?, accounts := ?)",
+                             [since, until, trend_weeks, *names]),
             "flag_counts": db.rows("SELECT * FROM report_flag_counts(?, ?, ?, ?)", [src, flags, since, until]),
             "top": db.rows("SELECT * FROM report_top_jobs(?, ?, ?, ?, ?)", [src, flags, since, until, top_jobs]),
             # every allocation (there are few): a user's report shows those of the accounts the user ran in

@@ -133,14 +133,13 @@ def gather(db: Database, period: Period, settings: ReportSettings, users: list[s
     """Run the report macros once for this window: over the whole cluster, or with ``users`` /
     ``accounts`` over those users' and accounts' jobs only (then only their reports can be built).
 
-    The window's rows of report_job_day (back to the trend's first window) and their job_flags are
-    materialised once as temporary tables; every macro then reads those instead of the stored
-    tables (src / flags arguments of the macros in sql/views/50_report.sql)."""
+    The window's rows of report_job_day and their job_flags are materialised once as temporary
+    tables; every macro then reads those instead of the stored tables (src / flags arguments of the
+    macros in sql/views/50_report.sql), but the trend, from the per-day summaries (dash_day)."""
     since, until = period.since, period.until
-    first = since - settings.trend_weeks * period.length
     only = None if users is None and accounts is None else (frozenset(users or ()), frozenset(accounts or ()))
     names = (None, None) if only is None else (sorted(only[0]), sorted(only[1]))
-    rows = report_rows(db, first, since, until, names, settings.trend_weeks, settings.top_jobs)
+    rows = report_rows(db, since, until, names, settings.trend_weeks, settings.top_jobs)
     totals, daily, trend, flag_counts, top = (rows[k] for k in ("totals", "daily", "trend", "flag_counts", "top"))
     budgets = rows["budgets"]
     return Dataset(period, settings, _index(totals), _index(daily), _index(trend), _index(flag_counts),

@@ -81,17 +81,23 @@ GROUP BY GROUPING SETS ((day, "user"), (day, account), (day));
 
 -- The report window [since, until) and the n windows of the same length before it, per user,
 -- account and cluster: window 0 is the report's own (the trend "this week vs the previous four").
-CREATE OR REPLACE MACRO report_trend(src, since, until, n) AS TABLE
+-- For the jobs of `users` or `accounts` (lists; both NULL: every job), as report_days slices them.
+-- From the per-day summaries (dash_day, sql/metrics/50_dash_day.sql: job_day's rows summed per
+-- day), so that the report's own rows need only its window; a job counts once per window, on its
+-- first day or on the window's first when it started before (dash_jobs_in_period, 35_dashboard.sql).
+CREATE OR REPLACE MACRO report_trend(since, until, n, users := NULL, accounts := NULL) AS TABLE
 WITH d AS (
     SELECT *, CAST(n AS BIGINT) - CAST(floor(epoch(day - (since - n * (until - since))) / epoch(until - since)) AS BIGINT) AS windows_back
-    FROM query_table(src)
+    FROM dash_day
     WHERE day >= since - n * (until - since) AND day < until
+      AND ((users IS NULL AND accounts IS NULL) OR list_contains(users, "user") OR list_contains(accounts, account))
 )
 SELECT CASE WHEN grouping("user") = 0 THEN 'user' WHEN grouping(account) = 0 THEN 'account'
             ELSE 'cluster' END                                                AS scope,
        "user", account, windows_back,
        since - windows_back * (until - since)                                 AS window_start,
-       count(DISTINCT (cluster, job_id_raw))                                  AS jobs,
+       CAST(dash_jobs_in_period(jobs_first, jobs_running, day, since - windows_back * (until - since))
+            AS BIGINT)                                                        AS jobs,
        sum(sbu)                                                               AS sbu,
        sum(wasted_sbu)                                                        AS wasted_sbu,
        sum(savings_sbu)                                                       AS savings_sbu,
