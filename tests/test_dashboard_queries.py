@@ -500,3 +500,16 @@ def test_api_pages_are_the_first_jobs_of_the_whole_list(h, scope):
     c, j, k = names.index("cluster"), names.index("job_id_raw"), names.index("codes")
     assert pages == whole and any(r[k] for r in whole)
     assert all(r[k] == codes.get((r[c], r[j]), []) for r in whole)
+
+
+def test_api_job_pages_of_a_period_are_the_jobs_that_ran_in_it(span):
+    """The API's job page of a period lists, in order, the jobs that ran in it (the period rule),
+    also a job that started days before (the page bounds start times by the period's end only)."""
+    names, whole, _key = job_queries.job_page(span, ADMIN, Filters(), None, 1000)
+    j = names.index("job_id_raw")
+    ran = {MON: ["s1"], TUE: ["s2", "s1"], WED: ["s1"], THU: []}
+    for since, until in [(d, d) for d in ran] + [(MON, TUE), (TUE, THU), (WED, THU)]:
+        want = {x for d in ran if since <= d <= until for x in ran[d]}
+        _n, rows, key = job_queries.job_page(span, ADMIN, Filters(since=since, until=until), None, 1000)
+        assert [r[j] for r in rows] == [r[j] for r in whole if r[j] in want], (since, until)
+        assert key is None

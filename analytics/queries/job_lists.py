@@ -126,6 +126,9 @@ def job_page(h: Database, scope: Scope, f: Filters, after: tuple | None = None,
     if f.since or f.until:      # the period rule (queries/scope.py): a job is in every period it ran in
         clauses.append("(m.cluster, m.job_id_raw) IN (SELECT cluster, job_id_raw FROM job_day WHERE day >= ? AND day < ?)")
         params += [f.since_ts or EARLIEST, f.until_ts or LATEST]
+        if f.until:     # implied (job_day's first day is the start's): the newer row groups are skipped
+            clauses.append("m.start_time < ?")
+            params.append(f.until_ts)
     if after is not None:
         start, cluster, raw = after
         tail = "(m.cluster > ? OR (m.cluster = ? AND m.job_id_raw > ?))"
