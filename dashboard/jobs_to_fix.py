@@ -3,30 +3,43 @@ page's scope and filters that wasted the most SBU in its period (analytics/queri
 weekly report's list), each with its leading advice, the #SBATCH lines that would have fit and what
 that request saves ("not priced" when unknown), the job id linking to the job's page.
 
+A plain HTML table (at most N rows, nothing to sort or page): the browser lays it out in one pass,
+where a grid measured every cell to size its columns. Seven columns fit 1400 px: a job's name and
+state under its id, its flags under the advice, its SBU under its waste, its project under its
+user. Texts wrap, nothing is cut; every value is a text node (data, never markup). Its "Download
+CSV" link carries the rows' CSV itself (a data: URL, each text cell through
+analytics/render.csv_safe), so downloading asks nothing of the server.
+
 Its own callback, beside the page's: the rest of the page does not wait for it."""
 from __future__ import annotations
+
+import csv
+import io
+from urllib.parse import quote
 
 from dash import Input, Output, State, dcc, html
 
 from jobsight.analytics.links import job_path
 from jobsight.analytics.queries.scope import Filters, Scope
 from jobsight.analytics.queries.to_fix import jobs_to_fix
+from jobsight.analytics.render import csv_safe
 from jobsight.analytics.reports.settings import ReportSettings
-from jobsight.dashboard import common, grids
+from jobsight.dashboard import common
 
 N = ReportSettings.top_jobs        # as many as a weekly report lists by default
-PRE = {"whiteSpace": "pre-line"}
-# an unknown saving reads "not priced", never 0 (a job without advice saves 0)
-SAVES = {**grids.num("savings_sbu", "Saves", 1, " SBU", tooltipField="savings_note"),
-         "valueFormatter": {"function": "params.value === null ? 'not priced' : jobsightNumber(params.value, 1, ' SBU')"}}
-COLUMNS = [grids.link("job_id", "Job", pinned="left", minWidth=110),
-           grids.text("lead_advice", "Advice", wrap=True, width=360),
-           grids.text("sbatch_lines", "Would have fit", wrap=True, width=230,
-                      cellStyle={**PRE, "fontFamily": "monospace"}),
-           SAVES, grids.num("wasted_sbu", "Wasted", 1, " SBU"), grids.num("sbu", "SBU", 1, " SBU"),
-           grids.text("flag_codes", "Flags"), grids.text("job_name", "Name")]
-WHO = [grids.text("user", "User"), grids.text("account", "Project")]
-WHERE = [grids.text("partition", "Partition"), grids.text("state", "State")]
+# the table's columns: header -> the fields its cells show, the first one large, the others under it
+# (a field's element has the class col-<field>); who ran the job only for a lead or an admin
+COLUMNS = {"Job": ("job_id", "job_name", "state"), "Advice": ("lead_advice", "flag_codes"),
+           "Would have fit": ("sbatch_lines",), "Saves": ("savings_sbu",), "Wasted": ("wasted_sbu", "sbu"),
+           "User": ("user", "account"), "Partition": ("partition",)}
+WHO = "User"                       # a user's own list shows the project alone there
+# the CSV's columns: field -> header
+CSV_COLUMNS = {"job_id": "Job", "lead_advice": "Advice", "sbatch_lines": "Would have fit", "savings_sbu": "Saves",
+               "wasted_sbu": "Wasted", "sbu": "SBU", "flag_codes": "Flags", "job_name": "Name", "user": "User",
+               "account": "Project", "partition": "Partition", "state": "State"}
+SBU_FIELDS = ("savings_sbu", "wasted_sbu", "sbu")
+NUMBER_COLUMNS = ("Saves", "Wasted")
+NOT_PRICED = "not priced"          # an unknown saving; never 0 (a job without advice saves 0)
 
 
 def rows(listed: list[dict], root: str = "") -> list[dict]:
@@ -39,8 +52,56 @@ def rows(listed: list[dict], root: str = "") -> list[dict]:
     return out
 
 
-def block(h, scope: Scope, f: Filters, grid_id: str, root: str) -> list:
-    """The heading, a line on what the list is, and its grid (or a line saying no job wasted SBU)."""
+def shown(r: dict, field: str) -> str:
+    """A field's text: SBU figures as "12,345.6 SBU" (the job's SBU "of 12,345.6 SBU" under its
+    waste), an unknown saving "not priced"."""
+    v = r.get(field)
+    if field in SBU_FIELDS:
+        if v is None:
+            return NOT_PRICED if field == "savings_sbu" else ""
+        return f"{'of ' if field == 'sbu' else ''}{common.number(v)} SBU"
+    return "" if v is None else str(v)
+
+
+def _field(r: dict, field: str, first: bool):
+    """One field of a cell, as text in an element of class col-<field>."""
+    text, cls = shown(r, field), f"col-{field}" + ("" if first else " sub")
+    if field == "job_id" and r.get("href"):
+        return dcc.Link(text, href=r["href"], className=cls)
+    extra = {"title": r["savings_note"]} if field == "savings_sbu" and r.get("savings_note") else {}
+    return html.Div(text, className=cls, **extra)
+
+
+def _cell(r: dict, header: str, fields: tuple[str, ...]) -> html.Td:
+    return html.Td([_field(r, f, i == 0) for i, f in enumerate(fields) if i == 0 or r.get(f) not in (None, "")],
+                   className="num" if header in NUMBER_COLUMNS else None)
+
+
+def csv_href(data: list[dict]) -> str:
+    """The rows as a CSV file in a data: URL: numbers as stored, texts through csv_safe."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\r\n")
+    w.writerow(CSV_COLUMNS.values())
+    for r in data:
+        w.writerow(["" if r.get(k) is None else csv_safe(r[k]) for k in CSV_COLUMNS])
+    return "data:text/csv;charset=utf-8," + quote(out.getvalue())
+
+
+def table(table_id: str, data: list[dict], columns: dict[str, tuple[str, ...]]) -> html.Div:
+    """The table ``table_id`` of ``data`` (``columns``: header -> fields) and its download link."""
+    head = html.Thead(html.Tr([html.Th(h, scope="col", className="num" if h in NUMBER_COLUMNS else None)
+                               for h in columns]))
+    body = html.Tbody([html.Tr([_cell(r, h, fields) for h, fields in columns.items()]) for r in data])
+    return html.Div([
+        html.Div(html.A("Download CSV", id=f"{table_id}-csv", className="csv-button", download="jobs-to-fix.csv",
+                        href=csv_href(data), title="The list's rows as a CSV file"),
+                 className="grid-tools"),
+        html.Table([head, body], id=table_id, className="fix-table"),
+    ], className="grid-box")
+
+
+def block(h, scope: Scope, f: Filters, table_id: str, root: str) -> list:
+    """The heading, a line on what the list is, and its table (or a line saying no job wasted SBU)."""
     listed = jobs_to_fix(h, scope, f, N)
     if not listed:          # no job in the view: the page says why
         return []
@@ -51,9 +112,10 @@ def block(h, scope: Scope, f: Filters, grid_id: str, root: str) -> list:
                    "to open the job.", className="hint")]
     if not data:
         return head + [html.P("No job in this view wasted SBU in the period.", className="empty",
-                              id=f"{grid_id}-none")]
-    columns = COLUMNS + (WHO if scope.role != "user" else []) + WHERE
-    return head + [grids.grid(grid_id, columns, "jobs-to-fix.csv", paginate=False, static=True, rows=data)]
+                              id=f"{table_id}-none")]
+    own = scope.role == "user"          # their own jobs: the project, no user
+    columns = {("Project" if own and h == WHO else h): (("account",) if own and h == WHO else f) for h, f in COLUMNS.items()}
+    return head + [table(table_id, data, columns)]
 
 
 def holder(prefix: str) -> dcc.Loading:
@@ -91,8 +153,6 @@ def _register_overview(app, prefix: str, key: str | None) -> None:
         with common.handle() as h:
             return block(h, common.scope(), f, f"{prefix}-fix-table", app.get_relative_path("/"))
 
-    grids.register_download(app, f"{prefix}-fix-table")
-
 
 def _register_jobs(app) -> None:
     from jobsight.dashboard.pages import jobs
@@ -105,5 +165,3 @@ def _register_jobs(app) -> None:
         f = Filters(user=jobs.whose(scope, user), state=_text(state), partition=_text(partition))
         with common.handle() as h:
             return block(h, scope, f, f"{jobs.P}-fix-table", app.get_relative_path("/"))
-
-    grids.register_download(app, f"{jobs.P}-fix-table")

@@ -2,9 +2,9 @@
 client, header auth, the Dash callbacks POSTed as the browser sends them), on the demo generator's
 cluster, against the weekly report's "jobs that wasted the most" for the same scope and period:
 
-- the same jobs in the same order, with the same wasted SBU and saving (None, "not priced", where
-  the report says "not priced"), for the cluster, every project and every user, every week and
-  the whole span;
+- the same jobs in the same order, with the same wasted SBU and saving as the table shows them
+  ("12,345.6 SBU"; "not priced" where the report says "not priced"), for the cluster, every
+  project and every user, every week and the whole span; the CSV download holds the same rows;
 - a user sees only their own jobs (another user's name in the filter changes nothing), a lead only
   their own and their projects';
 - each job id links to the job's page (under --url-prefix too), and that page shows the job;
@@ -12,7 +12,10 @@ cluster, against the weekly report's "jobs that wasted the most" for the same sc
 """
 from __future__ import annotations
 
+import csv
 import datetime as dt
+import io
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import duckdb
 import pytest
@@ -94,23 +97,76 @@ def _days(period: Period) -> dict:
     return {"start_date": f"{period.since:%Y-%m-%d}", "end_date": f"{period.until - dt.timedelta(days=1):%Y-%m-%d}"}
 
 
+def text_of(tree) -> str:
+    """The text a serialised component shows (its children's strings, in order)."""
+    if isinstance(tree, str):
+        return tree
+    if isinstance(tree, (int, float)):
+        return str(tree)
+    if isinstance(tree, list):
+        return "".join(text_of(t) for t in tree)
+    if isinstance(tree, dict):
+        return text_of(tree.get("props", {}).get("children"))
+    return ""
+
+
+def fields_of(tree, row: dict) -> None:
+    """Into ``row``: the text of each element of class ``col-<field>`` under ``tree``, the job
+    link's ``href`` (and the job's raw id in it) and an element's ``title`` as ``<field>_title``."""
+    if isinstance(tree, list):
+        for t in tree:
+            fields_of(t, row)
+        return
+    if not isinstance(tree, dict):
+        return
+    props = tree.get("props", {})
+    cls = [c for c in (props.get("className") or "").split() if c.startswith("col-")]
+    if cls:
+        field = cls[0].removeprefix("col-")
+        row[field] = text_of(tree)
+        if props.get("title"):
+            row[f"{field}_title"] = props["title"]
+        if tree.get("type") == "Link":
+            row["href"] = props["href"]
+            row["job_id_raw"] = parse_qs(urlsplit(row["href"]).query)["id"][0]
+        return
+    fields_of(props.get("children"), row)
+
+
+def table_rows(table: dict) -> list[dict]:
+    """A serialised html.Table's body rows as {field: text} (see :func:`fields_of`)."""
+    _head, body = table["props"]["children"]
+    out = []
+    for tr in body["props"]["children"]:
+        row: dict = {}
+        fields_of(tr, row)
+        out.append(row)
+    return out
+
+
 def fix_rows(app, prefix: str, who: str, period: Period | None = None, **values) -> list[dict] | None:
-    """The block's grid rows as ``who`` on page ``prefix`` (ov, pj, jobs) with the filters
-    ``values`` (``name``: the project page's); None: no block (no job in the view)."""
+    """The block's table rows (the cells' texts) as ``who`` on page ``prefix`` (ov, pj, jobs) with
+    the filters ``values`` (``name``: the project page's); None: no block (no job in the view)."""
     sent = {f"{prefix}-{k}.value": v for k, v in values.items() if k != "name"}
     if period is not None:
         sent.update({f"{prefix}-period.{k}": v for k, v in _days(period).items()})
     if "name" in values:
         sent[f"{prefix}-name.data"] = values["name"]
     out = post(app, f"{prefix}-fix.children", sent, who)[f"{prefix}-fix"]["children"]
-    grid = find(out, f"{prefix}-fix-table")
-    if grid is not None:
-        return grid["props"]["rowData"]
+    table = find(out, f"{prefix}-fix-table")
+    if table is not None:
+        return table_rows(table)
     return None if not out else []
 
 
+def sbu(x: float | None) -> str:
+    """An SBU figure as every face prints it; an unknown saving "not priced"."""
+    return "not priced" if x is None else f"{x:,.1f} SBU"
+
+
 def expected(report_list: list[dict]) -> list[tuple]:
-    return [(j["job_id_raw"], j["wasted_sbu"], j["savings_sbu"]) for j in report_list if j["wasted_sbu"]][:N]
+    return [(j["job_id_raw"], sbu(j["wasted_sbu"]), sbu(j["savings_sbu"]))
+            for j in report_list if j["wasted_sbu"]][:N]
 
 
 def shown(rows: list[dict] | None) -> list[tuple]:
@@ -118,10 +174,7 @@ def shown(rows: list[dict] | None) -> list[tuple]:
 
 
 def same(got: list[tuple], want: list[tuple]) -> bool:
-    return len(got) == len(want) and all(
-        g[0] == w[0] and g[1] == pytest.approx(w[1], rel=1e-9, abs=1e-9)
-        and (g[2] is None) == (w[2] is None) and (g[2] is None or g[2] == pytest.approx(w[2], rel=1e-9, abs=1e-9))
-        for g, w in zip(got, want))
+    return got == want
 
 
 def test_the_list_is_the_weekly_reports_for_the_cluster_and_each_project(app, reports):
@@ -151,13 +204,13 @@ def test_the_list_is_the_users_report_and_only_their_jobs(app, world, reports):
             assert same(shown(rows), want), (user, key)
             # another user's name in the filter cannot widen a user's scope
             assert same(shown(fix_rows(app, "ov", user, period, user=other)), want if user == other else [])
-            assert all(r["user"] == user for r in rows or [])
+            assert all("user" not in r for r in rows or [])     # their own list: no User column
             savings += [r["savings_sbu"] for r in rows or []]
         # My jobs: the user's own jobs over all their data (no period there)
         mine = fix_rows(app, "jobs", user)
         assert same(shown(mine), expected(lists[("span", "user", user)])), user
         assert same(shown(fix_rows(app, "jobs", user, user=other)), shown(mine))
-    assert None in savings and any(s is not None for s in savings)     # both compared above
+    assert "not priced" in savings and any(s != "not priced" for s in savings)     # both compared above
 
 
 def test_a_lead_sees_their_projects_jobs_only(app, world, reports):
@@ -174,23 +227,37 @@ def test_a_lead_sees_their_projects_jobs_only(app, world, reports):
 
 
 def test_each_row_has_advice_sbatch_lines_and_a_saving_or_not_priced(app, reports):
-    periods, _lists = reports
+    periods, lists = reports
     rows = fix_rows(app, "ov", ADMIN, periods["span"])
     assert len(rows) == N
-    assert [r["wasted_sbu"] for r in rows] == sorted((r["wasted_sbu"] for r in rows), reverse=True)
-    flagged = [r for r in rows if r["flag_codes"]]
+    wasted = [j["wasted_sbu"] for j in lists[("span", "admin", "cluster")] if j["wasted_sbu"]][:N]
+    assert [r["wasted_sbu"] for r in rows] == [sbu(w) for w in sorted(wasted, reverse=True)]
+    flagged = [r for r in rows if r.get("flag_codes")]
     assert flagged and all(r["lead_advice"] for r in flagged)
     assert any(r["sbatch_lines"] and r["sbatch_lines"].startswith("#SBATCH --") for r in flagged)
     for r in rows:
-        if r["savings_sbu"] is None:        # unknown: the note says why, the grid "not priced"
-            assert r["savings_note"]
-    columns = {c["field"]: c for c in jobs_to_fix.COLUMNS}
-    assert "not priced" in columns["savings_sbu"]["valueFormatter"]["function"]
+        if r["savings_sbu"] == "not priced":        # unknown: the cell's title says why
+            assert r["savings_sbu_title"]
+        assert r["sbu"].startswith("of ") and r["sbu"].endswith(" SBU") and r["job_id"] and r["user"] and r["account"]
     # the leading advice is the first advice the job's page lists
     with app.server.config[common.READER_KEY].cursor() as h:
         for r in flagged:
-            first = summaries.job_flag_rows(h, Scope.admin(), r["cluster"], r["job_id_raw"])[0]
+            cluster = parse_qs(urlsplit(r["href"]).query)["cluster"][0]
+            first = summaries.job_flag_rows(h, Scope.admin(), cluster, r["job_id_raw"])[0]
             assert r["lead_advice"] == first["advice"]
+
+
+def test_the_download_holds_the_rows(app, reports):
+    periods, _lists = reports
+    out = post(app, "ov-fix.children", {f"ov-period.{k}": v for k, v in _days(periods["span"]).items()},
+               ADMIN)["ov-fix"]["children"]
+    link = find(out, "ov-fix-table-csv")["props"]
+    assert link["download"] == "jobs-to-fix.csv" and link["href"].startswith("data:text/csv;charset=utf-8,")
+    got = list(csv.DictReader(io.StringIO(unquote(link["href"].split(",", 1)[1]))))
+    rows = fix_rows(app, "ov", ADMIN, periods["span"])
+    assert [g["Job"] for g in got] == [r["job_id"] for r in rows]
+    assert [sbu(float(g["Wasted"])) for g in got] == [r["wasted_sbu"] for r in rows]
+    assert [g["Saves"] and sbu(float(g["Saves"])) or "not priced" for g in got] == [r["savings_sbu"] for r in rows]
 
 
 def test_job_ids_link_to_the_job_page(app, world, reports):
