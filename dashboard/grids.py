@@ -3,9 +3,17 @@
 Columns are text, numbers (right-aligned, thousands separators, a unit) or links to a page of the
 dashboard. Numbers are formatted as every face of jobsight prints them: SBU figures (and SBU
 rates) with one decimal. No column of an SBU figure, a job id or a state is ever narrower than
-such a value needs (MIN_WIDTHS, SBU_MIN_WIDTH): the grid sizes its columns to the rows it has when
-it is drawn, which may be none yet. Cells are rendered as text by the grid (never as HTML); a link cell is an <a> made by
-the JobsightLink renderer (assets/dashAgGridFunctions.js) around the cell's text, to a path the
+such a value needs (MIN_WIDTHS, SBU_MIN_WIDTH).
+
+Column widths are set here, from the rows (:func:`defs`), not measured by the grid in the browser:
+AG Grid's auto-size renders every cell again off-screen and reads its size, which took longer
+than everything else of drawing a page. A grid whose rows a callback sets gets its column
+definitions from the same callback, sized to those rows. The widths are those of the widest font
+the dashboard is drawn in (DejaVu Sans, the fallback of a system without IBM Plex Sans, Segoe UI or
+Roboto), in bold, so a narrower font only leaves room.
+
+Cells are rendered as text by the grid (never as HTML); a link cell is an <a> made by the
+JobsightLink renderer (assets/dashAgGridFunctions.js) around the cell's text, to a path the
 server built (the row's ``href`` field), never to one from the data.
 
 Every grid has a "Download CSV" button: the grid's own CSV export of its rows (after the grid's
@@ -15,6 +23,7 @@ run as a formula (= + - @, after leading blanks and controls) starts with an apo
 """
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import dash_ag_grid as dag
@@ -39,6 +48,23 @@ SBU_MIN_WIDTH = 160
 SBU_DIGITS = 1
 
 
+# advance widths at the grid's 14 px, of DejaVu Sans (the widest of each group); bold text (a
+# highlighted row, a header) is up to BOLD times as wide
+_CHAR_PX = {c: px for chars, px in ((" ',.:;/\\|IJijl", 4.8), ("!()-[]frt", 5.8), ("*?_`csz", 7.7),
+                                    ("0123456789${}abdeghknopquvxyEFLPSTY", 8.95), ("ABCKRVXZ", 9.8),
+                                    ("#+<=>^~&DGHNOQUw", 11.75)) for c in chars}
+_WIDE_PX = 14.0                     # M, W, m, %, @ and any other character
+PAD_PX = 34                         # the cell's padding and border, both sides
+HEADER_PAD_PX = 34 + 28             # ... and the header's sort icon
+BOLD = 1.1
+MAX_WIDTH = 480                     # a longer text is cut at this width (its full text in the CSV)
+
+
+def text_px(text: str) -> float:
+    """How wide ``text`` is drawn in a grid cell, without padding (px)."""
+    return sum(_CHAR_PX.get(c, _WIDE_PX) for c in text)
+
+
 def num(field: str, header: str, digits: int = 1, unit: str = "", **extra: Any) -> dict:
     """A number column: right-aligned, e.g. 12,345.6 with ``unit`` (" %", " h") after it. SBU
     figures (a unit starting with SBU) have SBU_DIGITS decimals whatever ``digits`` says."""
@@ -47,8 +73,26 @@ def num(field: str, header: str, digits: int = 1, unit: str = "", **extra: Any) 
         digits = SBU_DIGITS
         extra["minWidth"] = max(extra.get("minWidth", 0), SBU_MIN_WIDTH)
     return {"field": field, "headerName": header, "cellDataType": "number", "type": "rightAligned",
-            "filter": "agNumberColumnFilter",
+            "filter": "agNumberColumnFilter", "context": {"digits": int(digits), "unit": unit},
             "valueFormatter": {"function": f"jobsightNumber(params.value, {int(digits)}, '{unit}')"}, **extra}
+
+
+def shown(col: dict, value: Any) -> str:
+    """A cell's text as the grid shows it: numbers as jobsightNumber formats them (12,345.6 SBU)."""
+    if value is None or value == "":
+        return ""
+    ctx = col.get("context") or {}
+    if "digits" in ctx and isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return f"{value:,.{ctx['digits']}f}{ctx['unit']}"
+    return str(value)
+
+
+def width(col: dict, rows: list[dict] | None) -> int:
+    """A column's width: its header's or its widest cell's among ``rows``, at least its minWidth."""
+    px = text_px(col.get("headerName") or "") * BOLD + HEADER_PAD_PX
+    for r in rows or ():
+        px = max(px, text_px(shown(col, r.get(col["field"]))) * BOLD + PAD_PX)
+    return int(min(max(px, col.get("minWidth", 0), DEFAULT_COLUMN["minWidth"]), max(MAX_WIDTH, col.get("minWidth", 0))))
 
 
 def link(field: str, header: str, href_field: str = "href", **extra: Any) -> dict:
@@ -62,19 +106,28 @@ DEFAULT_COLUMN = {"sortable": True, "resizable": True, "floatingFilter": True, "
 STATIC_COLUMN = {"sortable": False, "resizable": True, "minWidth": 70}
 
 
-def grid(grid_id: str, columns: list[dict], file_name: str, page_size: int = 50,
-         sort: tuple[str, str] | None = None, paginate: bool = True, static: bool = False,
-         rows: list[dict] | None = None, row_classes: dict[str, str] | None = None, **options: Any) -> html.Div:
-    """The grid ``grid_id`` (its rows: ``rows``, or the ``rowData`` a callback sets) with its download
-    button ``<grid_id>-csv`` (wired by :func:`register_download`). ``static``: no sorting or
-    filtering (rows paged by the server); ``row_classes``: CSS class -> the JavaScript condition on
-    ``params.data`` that gives a row that class; ``options``: more AG Grid options."""
+def defs(columns: list[dict], rows: list[dict] | None = None, static: bool = False,
+         sort: tuple[str, str] | None = None) -> list[dict]:
+    """The grid's column definitions: each column as wide as its header and its cells among
+    ``rows`` (a wrapped text keeps its width); ``static``: no filters; ``sort``: (field, direction)."""
     columns = [{**c, "minWidth": max(c.get("minWidth", 0), MIN_WIDTHS[c["field"]])} if c["field"] in MIN_WIDTHS else c
                for c in columns]
     if static:
         columns = [{**c, "filter": False} for c in columns]
     if sort:
         columns = [{**c, "sort": sort[1]} if c["field"] == sort[0] else c for c in columns]
+    return [c if c.get("wrapText") else {**c, "width": width(c, rows)} for c in columns]
+
+
+def grid(grid_id: str, columns: list[dict], file_name: str, page_size: int = 50,
+         sort: tuple[str, str] | None = None, paginate: bool = True, static: bool = False,
+         rows: list[dict] | None = None, row_classes: dict[str, str] | None = None, **options: Any) -> html.Div:
+    """The grid ``grid_id`` (its rows: ``rows``, or the ``rowData`` a callback sets, with the
+    ``columnDefs`` of :func:`defs` for them) with its download button ``<grid_id>-csv`` (wired by
+    :func:`register_download`). ``static``: no sorting or filtering (rows paged by the server);
+    ``row_classes``: CSS class -> the JavaScript condition on ``params.data`` that gives a row that
+    class; ``options``: more AG Grid options."""
+    columns = defs(columns, rows, static, sort)
     grid_options = {"pagination": paginate, "paginationPageSize": page_size,
                     "paginationPageSizeSelector": False, "domLayout": "autoHeight", "animateRows": False,
                     "enableCellTextSelection": True, "ensureDomOrder": True, "suppressCellFocus": True,
@@ -83,8 +136,6 @@ def grid(grid_id: str, columns: list[dict], file_name: str, page_size: int = 50,
         id=grid_id, rowData=rows or [], columnDefs=columns, dashGridOptions=grid_options,
         rowClassRules=row_classes or {},
         defaultColDef=STATIC_COLUMN if static else DEFAULT_COLUMN,
-        # every column as wide as its content, but the wrapped texts
-        columnSize="autoSize", columnSizeOptions={"keys": [c["field"] for c in columns if not c.get("wrapText")]},
         csvExportParams={"fileName": file_name, "processCellCallback": CSV_CELL},
         style={"width": "100%"}, className="grid")
     return html.Div([

@@ -252,7 +252,7 @@ def _page(dash, prefix: str, week, name: str | None) -> dict:
 
 def _table(dash, prefix: str, week) -> dict[str, dict]:
     mon = _monday(week)
-    resp = _post(dash, f"..{prefix}-table.rowData...{prefix}-status.children..",
+    resp = _post(dash, f"..{prefix}-table.rowData...{prefix}-status.children...{prefix}-table.columnDefs..",
                  {f"{prefix}-period.start_date": mon.isoformat(),
                   f"{prefix}-period.end_date": (mon + dt.timedelta(days=6)).isoformat()})
     return {r["name"]: r for r in resp[f"{prefix}-table"]["rowData"]}
@@ -260,7 +260,7 @@ def _table(dash, prefix: str, week) -> dict[str, dict]:
 
 def _grid_jobs(dash, week, user: str) -> set[str]:
     mon = _monday(week)
-    resp = _post(dash, "..fl-table.rowData...fl-status.children..",
+    resp = _post(dash, "..fl-table.rowData...fl-status.children...fl-table.columnDefs..",
                  {"fl-period.start_date": mon.isoformat(), "fl-period.end_date": (mon + dt.timedelta(days=6)).isoformat(),
                   "fl-user.value": user})
     rows = resp["fl-table"]["rowData"]

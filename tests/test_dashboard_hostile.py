@@ -200,8 +200,8 @@ def test_registered_but_absent_source_map_is_not_found(app, log):
 @pytest.mark.parametrize("key,values", [
     ("ov-content.children", {"ov-period.end_date": "9999-12-31"}),
     ("ov-content.children", {"ov-period.start_date": "0001-01-01"}),
-    ("..ut-table.rowData...ut-status.children..", {"ut-period.end_date": "9999-12-31"}),
-    ("..fl-table.rowData...fl-status.children..", {"fl-period.start_date": "9999-12-31"}),
+    ("..ut-table.rowData...ut-status.children...ut-table.columnDefs..", {"ut-period.end_date": "9999-12-31"}),
+    ("..fl-table.rowData...fl-status.children...fl-table.columnDefs..", {"fl-period.start_date": "9999-12-31"}),
 ])
 def test_date_out_of_range_is_a_plain_message(app, log, key, values):
     log.records.clear()
@@ -224,7 +224,7 @@ def test_too_many_query_fields_is_a_plain_message(app, log):
 
 def test_values_no_component_sends_are_read_as_cleared(app, log):
     log.records.clear()
-    key = "..fl-table.rowData...fl-status.children.."
+    key = "..fl-table.rowData...fl-status.children...fl-table.columnDefs.."
     odd = post(app, key, {"fl-period.start_date": [None], "fl-user.value": [1, None], "fl-account.value": {"a": 1}})
     assert odd.status_code == 200
     assert odd.data == post(app, key, {}).data

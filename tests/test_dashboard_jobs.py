@@ -25,7 +25,7 @@ from jobsight.dashboard.auth import Auth, Roles
 from jobsight.dashboard.pages import jobs
 from jobsight.dashboard.search import NOT_FOUND
 
-JOBS = "..jobs-table.rowData...jobs-status.children...jobs-page.data...jobs-newer.disabled...jobs-older.disabled.."
+JOBS = "..jobs-table.rowData...jobs-status.children...jobs-page.data...jobs-newer.disabled...jobs-older.disabled...jobs-table.columnDefs.."
 
 
 @pytest.fixture(scope="module")
@@ -171,10 +171,10 @@ def test_every_table_is_a_grid_with_a_guarded_csv_download(app, path):
 
 
 def test_grid_rows_link_to_pages_the_server_built(app):
-    users = post(app, "..ut-table.rowData...ut-status.children..", {}, "root")["ut-table"]["rowData"]
+    users = post(app, "..ut-table.rowData...ut-status.children...ut-table.columnDefs..", {}, "root")["ut-table"]["rowData"]
     assert {r["name"]: r["href"] for r in users} == {"bob": "/user?name=bob", "alice": "/user?name=alice",
                                                      "carol": "/user?name=carol"}
-    flagged = post(app, "..fl-table.rowData...fl-status.children..", {}, "root")
+    flagged = post(app, "..fl-table.rowData...fl-status.children...fl-table.columnDefs..", {}, "root")
     assert [r["job_id"] for r in flagged["fl-table"]["rowData"]] == ["4", "2", "1"]
     assert flagged["fl-status"]["children"] == "3 flagged jobs"
     assert {r["href"] for r in flagged["fl-table"]["rowData"]} == {f"/job?cluster=c1&id={i}" for i in ("1", "2", "4")}

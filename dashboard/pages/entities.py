@@ -20,6 +20,7 @@ COLUMNS = [grids.link("name", "Name", pinned="left", minWidth=140),
            grids.num("cpu_eff_pct", "CPU eff", 1, " %"), grids.num("gpu_util_pct", "GPU util", 1, " %"),
            grids.num("mem_eff_pct", "Mem eff", 1, " %"), grids.num("time_eff_pct", "Time eff", 1, " %"),
            grids.num("flagged_jobs", "Flagged jobs", 0)]
+SORT = ("sbu", "desc")
 
 
 def rows(h, scope: Scope, f: Filters, by: str, href: str = "") -> list[dict]:
@@ -42,7 +43,7 @@ def layout(prefix: str, params: dict[str, str], scope: Scope) -> html.Div:
         html.Div(controls, className="controls"),
         dcc.Loading(html.Div([html.Div(id=f"{prefix}-status", className="status"),
                               grids.grid(f"{prefix}-table", COLUMNS, f"{heading.lower()}.csv", page_size=25,
-                                         sort=("sbu", "desc"))]), type="default"),
+                                         sort=SORT)]), type="default"),
     ])
 
 
@@ -59,14 +60,15 @@ def _register_instance(app, prefix: str, by: str, target: str) -> None:
     def params_of(since, until, *values):
         return dict(since=since, until=until, **dict(zip(other, values)))
 
-    @app.callback(Output(f"{prefix}-table", "rowData"), Output(f"{prefix}-status", "children"), *inputs)
-    @common.safe(fallback=lambda: ([], common.ERROR_TEXT))
+    @app.callback(Output(f"{prefix}-table", "rowData"), Output(f"{prefix}-status", "children"),
+                  Output(f"{prefix}-table", "columnDefs"), *inputs)
+    @common.safe(fallback=lambda: ([], common.ERROR_TEXT, no_update))
     def content(since, until, *values):
         f = common.filters_from({k: v for k, v in params_of(since, until, *values).items() if isinstance(v, str)})
         with common.handle() as h:
             data = rows(h, common.scope(), f, by, app.get_relative_path(target))
         return data, ("No jobs in this view for the selected period and filters." if not data
-                      else f"{len(data):,} {'users' if by == 'user' else 'projects'}")
+                      else f"{len(data):,} {'users' if by == 'user' else 'projects'}"), grids.defs(COLUMNS, data, sort=SORT)
 
     @app.callback(Output("url", "search", allow_duplicate=True), *inputs, prevent_initial_call=True)
     @common.safe(fallback=lambda: no_update)

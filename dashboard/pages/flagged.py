@@ -24,6 +24,11 @@ MORE = [grids.text("user", "User"), grids.text("account", "Project"), grids.text
         grids.text("messages", "Messages", wrap=True, cellStyle=PRE)]
 
 
+def columns(h) -> list[dict]:
+    """The grid's columns: the savings when the database has them."""
+    return COLUMNS + ([SAVINGS] if "job_savings" in h.tables else []) + MORE
+
+
 def rows(h, scope: Scope, f: Filters, limit: int = LIMIT, href: str = "") -> tuple[list[dict], int]:
     """One row per job: its flags, messages and advice one per line; ``href``: the job page's path."""
     df, total = queries.flagged_jobs(h, scope, f, limit=limit)
@@ -48,8 +53,7 @@ def layout(params: dict[str, str], scope: Scope) -> html.Div:
                 common.dropdown(P, "severity", "Severity", common.SEVERITIES, sevs, multi=True)]
     controls += common.scope_filter_controls(P, params, opts)
     with common.handle() as h:
-        savings = [SAVINGS] if "job_savings" in h.tables else []
-    grid = grids.grid(f"{P}-table", COLUMNS + savings + MORE, "flagged-jobs.csv", page_size=25)
+        grid = grids.grid(f"{P}-table", columns(h), "flagged-jobs.csv", page_size=25)
     return html.Div([
         html.H2("Flagged jobs"),
         html.P(f"The flagged jobs that ran in the period, most wasted SBU first, at most {LIMIT}, each with the "
@@ -71,18 +75,20 @@ def params_of(since, until, code, severity, user, account, partition) -> dict:
 
 
 def register(app) -> None:
-    @app.callback(Output(f"{P}-table", "rowData"), Output(f"{P}-status", "children"), *INPUTS)
-    @common.safe(fallback=lambda: ([], common.ERROR_TEXT))
+    @app.callback(Output(f"{P}-table", "rowData"), Output(f"{P}-status", "children"),
+                  Output(f"{P}-table", "columnDefs"), *INPUTS)
+    @common.safe(fallback=lambda: ([], common.ERROR_TEXT, no_update))
     def content(*values):
         p = params_of(*values)
         f = common.filters_from({k: (",".join(v) if isinstance(v, list) else v) for k, v in p.items()
                                  if isinstance(v, (str, list))})
         with common.handle() as h:
             data, total = rows(h, common.scope(), f, href=app.get_relative_path("/job"))
+            defs = grids.defs(columns(h), data)
         if not total:
-            return [], "No flagged jobs in this view for the selected period and filters."
+            return [], "No flagged jobs in this view for the selected period and filters.", defs
         shown = f" (showing the first {len(data):,})" if total > len(data) else ""
-        return data, f"{total:,} flagged job{'s' if total != 1 else ''}{shown}"
+        return data, f"{total:,} flagged job{'s' if total != 1 else ''}{shown}", defs
 
     @app.callback(Output("url", "search", allow_duplicate=True), *INPUTS, prevent_initial_call=True)
     @common.safe(fallback=lambda: no_update)

@@ -52,6 +52,12 @@ def rows(h, scope: Scope, jf: JobFilter, page: int, href: str = "") -> tuple[lis
     return data, total, page
 
 
+def columns(h, scope: Scope) -> list[dict]:
+    """The grid's columns: the savings when the database has them, the user for a lead or admin."""
+    return (COLUMNS + ([SAVINGS] if "job_savings" in h.tables else []) + MORE
+            + ([USER] if scope.role != "user" else []))
+
+
 def layout(params: dict[str, str], scope: Scope) -> html.Div:
     wide = scope.role != "user"
     with common.handle() as h:
@@ -60,7 +66,7 @@ def layout(params: dict[str, str], scope: Scope) -> html.Div:
         # a lead or admin starts from their own jobs when they have any, else from all they can see
         user = params.get("user") if params.get("user") in opts["user"] else \
             scope.user if wide and job_queries.has_jobs(h, scope, scope.user) else None
-        savings = [SAVINGS] if "job_savings" in h.tables else []
+        cols = columns(h, scope)
     pick = lambda key, values: params.get(key) if params.get(key) in values else None  # noqa: E731
     controls = [common.dropdown(P, "state", "State", states, pick("state", states)),
                 common.dropdown(P, "partition", "Partition", opts["partition"], pick("partition", opts["partition"])),
@@ -68,8 +74,7 @@ def layout(params: dict[str, str], scope: Scope) -> html.Div:
     if wide:
         controls.insert(0, common.dropdown(P, "user", "User", opts["user"], user))
     hidden = [] if wide else [dcc.Dropdown(id=f"{P}-user", style={"display": "none"})]
-    columns = COLUMNS + savings + MORE + ([USER] if wide else [])
-    grid = grids.grid(f"{P}-table", columns, "jobs.csv", paginate=False, static=True)
+    grid = grids.grid(f"{P}-table", cols, "jobs.csv", paginate=False, static=True)
     pager = html.Div([html.Button("‹ Newer", id=f"{P}-newer", n_clicks=0, disabled=True),
                       html.Span(id=f"{P}-status", className="status"),
                       html.Button("Older ›", id=f"{P}-older", n_clicks=0, disabled=True)], className="pager")
@@ -91,8 +96,9 @@ INPUTS = [Input(f"{P}-user", "value"), Input(f"{P}-state", "value"), Input(f"{P}
 def register(app) -> None:
     @app.callback(Output(f"{P}-table", "rowData"), Output(f"{P}-status", "children"), Output(f"{P}-page", "data"),
                   Output(f"{P}-newer", "disabled"), Output(f"{P}-older", "disabled"),
+                  Output(f"{P}-table", "columnDefs"),
                   *INPUTS, Input(f"{P}-newer", "n_clicks"), Input(f"{P}-older", "n_clicks"), State(f"{P}-page", "data"))
-    @common.safe(fallback=lambda: ([], common.ERROR_TEXT, 0, True, True))
+    @common.safe(fallback=lambda: ([], common.ERROR_TEXT, 0, True, True, no_update))
     def content(user, state, partition, code, _newer, _older, page):
         page = page if isinstance(page, int) and 0 <= page < MAX_PAGE else 0
         step = {f"{P}-newer": -1, f"{P}-older": 1}.get(ctx.triggered_id)     # a filter changed: the first page
@@ -103,13 +109,14 @@ def register(app) -> None:
             data, total, page = rows(h, scope, jf, page, app.get_relative_path("/job"))
             # your own jobs, no filter, and none at all: how jobs get in, not "no match"
             newcomer = not total and jf == JobFilter(user=scope.user) and not job_queries.has_jobs(h, scope, scope.user)
+            defs = grids.defs(columns(h, scope), data, static=True)
         if newcomer:
-            return [], common.no_jobs_yet(), 0, True, True
+            return [], common.no_jobs_yet(), 0, True, True, defs
         if not total:
-            return [], "No jobs match these filters.", 0, True, True
+            return [], "No jobs match these filters.", 0, True, True, defs
         first = page * PAGE + 1
         status = f"Jobs {first:,}–{first + len(data) - 1:,} of {total:,}"
-        return data, status, page, page == 0, first + len(data) > total
+        return data, status, page, page == 0, first + len(data) > total, defs
 
     @app.callback(Output("url", "search", allow_duplicate=True), *INPUTS, prevent_initial_call=True)
     @common.safe(fallback=lambda: no_update)

@@ -89,14 +89,15 @@ INPUTS = [Input(f"{P}-user", "value"), Input(f"{P}-state", "value")]
 
 def register(app) -> None:
     @app.callback(Output(f"{P}-jobs", "rowData"), Output(f"{P}-gpus", "rowData"), Output(f"{P}-status", "children"),
-                  *INPUTS)
-    @common.safe(fallback=lambda: ([], [], common.ERROR_TEXT))
+                  Output(f"{P}-jobs", "columnDefs"), Output(f"{P}-gpus", "columnDefs"), *INPUTS)
+    @common.safe(fallback=lambda: ([], [], common.ERROR_TEXT, no_update, no_update))
     def fill(user, state):
         scope = common.scope()
         # a plain user sees their own jobs whatever is asked; a lead or admin the chosen user's, or all
         who = scope.user if scope.role == "user" else (user if isinstance(user, str) and user else None)
         with common.handle() as h:
-            return content(h, scope, who, state == "wasting", app.get_relative_path("/job"))
+            jobs, gpus, status = content(h, scope, who, state == "wasting", app.get_relative_path("/job"))
+        return jobs, gpus, status, grids.defs(JOBS, jobs), grids.defs(GPUS, gpus)
 
     @app.callback(Output("url", "search", allow_duplicate=True), *INPUTS, prevent_initial_call=True)
     @common.safe(fallback=lambda: no_update)

@@ -188,9 +188,9 @@ def test_dashboard_job_page_shows_names_as_text(dash_client, hostile):
                                                                                "text", "x", "y", "name"), (ctype, prop)
 
 
-@pytest.mark.parametrize("key,path", [("..fl-table.rowData...fl-status.children..", "/flagged"),
-                                      ("..ut-table.rowData...ut-status.children..", "/users"),
-                                      ("..pt-table.rowData...pt-status.children..", "/projects")])
+@pytest.mark.parametrize("key,path", [("..fl-table.rowData...fl-status.children...fl-table.columnDefs..", "/flagged"),
+                                      ("..ut-table.rowData...ut-status.children...ut-table.columnDefs..", "/users"),
+                                      ("..pt-table.rowData...pt-status.children...pt-table.columnDefs..", "/projects")])
 def test_dashboard_tables_show_payloads_as_text(dash_client, key, path):
     app, client = dash_client
     page = json.dumps(_post(app, client, "page.children", {"url.pathname": path, "url.search": ""}))

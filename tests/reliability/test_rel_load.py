@@ -62,7 +62,7 @@ class Client:
             return r.status, r.read().decode()
 
     def flagged(self) -> tuple[int, str]:
-        key = "..fl-table.rowData...fl-status.children.."
+        key = "..fl-table.rowData...fl-status.children...fl-table.columnDefs.."
         ins = ["fl-period.start_date", "fl-period.end_date", "fl-code.value", "fl-severity.value", "fl-user.value",
                "fl-account.value", "fl-partition.value"]
         body = {"output": key, "outputs": [{"id": "fl-table", "property": "rowData"},
