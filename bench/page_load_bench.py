@@ -1,7 +1,7 @@
 """Dashboard page load in headless Chromium, on the demo's data, against the browser's own floor.
 
     .venv/bin/python bench/page_load_bench.py [--rounds 10] [--page-rounds 3] [--workdir DIR] [--db PATH]
-        [--quiet-ms 500] [--skip-pages] [--json]
+        [--quiet-ms 500] [--skip-pages] [--screenshots DIR] [--json]
 
 Builds the demo's data (`jobsight demo --no-serve --out WORKDIR/demo`, defaults: 3,000 jobs over
 28 days; a second run reuses it), unless --db names a database already. Starts `jobsight dashboard
@@ -37,7 +37,9 @@ Cases:
 
 Rounds interleave the cases (overview, static, trivial), so load from other processes hits each
 alike. Then, warm only and --page-rounds each, every page per role: an admin, a project lead, a
-researcher (a member of that project, not its lead) and a user who ran no jobs.
+researcher (a member of that project, not its lead) and a user who ran no jobs. --screenshots DIR:
+then a full-page screenshot (1400 px wide, as tall as the page) of each of those pages per role,
+DIR/<role>-<page>.png, to look at.
 
 Where the time goes (printed for the overview): navigation milestones (document received,
 DOMContentLoaded, load, layout and dependencies fetched), and each callback's start, its server
@@ -346,6 +348,15 @@ class Chromium:
         return {k: got.get(k, 0.0) * 1000 for k in ("TaskDuration", "ScriptDuration", "LayoutDuration",
                                                      "RecalcStyleDuration")}
 
+    def screenshot(self, path: Path) -> None:
+        """The whole page as a PNG: the window's width, as tall as the document."""
+        import base64
+        cdp = self.driver.execute_cdp_cmd
+        size = cdp("Page.getLayoutMetrics", {})["cssContentSize"]
+        shot = cdp("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": {
+            "x": 0, "y": 0, "width": WINDOW[0], "height": max(size["height"], WINDOW[1]), "scale": 1}})
+        path.write_bytes(base64.b64decode(shot["data"]))
+
     def blank(self) -> None:
         self.driver.get("about:blank")
 
@@ -466,6 +477,7 @@ def main() -> int:
     ap.add_argument("--db", help="an existing jobsight database instead of the demo's")
     ap.add_argument("--quiet-ms", type=int, default=500, help="no DOM change for this long: drawn")
     ap.add_argument("--skip-pages", action="store_true", help="the overview and its baselines only")
+    ap.add_argument("--screenshots", metavar="DIR", help="a full-page screenshot of every page per role into DIR")
     ap.add_argument("--profile", type=int, default=3, metavar="N",
                     help="then N warm overview loads under V8's sampling profiler (0: none)")
     ap.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
@@ -516,6 +528,11 @@ def main() -> int:
                             b.blank()
                             res.setdefault(f"page {role} {path}", []).append(
                                 b.measure(dash_srv.url + path))
+                        if args.screenshots:
+                            shots = Path(args.screenshots)
+                            shots.mkdir(parents=True, exist_ok=True)
+                            name = path.strip("/").split("?")[0] or "overview"
+                            b.screenshot(shots / f"{role.replace(' ', '-')}-{name}.png")
                 finally:
                     b.quit()
                 print(f"pages as {role} done (load {load()})", file=sys.stderr, flush=True)
