@@ -32,8 +32,8 @@ MAX_RUSAGE_HOSTS = 16
 
 def _value(e: pl.Expr) -> pl.Expr:
     """A field as written -> its value: a quoted one without the quotes, "" inside read as one."""
-    return pl.when(e.str.starts_with('"')).then(
-        e.str.slice(1, e.str.len_bytes() - 2).str.replace_all('""', '"', literal=True)).otherwise(e)
+    # a bare field holds no quote; a quoted one starts and ends with one
+    return e.str.strip_prefix('"').str.strip_suffix('"').str.replace_all('""', '"', literal=True)
 
 
 def _count(e: pl.Expr) -> pl.Expr:
@@ -89,7 +89,7 @@ def walk_block(recs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataF
     df = df.with_columns(_h=pl.when(has_hr).then(_count(tok(c("_p4")))))
     df = df.with_columns(_ok=c("_ok") & (~has_hr | (c("_h").is_not_null() & (c("_h") <= MAX_RUSAGE_HOSTS))).fill_null(False))
     most = df.filter(c("_ok") & has_hr)["_h"].max()
-    df = df.with_columns(_w=_rusage_width(int(most or 0)))
+    df = df.with_columns(_rusage_width(df, int(most or 0)))
     df = df.with_columns(_ok=c("_ok") & (~has_hr | (c("_h") == 0) | c("_w").is_not_null()).fill_null(False))
     p5 = c("_p4") + 1 + c("_h") * c("_w").fill_null(0)
     fields = {**{k: tok(i) for k, i in lsf._AT_HEAD.items()},
@@ -122,20 +122,27 @@ def walk_block(recs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataF
     return walked.select(list(lsf._WALK_SCHEMA)), other, left
 
 
-def _rusage_width(most: int) -> pl.Expr:
-    """_hostrusage_width for each record with 1..MAX_RUSAGE_HOSTS host rusage entries: the first
-    width (5 to 8) that puts a host name at every entry start, a number after it and an integer (or
-    the record's end) after the last entry; null where none does or there are none."""
+def _rusage_width(df: pl.DataFrame, most: int) -> pl.Series:
+    """_hostrusage_width for each record of df with 1..MAX_RUSAGE_HOSTS host rusage entries: the
+    first width (5 to 8) that puts a host name at every entry start, a number after it and an
+    integer (or the record's end) after the last entry; null where none does or there are none.
+    The fields after _p4 are looked at once each (exploded), not once per width and entry."""
     c, t = pl.col, pl.col("t")
     start, h, n = c("_p4") + 1, c("_h"), t.list.len()
-    widths = []
-    for w in (5, 6, 7, 8):
-        end = start + h * w
-        fits = end <= n
-        for k in range(most):
-            at = start + k * w
-            fits = fits & ((h <= k) | (~t.list.get(at, null_on_oob=True).str.contains(_NUMBER)
-                                       & t.list.get(at + 1, null_on_oob=True).str.contains(_NUMBER)))
-        fits = fits & ((end == n) | t.list.get(end, null_on_oob=True).str.contains(_INT))
-        widths.append(pl.when(fits.fill_null(False)).then(pl.lit(w, dtype=pl.Int64)))
-    return pl.when(h > 0).then(pl.coalesce(widths))
+    if not most:
+        return pl.Series("_w", [None] * df.height, dtype=pl.Int64)
+    region = df.select(
+        _r=pl.int_range(pl.len(), dtype=pl.Int64), _hh=h,
+        _num=pl.when(h > 0).then(t.list.slice(start, h * 8)).list.eval(pl.element().str.contains(_NUMBER)),
+        **{f"_end{w}": ((start + h * w == n) | t.list.get(start + h * w, null_on_oob=True).str.contains(_INT))
+           & (start + h * w <= n) for w in (5, 6, 7, 8)})
+    cells = (region.select("_r", "_hh", "_num", _pos=pl.int_ranges(0, c("_num").list.len(), dtype=pl.Int64))
+             .explode("_num", "_pos").filter(c("_pos").is_not_null()))
+    # an entry's host name (a number: wrong) or the number after it (not one: wrong), for width w
+    wrong = {w: (c("_pos") < c("_hh") * w) & (((c("_pos") % w == 0) & c("_num")) | ((c("_pos") % w == 1) & ~c("_num")))
+             for w in (5, 6, 7, 8)}
+    bad = cells.group_by("_r").agg(**{f"_bad{w}": e.fill_null(True).any() for w, e in wrong.items()})
+    region = region.join(bad, on="_r", how="left").sort("_r")
+    widths = [pl.when(c(f"_end{w}").fill_null(False) & ~c(f"_bad{w}").fill_null(False)).then(pl.lit(w, dtype=pl.Int64))
+              for w in (5, 6, 7, 8)]
+    return region.select(_w=pl.when(c("_hh") > 0).then(pl.coalesce(widths)))["_w"]
