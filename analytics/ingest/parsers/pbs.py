@@ -63,6 +63,7 @@ _LINE = re.compile(r"^(?:\d{8}:)?(\d{2})/(\d{2})/(\d{4}) (\d{2}):(\d{2}):(\d{2})
 _PAIR = re.compile(r'([A-Za-z_][\w.\-]*)=("[^"]*"|\S*)')
 _WORD = re.compile(r'(?:[^\s"]+|"[^"]*")+|"[^"]*$')
 _FLAG = re.compile(r"^-[A-Za-z]$")
+_KEY = re.compile(r"[A-Za-z_][\w.\-]*")
 _MEM = re.compile(r"^(\d+(?:\.\d+)?)(b|w|kb|mb|gb|tb|pb)?$", re.IGNORECASE)
 _MEM_POW = {"b": 0, "kb": 1, "mb": 2, "gb": 3, "tb": 4, "pb": 5}
 _SKIP = {"A": "A (aborted by the server) records", "R": "R (rerun) records", "B": "B (reservation) records",
@@ -97,6 +98,8 @@ def split_pairs(text: str) -> dict[str, str]:
 
     A word that is not key=value continues the previous value, and so does a key=value word right
     after an option flag ('-L tasks=...'): Torque's Resource_Request_2.0 holds spaces."""
+    if '"' not in text:
+        return _split_unquoted(text)
     out: dict[str, str] = {}
     key = None
     for word in _WORD.findall(text):
@@ -107,6 +110,24 @@ def split_pairs(text: str) -> dict[str, str]:
             out[key] = val[1:-1] if len(val) >= 2 and val[0] == val[-1] == '"' else val
         elif key is not None:
             out[key] = f"{out[key]} {word}" if out[key] else word
+        else:
+            raise ValueError(f"text before the first key=value: {word!r}")
+    return out
+
+
+def _split_unquoted(text: str) -> dict[str, str]:
+    """split_pairs for a text without quotes, where its words are the runs of non-blanks: each
+    word's key read once, the value's last word kept aside for the flag test."""
+    out: dict[str, str] = {}
+    key, last = None, ""
+    for word in text.split():
+        eq = word.find("=")
+        if eq > 0 and _KEY.fullmatch(word, 0, eq) and not (key and _FLAG.match(last)):
+            key, last = word[:eq], word[eq + 1:]
+            out[key] = last
+        elif key is not None:
+            out[key] = f"{out[key]} {word}" if out[key] else word
+            last = word
         else:
             raise ValueError(f"text before the first key=value: {word!r}")
     return out

@@ -29,7 +29,8 @@ INTS = ("Resource_List.ncpus", "resources_used.ncpus", "total_execution_slots", 
 KEYS = ("user", "group", "account", "project", "jobname", "queue", *EPOCHS, *DURATIONS, "exec_host",
         "Resource_List.nodes", "Resource_List.nodect", "exec_vnode", "resources_used.mem", "Resource_List.mem",
         "Resource_List.pmem", "Exit_status", "exit_status", *INTS)
-MAX_DATETIME_S = 253402300799   # 9999-12-31 23:59:59, the last second a datetime holds
+MAX_DATETIME_S = 253402300799
+_KEY_ENUM = pl.Enum(KEYS)   # 9999-12-31 23:59:59, the last second a datetime holds
 
 
 def read_block(first: int, text: str, split_pairs: Callable[[str], dict]) -> tuple:
@@ -61,12 +62,17 @@ def _fields(recs: pl.DataFrame, split_pairs: Callable[[str], dict], rejects: lis
     words = (recs.select("_line", pl.col("rest").str.split(" ").alias("w")).explode("w")
              .filter(pl.col("w") != ""))
     eq = pl.col("w").str.find("=", literal=True)
-    words = words.with_columns(k=pl.col("w").str.slice(0, eq), v=pl.col("w").str.slice(eq + 1))
-    bad_word = pl.col("k").is_null() | ~pl.col("k").str.contains(KEY_OK)
-    odd = pl.concat([recs.filter(pl.col("rest").str.contains(ODD_REST))["_line"],
-                     words.filter(bad_word)["_line"]]).unique()
-    plain = words.filter(pl.col("k").is_in(KEYS) & ~pl.col("_line").is_in(odd.implode()))
-    wide = plain.pivot(on="k", index="_line", values="v", aggregate_function="last") if plain.height else \
+    words = words.with_columns(_eq=eq).with_columns(k=pl.col("w").str.slice(0, pl.col("_eq")))
+    # the known keys as an Enum (null for the others): pivoted on, it groups by a small integer
+    words = words.with_columns(_key=pl.col("k").cast(_KEY_ENUM, strict=False))
+    known = pl.col("_key").is_not_null()
+    # a word is bad (the record goes to split_pairs) without '=' or with a key of another form; a known key has the form
+    unknown = words.filter(~known)
+    bad = unknown.filter(pl.col("k").is_null() | ~pl.col("k").str.contains(KEY_OK))["_line"]
+    odd = pl.concat([recs.filter(pl.col("rest").str.contains(ODD_REST))["_line"], bad]).unique()
+    plain = words.filter(known & ~pl.col("_line").is_in(odd.implode())).select(
+        "_line", "_key", v=pl.col("w").str.slice(pl.col("_eq") + 1))
+    wide = plain.pivot(on="_key", index="_line", values="v", aggregate_function="last") if plain.height else \
         pl.DataFrame(schema={"_line": pl.Int64})
     extra, refused = [], []
     for line, rtype, jobid, text, rest in (recs.filter(pl.col("_line").is_in(odd.implode()))
@@ -116,17 +122,20 @@ def _mapped(df: pl.DataFrame, key: str, rule: Callable, dtypes: dict, prefix: st
             form: Optional[Callable[[pl.Expr], tuple[pl.Expr, dict]]] = None) -> pl.DataFrame:
     """df with rule's columns for the non-empty values of column key, named prefix + name. ``form``:
     (value -> (in a regular form, {name: the rule's result as an expression})), for the values the
-    rule reads alike in a few column operations; the rule reads the others."""
+    rule reads alike in a few column operations; the rule reads the others. Either reads each
+    distinct value once (a job's S and E records repeat most values), joined back to the rows."""
     given = pl.when(_given(key)).then(pl.col(key))
     if form is None:
         out = map_distinct(df.select(given).to_series(), rule, dtypes)
         return pl.concat([df, out.rename({c: prefix + c for c in out.columns})], how="horizontal")
-    regular, exprs = form(pl.col(key))
-    fast = df.select(_fast=(_given(key) & regular).fill_null(False), **{c: exprs[c] for c in dtypes})
-    out = map_distinct(df.select(pl.when(~fast["_fast"]).then(given)).to_series(), rule, dtypes)
-    cols = {prefix + c: pl.when(fast["_fast"]).then(fast[c]).otherwise(out[c]) for c in dtypes}
-    cols[prefix + "_error"] = pl.when(fast["_fast"]).then(None).otherwise(out["_error"])
-    return df.with_columns(**cols)
+    values = df.select(given.alias("_v"))
+    regular, exprs = form(pl.col("_v"))
+    fast = values.unique().drop_nulls().with_columns(_fast=regular.fill_null(False), **{c: exprs[c] for c in dtypes})
+    out = map_distinct(fast.select(pl.when(~pl.col("_fast")).then(pl.col("_v"))).to_series(), rule, dtypes)
+    table = fast.select("_v", **{prefix + c: pl.when(pl.col("_fast")).then(pl.col(c)).otherwise(out[c]) for c in dtypes},
+                        **{prefix + "_error": pl.when(pl.col("_fast")).then(None).otherwise(out["_error"])})
+    found = values.join(table, on="_v", how="left", maintain_order="left").drop("_v")
+    return pl.concat([df, found], how="horizontal")
 
 
 def duration_form(v: pl.Expr) -> tuple[pl.Expr, dict]:
@@ -164,6 +173,12 @@ def exec_host_form(v: pl.Expr) -> tuple[pl.Expr, dict]:
     names = v.str.replace_all(r"/[^+]*", "").str.split("+").list.unique(maintain_order=True)
     return v.str.contains(f"^{_EXEC_PART}(?:\\+{_EXEC_PART})*$"), {
         "slots": slots.cast(pl.Int64), "n": names.list.len().cast(pl.Int64), "hosts": names.list.join(",")}
+
+
+def vnode_form(v: pl.Expr) -> tuple[pl.Expr, dict]:
+    """ASCII text (where \\d is [0-9]) with ngpus counts of under 10 digits: vnode_gpus's sum of them."""
+    counts = v.str.extract_all(r"ngpus=[0-9]+").list.eval(pl.element().str.slice(6).cast(pl.Int64)).list.sum()
+    return ~v.str.contains(r"[^\x00-\x7f]|ngpus=[0-9]{10}"), {"gpus": counts.cast(pl.Int64)}
 
 
 def _mem_rule(pbs_mem: Callable) -> Callable:
@@ -217,7 +232,7 @@ def convert(recs: pl.DataFrame, cluster: Optional[str], rules) -> pl.DataFrame:
                  exec_host_form)
     df = _mapped(df, "Resource_List.nodes", rules.nodes_spec, {"n": pl.Int64, "cores": pl.Int64, "gpus": pl.Int64}, "_n")
     df = _mapped(df, "Resource_List.nodect", rules.nodes_spec, {"n": pl.Int64, "cores": pl.Int64, "gpus": pl.Int64}, "_c")
-    df = _mapped(df, "exec_vnode", rules.vnode_gpus, {"gpus": pl.Int64}, "_v")
+    df = _mapped(df, "exec_vnode", rules.vnode_gpus, {"gpus": pl.Int64}, "_v", vnode_form)
     mem = _mem_rule(rules.pbs_mem)
     for k, p in (("resources_used.mem", "_mp"), ("Resource_List.mem", "_mr"), ("Resource_List.pmem", "_mm")):
         df = _mapped(df, k, mem, _MEM_T, p, size_form)
