@@ -337,26 +337,36 @@ _WALK_SCHEMA = {"_line": pl.Int64, **{k: pl.String for k in WALKED}, "slots": pl
                 "hosts": pl.String, "gpus": pl.Int64}
 
 
+class _Texts:
+    """A block's record texts by line number, looked up only for the records rejected."""
+
+    def __init__(self, frame: pl.DataFrame):
+        self.frame, self.by_line = frame, None
+
+    def __getitem__(self, line: int) -> str:
+        if self.by_line is None:
+            self.by_line = dict(self.frame.select("_line", "text").iter_rows())
+        return self.by_line[line]
+
+
 def _block(first: int, recs: list, cluster: str, bulk: bool = True):
     """A block's records -> (job rows, rejects, comments, rows read, notes, other events). ``bulk``:
     plain records walked column-wise (lsf_walk), the rest one by one; else all one by one."""
-    rejects, walked, texts = [], [], {}
+    rejects, walked = [], []
     notes: Counter = Counter()
     other: Counter = Counter()
-    comments = 0
-    good = []
-    for i, text, err in recs:
-        line = first + i
-        if err == "comment":
-            comments += 1
-        elif err:
-            rejects.append(Reject(line, f"lsb.acct record: {err}", text[:1000]))
-        else:
-            good.append((line, text))
-            texts[line] = text
+    # the records as columns (no loop over them here): (index, text, error) transposed
+    idx, txt, errs = zip(*recs) if recs else ((), (), ())
+    frame = pl.DataFrame({"_line": pl.Series(idx, dtype=pl.Int64) + first, "text": pl.Series(txt, dtype=pl.String),
+                          "err": pl.Series(errs, dtype=pl.String)})
+    comments = int((frame["err"] == "comment").sum())
+    for line, text, err in frame.filter(pl.col("err").is_not_null() & (pl.col("err") != "comment")).iter_rows():
+        rejects.append(Reject(line, f"lsb.acct record: {err}", text[:1000]))
+    frame = frame.filter(pl.col("err").is_null()).drop("err")
+    texts = _Texts(frame)
     parts = []
-    if bulk and good:
-        frame = pl.DataFrame(good, schema={"_line": pl.Int64, "text": pl.String}, orient="row")
+    good = [] if bulk else list(frame.iter_rows())
+    if bulk and frame.height:
         rows, events, left = lsf_walk.walk_block(frame)
         parts.append(rows)
         other.update(dict(events["event"].value_counts().iter_rows()))

@@ -34,9 +34,10 @@ def _numbers(df: pl.DataFrame) -> pl.DataFrame:
     """_n_<field>: the field's number (inf and nan included), null when absent or empty; _ok_<field>:
     false where the text is not a number float() reads."""
     out = []
+    plains = df.select(**{k: pl.col(k).str.contains(_PLAIN) for k in NUMBERS})   # each field's regex run once
     for k in NUMBERS:
         col = pl.col(k)
-        plain = col.str.contains(_PLAIN)
+        plain = pl.lit(plains[k])
         odd = df.select(pl.when(~plain & (col != "")).then(col)).to_series()
         if odd.null_count() == len(odd):
             out += [pl.when(plain).then(col.cast(pl.Float64, strict=False)).alias(f"_n_{k}"),
