@@ -37,7 +37,7 @@ def read_block(first: int, text: str, split_pairs: Callable[[str], dict]) -> tup
     """A block -> (records: _line, rtype, jobid, head, text + KEYS columns as text; rejects; comments;
     Counter of skipped record types; rows_in)."""
     lines = lines_frame(first, text)
-    lines = lines.filter(pl.col("text").str.strip_chars() != "")
+    lines = lines.filter(pl.col("text").str.contains(r"\S"))   # not blank (no stripped copy of every line)
     rows_in = lines.height
     comments = 0
     if "#" in text:
@@ -249,7 +249,7 @@ def convert(recs: pl.DataFrame, cluster: Optional[str], rules) -> pl.DataFrame:
         ep[k] = (pl.when(wanted & ok).then(pl.from_epoch(secs, time_unit="s").cast(pl.Datetime("us"))),
                  (wanted & ~ok).fill_null(False))
     df = df.with_columns(
-        _seq=g.struct.field("1"), _idx=idx, _jid_ok=jid.str.contains(JOBID).fill_null(False),
+        _seq=g.struct.field("1"), _idx=idx, _jid_ok=g.struct.field("1").is_not_null(),
         _server=pl.when(server_label != "").then(server_label),
         **{f"_e_{k}": ep[k][0] for k in EPOCHS}, **{f"_ex_{k}": ep[k][1] for k in EPOCHS},
         **{f"_i_{k}": _int(k) for k in INTS},
