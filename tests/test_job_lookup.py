@@ -65,7 +65,8 @@ def reference(db, scope: Scope, job: str, cluster: str | None) -> dict:
                     "fitted_ngpus, fitted_mem_bytes, fitted_timelimit_s, fitted_billing FROM job_savings "
                     "WHERE cluster = ? AND job_id_raw = ?", key)
     m["savings"] = saved[0] if saved else None
-    nodes = job_samples.stored_per_node(db, *key)
+    nodes = db.rows(job_samples.NODE_QUERY.replace("FROM lake_job_cpu_hosts", "FROM job_cpu_hosts WHERE cluster = ? "
+                                                   "AND job_id_raw = ?"), key)
     m["nodes"] = nodes if len(nodes) > 1 or (m.get("nnodes") or 0) > 1 else []
     m["pending"] = db.rows("SELECT owner_uid, owner_user, count(*) AS n_samples FROM sample_pending "
                            "WHERE cluster = ? AND job_id_raw = ? GROUP BY ALL ORDER BY owner_uid", key)
@@ -105,19 +106,24 @@ def test_indexed_answer_equals_the_scans(reader):
 def test_lookups_use_the_indexes(reader):
     """With two clusters and a user's scope beside the id, each lookup is still an index scan."""
     with reader.cursor() as h:
-        raw, user = h.execute('SELECT job_id_raw, f."user" FROM job_flags f JOIN steps USING (cluster, job_id_raw) '
-                              "JOIN job_savings USING (cluster, job_id_raw) WHERE cluster = 'demo' LIMIT 1").fetchone()
+        job_id, raw, user = h.execute('SELECT job_id, job_id_raw, "user" FROM job_metrics WHERE cluster = ? LIMIT 1',
+                                      ["demo"]).fetchone()
         sc, params = Scope("user", user).sql()
         for table, column, where, p in (("job_metrics", "job_id", f"{sc} AND cluster = ?", [*params, "demo"]),
                                         ("job_metrics", "job_id_raw", f"{sc} AND cluster = ?", [*params, "demo"]),
                                         ("job_flags", "job_id_raw", "cluster = ?", ["demo"]),
                                         ("steps", "job_id_raw", "cluster = ?", ["demo"]),
-                                        ("job_savings", "job_id_raw", "cluster = ?", ["demo"])):
+                                        ("job_savings", "job_id_raw", "cluster = ?", ["demo"]),
+                                        ("job_gpu_devices", "job_id_raw", "cluster = ?", ["demo"]),
+                                        ("job_cpu_hosts", "job_id_raw", "cluster = ?", ["demo"])):
+            key = job_id if column == "job_id" else raw
+            if table != "job_metrics":     # a job with rows in the table
+                key = h.value(f"SELECT job_id_raw FROM {table} WHERE cluster = ? LIMIT 1", ["demo"])
             sql = job_queries.by_id(table, column, "*", where=where)
-            assert h.execute(sql, [raw, *p]).fetchall()
-            plan = h.execute("EXPLAIN ANALYZE " + sql, [raw, *p]).fetchall()[0][1]
+            assert h.execute(sql, [key, *p]).fetchall()
+            plan = h.execute("EXPLAIN ANALYZE " + sql, [key, *p]).fetchall()[0][1]
             assert "Index Scan" in plan, (table, column, plan)
             if table == "job_metrics":       # the user's scope beside the id: DuckDB would scan
                 plain = h.execute(f"EXPLAIN ANALYZE SELECT * FROM {table} WHERE {column} = ? AND {where}",
-                                  [raw, *p]).fetchall()[0][1]
+                                  [key, *p]).fetchall()[0][1]
                 assert "Index Scan" not in plain    # what by_id avoids: the test tells the two apart

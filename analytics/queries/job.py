@@ -55,14 +55,14 @@ def details(db, scope: Scope, job: str, cluster: str | None) -> dict:
             raise NoSuchJob(f"no job {job!r} in the database" + (f" on cluster {cluster!r}" if cluster else ""))
         return samples_only(db, job, cluster)
     key = [m["cluster"], m["job_id_raw"]]
-    # the tables with an index on job_id_raw are read through it (by_id); the others are stored in
-    # key order, so the job's rows lie in one row group, which the zone maps find
+    # each table through its index on job_id_raw (by_id); the samples (series) by their zone maps
     by_raw = [m["job_id_raw"], m["cluster"]]
     m["flags"] = db.rows(by_id("job_flags", "job_id_raw", "cluster, code, severity, message, advice, advice_order",
                                "code, severity, message, advice", "cluster = ?", "advice_order"), by_raw)
-    m["gpus"] = db.rows("SELECT host, device, gpu_index, util_mean_pct, util_max_pct, mem_peak_bytes, "
-                                    "mem_total_bytes, energy_j, n_samples, source FROM job_gpu_devices "
-                                    "WHERE cluster = ? AND job_id_raw = ? ORDER BY host, gpu_index, device", key)
+    gpus = ("host, device, gpu_index, util_mean_pct, util_max_pct, mem_peak_bytes, mem_total_bytes, energy_j, "
+            "n_samples, source")
+    m["gpus"] = db.rows(by_id("job_gpu_devices", "job_id_raw", f"cluster, {gpus}", gpus, "cluster = ?",
+                              "host, gpu_index, device"), by_raw)
     steps = ("step_id, step_name, state, exit_code, elapsed_s, ncpus, ntasks, cpu_time_s, max_rss_bytes, "
              "mem_usage_tot_bytes")
     m["steps"] = db.rows(by_id("steps", "job_id_raw", f"cluster, start_time, {steps}", steps, "cluster = ?",

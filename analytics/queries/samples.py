@@ -161,8 +161,9 @@ def per_node(db, cluster: str, job_id_raw: str, which: str = "sample") -> list[d
 def stored_per_node(db, cluster: str, job_id_raw: str) -> list[dict]:
     """``per_node`` of a job with accounting: its stored rows (job_cpu_hosts, the same SQL), which
     outlive its samples (`jobsight prune`)."""
-    return db.rows(NODE_QUERY.replace("FROM lake_job_cpu_hosts", "FROM job_cpu_hosts WHERE cluster = ? AND job_id_raw = ?"),
-                   [cluster, job_id_raw])
+    # through the index on job_id_raw alone, the cluster applied to the rows found (queries/job.py by_id)
+    return db.rows("WITH k AS MATERIALIZED (SELECT * FROM job_cpu_hosts WHERE job_id_raw = ?) "
+                   + NODE_QUERY.replace("FROM lake_job_cpu_hosts", "FROM k WHERE cluster = ?"), [job_id_raw, cluster])
 
 
 def summary(db, cluster: str, job_id_raw: str, which: str) -> dict:

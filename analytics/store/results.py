@@ -73,8 +73,8 @@ class Stored:
 # is the last view of the DuckDB-only file sql/metrics/NN_<table>.sql, which reads the stored tables
 # of the earlier ones.
 STORED = (
-    Stored("job_gpu_devices", "lake_job_gpu_devices", "metric_scope", KEY),
-    Stored("job_cpu_hosts", "lake_job_cpu_hosts", "metric_scope", KEY),
+    Stored("job_gpu_devices", "lake_job_gpu_devices", "metric_scope", KEY, index=("job_id_raw",)),
+    Stored("job_cpu_hosts", "lake_job_cpu_hosts", "metric_scope", KEY, index=("job_id_raw",)),
     Stored("job_metrics", "lake_job_metrics", "metric_scope", f"start_time, {KEY}", index=("job_id_raw", "job_id")),
     Stored("job_day", "calc_job_day", "metric_scope", f"day, {KEY}", index=("job_id_raw",)),
     Stored("job_flags", "calc_job_flags", "metric_flag_scope", KEY, index=("job_id_raw",)),
