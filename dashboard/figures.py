@@ -47,7 +47,9 @@ def _nums(s: pd.Series) -> list:
 def _fig(title: str, data: list[dict], **layout) -> Figure:
     """The figure, with every text Plotly would draw from the traces, the titles and the
     annotations made inert (the one place: a new trace or axis gets it too)."""
-    base = {"title": {"text": title}, "template": "plotly_white", "margin": {"l": 50, "r": 20, "t": 50, "b": 40},
+    # the title at the left: the mode bar (zoom, download) sits at the right, over a centred title of a half chart
+    base = {"title": {"text": title, "x": 0.01, "xanchor": "left"}, "template": "plotly_white",
+            "margin": {"l": 50, "r": 20, "t": 50, "b": 40},
             "legend": {"orientation": "h", "y": -0.2}}
     base.update(layout)
     data = [{k: inert(v) if k in TEXT_KEYS else v for k, v in tr.items()} for tr in data]

@@ -40,6 +40,8 @@ CSV_COLUMNS = {"job_id": "Job", "lead_advice": "Advice", "sbatch_lines": "Would 
 SBU_FIELDS = ("savings_sbu", "wasted_sbu", "sbu")
 NUMBER_COLUMNS = ("Saves", "Wasted")
 NOT_PRICED = "not priced"          # an unknown saving; never 0 (a job without advice saves 0)
+# a job that wasted SBU (its efficiencies under 100 %) without crossing any flag's threshold
+NO_ADVICE = "No advice: no flag was raised"
 
 
 def rows(listed: list[dict], root: str = "") -> list[dict]:
@@ -60,6 +62,8 @@ def shown(r: dict, field: str) -> str:
         if v is None:
             return NOT_PRICED if field == "savings_sbu" else ""
         return f"{'of ' if field == 'sbu' else ''}{common.number(v)} SBU"
+    if field == "lead_advice" and not v:
+        return NO_ADVICE
     return "" if v is None else str(v)
 
 
