@@ -244,3 +244,17 @@ def test_qdel_then_end_is_cancelled_by_the_requestor(tmp_path):
                       "201": ("FAILED", "143:0", None),
                       "202": ("CANCELLED", "0:15", {"cancelled_by_uid": "root@pbsserver"}),
                       "203": ("COMPLETED", "0:0", None)}
+
+
+def test_counts_too_large_for_a_column_are_rejected_not_raised(tmp_path):
+    """A '*N' slot count beyond an integer column rejects its record with the reason; an exec_vnode
+    ngpus that large leaves the GPUs unknown (exec_vnode is only the last place GPUs are read from)."""
+    head = "03/01/2024 10:00:00;E;{}.s;user=u queue=q Exit_status=0 "
+    p = tmp_path / "acct"
+    p.write_text("\n".join([head.format(1) + "exec_host=cn1/0*99999999999999999999",
+                            head.format(2) + "exec_vnode=(cn1:ngpus=99999999999999999999)",
+                            head.format(3) + "exec_host=cn1/0*4 exec_vnode=(cn1:ngpus=2)+(cn2:ngpus=1)"]) + "\n")
+    r = pbs.parse(p, ParseOptions(timezone="UTC"))
+    assert accounted(r) and [x.line_no for x in r.rejects] == [1]
+    assert "a number too large" in r.rejects[0].reason
+    assert r.jobs.select("job_id", "ncpus", "ngpus").sort("job_id").rows() == [("2", None, None), ("3", 4, 3)]

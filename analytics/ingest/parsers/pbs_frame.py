@@ -155,7 +155,7 @@ def size_form(v: pl.Expr) -> tuple[pl.Expr, dict]:
     kib = g.struct.field("2").fill_null("").replace_strict(_SIZE_POW, return_dtype=pl.Float64, default=None)
     f = g.struct.field("1").cast(pl.Float64) * kib * 1024
     return v.str.contains(r"^[0-9]{1,15}(?:b|w|kb|mb|gb|tb|pb)?$"), {
-        "_b": pl.when(f <= limits.MAX_BYTES).then(f.cast(pl.Int64)), "_f": f, "_lim": pl.lit(None, dtype=pl.String)}
+        "_b": pl.when(f <= limits.MAX_BYTES).then(f.cast(pl.Int64, strict=False)), "_f": f, "_lim": pl.lit(None, dtype=pl.String)}
 
 
 _EXEC_PART = r"[A-Za-z0-9_.\-]+/[0-9]{1,6}(?:-[0-9]{1,6}|\*[0-9]{1,6})?"
@@ -167,8 +167,8 @@ def exec_host_form(v: pl.Expr) -> tuple[pl.Expr, dict]:
     # slots: one a part, a 'first-last' range adds last - first, a '*N' adds N - 1
     stars = v.str.extract_all(r"\*[0-9]+")
     ranges = v.str.extract_all(r"/[0-9]+-[0-9]+").list.eval(
-        el.str.extract(r"-([0-9]+)", 1).cast(pl.Int64) - el.str.extract(r"^/([0-9]+)", 1).cast(pl.Int64))
-    slots = (v.str.count_matches("+", literal=True) + 1 + stars.list.eval(el.str.slice(1).cast(pl.Int64)).list.sum()
+        el.str.extract(r"-([0-9]+)", 1).cast(pl.Int64, strict=False) - el.str.extract(r"^/([0-9]+)", 1).cast(pl.Int64, strict=False))
+    slots = (v.str.count_matches("+", literal=True) + 1 + stars.list.eval(el.str.slice(1).cast(pl.Int64, strict=False)).list.sum()
              - stars.list.len() + ranges.list.sum())
     names = v.str.replace_all(r"/[^+]*", "").str.split("+").list.unique(maintain_order=True)
     return v.str.contains(f"^{_EXEC_PART}(?:\\+{_EXEC_PART})*$"), {
@@ -177,7 +177,7 @@ def exec_host_form(v: pl.Expr) -> tuple[pl.Expr, dict]:
 
 def vnode_form(v: pl.Expr) -> tuple[pl.Expr, dict]:
     """ASCII text (where \\d is [0-9]) with ngpus counts of under 10 digits: vnode_gpus's sum of them."""
-    counts = v.str.extract_all(r"ngpus=[0-9]+").list.eval(pl.element().str.slice(6).cast(pl.Int64)).list.sum()
+    counts = v.str.extract_all(r"ngpus=[0-9]+").list.eval(pl.element().str.slice(6).cast(pl.Int64, strict=False)).list.sum()
     return ~v.str.contains(r"[^\x00-\x7f]|ngpus=[0-9]{10}"), {"gpus": counts.cast(pl.Int64)}
 
 
