@@ -49,13 +49,13 @@ SBU_DIGITS = 1
 
 
 # advance widths at the grid's 14 px, of DejaVu Sans (the widest of each group); bold text (a
-# highlighted row, a header) is up to BOLD times as wide
+# highlighted row) is up to BOLD times as wide
 _CHAR_PX = {c: px for chars, px in ((" ',.:;/\\|IJijl", 4.8), ("!()-[]frt", 5.8), ("*?_`csz", 7.7),
                                     ("0123456789${}abdeghknopquvxyEFLPSTY", 8.95), ("ABCKRVXZ", 9.8),
                                     ("#+<=>^~&DGHNOQUw", 11.75)) for c in chars}
 _WIDE_PX = 14.0                     # M, W, m, %, @ and any other character
 PAD_PX = 34                         # the cell's padding and border, both sides
-HEADER_PAD_PX = 34 + 28             # ... and the header's sort icon
+HEADER_PAD_PX = 54                  # a header's padding, border and its sort icon (its label is not bold)
 BOLD = 1.1
 MAX_WIDTH = 480                     # a longer text is cut at this width (its full text in the CSV)
 
@@ -89,7 +89,7 @@ def shown(col: dict, value: Any) -> str:
 
 def width(col: dict, rows: list[dict] | None) -> int:
     """A column's width: its header's or its widest cell's among ``rows``, at least its minWidth."""
-    px = text_px(col.get("headerName") or "") * BOLD + HEADER_PAD_PX
+    px = text_px(col.get("headerName") or "") + HEADER_PAD_PX
     for r in rows or ():
         px = max(px, text_px(shown(col, r.get(col["field"]))) * BOLD + PAD_PX)
     return int(min(max(px, col.get("minWidth", 0), DEFAULT_COLUMN["minWidth"]), max(MAX_WIDTH, col.get("minWidth", 0))))
