@@ -23,7 +23,8 @@ def by_id(table: str, column: str, columns: str, select: str = "*", where: str =
     ordered by ``order``. DuckDB answers an equality from an index only when it is the scan's one
     filter (the cluster or the asker's scope beside it would make it a scan of every row group),
     so the rest is applied to the rows the index found (a MATERIALIZED CTE: no filter is pushed
-    into it)."""
+    into it). ``columns`` must hold every column ``where`` and ``order`` name: a scope's "user"
+    missing there would be read as DuckDB's current user, not refused."""
     return (f"WITH k AS MATERIALIZED (SELECT {columns} FROM {table} WHERE {column} = ?) SELECT {select} FROM k "
             f"WHERE {where}" + (f" ORDER BY {order}" if order else ""))
 
