@@ -22,6 +22,7 @@ import pandas as pd
 
 from jobsight.analytics.queries.samples import job_rows
 from jobsight.analytics.queries.scope import Filters, Scope
+from jobsight.analytics.queries.usage import budget_data_until
 from jobsight.analytics.store.database import Database
 
 # The flagged-jobs grid's order, most wasted first: the macro the per-day tops rank each day's jobs by
@@ -174,7 +175,8 @@ BUDGET_COLUMNS = ["cluster", "account", "user", "source", "period", "period_star
 
 
 def budgets(h: Database, scope: Scope, account: str | None = None) -> pd.DataFrame:
-    """The allocations in scope as of the latest day with data (budget_current, sql/views/55_budget.sql),
+    """The allocations in scope as of the latest day with data (budget_current: budget_status as of
+    budget_data_until, sql/views/55_budget.sql),
     ``account``'s only when given. An admin sees all; a lead the allocations of the accounts led
     (and their users'); everyone the accounts they ran jobs in (the whole account's burn) and their
     own share within one. Columns: BUDGET_COLUMNS."""
@@ -194,8 +196,9 @@ def budgets(h: Database, scope: Scope, account: str | None = None) -> pd.DataFra
         cond += " AND account = ?"
         params.append(account)
     cols = ", ".join(f'"{c}"' for c in BUDGET_COLUMNS)
-    return h.df(f'SELECT {cols} FROM budget_current WHERE {cond} '
-                'ORDER BY account, "user" NULLS FIRST, cluster NULLS FIRST', params)
+    # budget_current's day read first: as a macro argument its subquery runs at every use
+    return h.df(f'SELECT {cols} FROM budget_status(?) WHERE {cond} '
+                'ORDER BY account, "user" NULLS FIRST, cluster NULLS FIRST', [budget_data_until(h), *params])
 
 
 # --- flagged jobs ---------------------------------------------------------------------------

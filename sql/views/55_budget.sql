@@ -9,10 +9,11 @@
 -- (jobsight.toml [report] budget_start, budget_period). A month added to the 31st ends on the
 -- month's last day.
 CREATE OR REPLACE MACRO budget_periods(d) AS TABLE
-WITH s AS (
+WITH p AS (
     SELECT CAST(setting_text('budget.start') AS DATE) AS anchor, CAST(d AS DATE) AS day,
-           setting_text('budget.period') AS period,
-           CASE setting_text('budget.period') WHEN 'month' THEN 1 WHEN 'quarter' THEN 3 WHEN 'year' THEN 12 END AS step
+           setting_text('budget.period') AS period
+), s AS (
+    SELECT *, CASE period WHEN 'month' THEN 1 WHEN 'quarter' THEN 3 WHEN 'year' THEN 12 END AS step FROM p
 ), k AS (
     SELECT *, CAST(floor(date_diff('day', anchor, day) / 7.0) AS BIGINT) AS weeks,
            CAST(floor(((year(day) - year(anchor)) * 12 + month(day) - month(anchor)) / step) AS BIGINT) AS steps
