@@ -20,18 +20,29 @@ CREATE OR REPLACE MACRO alloc_weighted(v, w) AS
 -- day's share of what its advice would have saved (usage_job_day, 40_usage.sql).
 CREATE OR REPLACE VIEW report_job_day AS SELECT * FROM usage_job_day;
 
--- The rows of [since, until); with `users` or `accounts` (lists), only the jobs of those users and
--- those accounts: every row a report on one of them reads (job_day is stored in day order, so the
--- day range is all that is scanned).
+-- The rows of report_job_day in [since, until); with `users` or `accounts` (lists), only the jobs of
+-- those users and those accounts: every row a report on one of them reads (job_day is stored in day
+-- order, so the day range is all that is scanned). report_job_day's columns and savings_sbu as
+-- usage_job_day gives it, but the savings of the range's jobs alone are read (by job_id_raw,
+-- indexed in job_savings, the cluster at the join), not all of job_savings.
 CREATE OR REPLACE MACRO report_days(since, until, users := NULL, accounts := NULL) AS TABLE
-SELECT * FROM report_job_day
-WHERE day >= since AND day < until
-  AND ((users IS NULL AND accounts IS NULL) OR list_contains(users, "user") OR list_contains(accounts, account));
+WITH d AS (
+    SELECT * FROM job_day
+    WHERE day >= since AND day < until
+      AND ((users IS NULL AND accounts IS NULL) OR list_contains(users, "user") OR list_contains(accounts, account))
+), s AS (
+    SELECT cluster, job_id_raw, savings_sbu FROM job_savings WHERE job_id_raw IN (SELECT job_id_raw FROM d)
+)
+SELECT d.*, day_savings(s.cluster IS NOT NULL, s.savings_sbu, d.fraction) AS savings_sbu
+FROM d LEFT JOIN s USING (cluster, job_id_raw);
 
--- The flags of the jobs of src (a slice of report_job_day) that ran on or after `since`.
+-- The flags of the jobs of src (a slice of report_job_day) that ran on or after `since` (looked up
+-- by job_id_raw, indexed in job_flags; the cluster at the semi join).
 CREATE OR REPLACE MACRO report_flags(src, since) AS TABLE
+WITH j AS (SELECT DISTINCT cluster, job_id_raw FROM query_table(src) WHERE day >= since)
 SELECT * FROM job_flags
-SEMI JOIN (SELECT DISTINCT cluster, job_id_raw FROM query_table(src) WHERE day >= since) USING (cluster, job_id_raw);
+SEMI JOIN j USING (cluster, job_id_raw)
+WHERE job_id_raw IN (SELECT job_id_raw FROM j);
 
 -- Totals per user, per account, per (account, user) member, per partition and for the cluster.
 -- scope says which; wasted_pct and savings_pct as `jobsight usage` (sql/views/40_usage.sql);
