@@ -23,8 +23,8 @@ CREATE OR REPLACE VIEW report_job_day AS SELECT * FROM usage_job_day;
 -- The rows of report_job_day in [since, until); with `users` or `accounts` (lists), only the jobs of
 -- those users and those accounts: every row a report on one of them reads (job_day is stored in day
 -- order, so the day range is all that is scanned). report_job_day's columns and savings_sbu as
--- usage_job_day gives it, but the savings of the range's jobs alone are read (by job_id_raw,
--- indexed in job_savings, the cluster at the join), not all of job_savings.
+-- usage_job_day gives it, but only the savings of the range's jobs are joined: their job ids
+-- filter the scan of job_savings (stored in key order), which was joined whole.
 CREATE OR REPLACE MACRO report_days(since, until, users := NULL, accounts := NULL) AS TABLE
 WITH d AS (
     SELECT * FROM job_day
@@ -36,8 +36,8 @@ WITH d AS (
 SELECT d.*, day_savings(s.cluster IS NOT NULL, s.savings_sbu, d.fraction) AS savings_sbu
 FROM d LEFT JOIN s USING (cluster, job_id_raw);
 
--- The flags of the jobs of src (a slice of report_job_day) that ran on or after `since` (looked up
--- by job_id_raw, indexed in job_flags; the cluster at the semi join).
+-- The flags of the jobs of src (a slice of report_job_day) that ran on or after `since`: their job
+-- ids filter the scan of job_flags (stored in key order), the cluster at the semi join.
 CREATE OR REPLACE MACRO report_flags(src, since) AS TABLE
 WITH j AS (SELECT DISTINCT cluster, job_id_raw FROM query_table(src) WHERE day >= since)
 SELECT * FROM job_flags
