@@ -20,7 +20,10 @@ set +e
 # lint first (configured in pyproject.toml); a lint failure fails the run, after the tests
 .venv/bin/ruff check .
 lint=$?
-.venv/bin/python -m pytest "$@"
+# Two processes by default (JOBSIGHT_TEST_WORKERS; 0 runs in this process): each test module runs
+# whole in one of them, so its module-scoped fixtures are built once; the real-Slurm modules share
+# one process, because they share the harness node's queue (tests/conftest.py).
+.venv/bin/python -m pytest -n "${JOBSIGHT_TEST_WORKERS:-2}" --dist loadgroup "$@"
 rc=$?
 set -e
 [ "$rc" = 0 ] && [ "$lint" != 0 ] && { echo "test.sh: ruff check failed" >&2; rc=1; }

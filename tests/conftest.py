@@ -39,16 +39,39 @@ def harness_user(name: str):
         require_service(False, f"no Unix user {name}: run scripts/slurm-harness.sh start as root (it creates them)")
 
 
+@pytest.hookimpl(tryfirst=True)     # before pytest-xdist's own, which reads the groups
+def pytest_collection_modifyitems(config, items) -> None:
+    """Under pytest-xdist (scripts/test.sh: --dist loadgroup) each module runs whole in one worker,
+    so that its module-scoped fixtures are built once, and the real-Slurm modules run together in
+    one worker, first, as they share the harness node and its queue (tests/slurm_batch.py)."""
+    if not config.pluginmanager.hasplugin("xdist") or not config.getoption("loadgroup", False):
+        return
+    for item in items:
+        group = "slurm" if item.get_closest_marker("slurm") else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: not item.get_closest_marker("slurm"))     # stable: each module's order kept
+
+
 def pytest_collection_finish(session) -> None:
     """Submit the jobs of the selected real-Slurm test modules now, so that they run in the harness
-    while the rest of the session runs (tests/slurm_batch.py)."""
+    while the rest of the session runs (tests/slurm_batch.py). A pytest-xdist worker collects every
+    test but runs only some: there they are submitted as the first Slurm test starts."""
     if session.config.option.collectonly:
         return
     modules = {getattr(item, "module", None) for item in session.items if item.get_closest_marker("slurm")}
     submitters = [m.submit_slurm_jobs for m in modules if hasattr(m, "submit_slurm_jobs")]
     if submitters:
         import slurm_batch
-        slurm_batch.submit(submitters)
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            slurm_batch.collected.extend(submitters)
+        else:
+            slurm_batch.submit(submitters)
+
+
+def pytest_runtest_setup(item) -> None:
+    if item.get_closest_marker("slurm") and os.environ.get("PYTEST_XDIST_WORKER"):
+        import slurm_batch
+        slurm_batch.submit(slurm_batch.collected)     # once: submit() skips modules already submitted
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,7 @@ WAIT_S = 600   # the whole batch takes 2-3 minutes on an idle node
 
 _start: datetime | None = None
 _outcome: dict[str, object] = {}     # module name -> state, or the exception its submission raised
+collected: list = []    # under pytest-xdist: the session's submitters, submitted as its first Slurm test starts
 _job_ids: list[str] = []
 _finished = False
 
