@@ -20,16 +20,15 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import duckdb
 import pytest
 from dash_pages import find, opens, post
+from demo_db import demo_db
 
-from jobsight.analytics.cli import main as jobsight
-from jobsight.analytics.demo import SUBDIRS, generate
 from jobsight.analytics.queries import summaries
 from jobsight.analytics.queries.scope import Scope
 from jobsight.analytics.reports.data import gather
 from jobsight.analytics.reports.period import Period, iso_week
 from jobsight.analytics.reports.settings import ReportSettings
 from jobsight.analytics.store.database import Database
-from jobsight.analytics.store.snapshot import SnapshotReader, publish
+from jobsight.analytics.store.snapshot import SnapshotReader
 from jobsight.dashboard import common, jobs_to_fix
 from jobsight.dashboard.app import create_app
 from jobsight.dashboard.auth import Auth, Roles
@@ -40,14 +39,7 @@ N = jobs_to_fix.N
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    root = tmp_path_factory.mktemp("to-fix")
-    db, config, out = root / "demo.duckdb", root / "jobsight.toml", root / "data"
-    config.write_text("# defaults\n", encoding="utf-8")
-    generate(out, jobs=300, days=21, seed=3)
-    rc = jobsight(["ingest", "--db", str(db), "--config", str(config), "--timezone", "UTC", "--cluster", "demo",
-                   "--quiet"] + [str(out / d) for d in SUBDIRS if (out / d).is_dir()])
-    assert rc == 0
-    publish(db)
+    db, config = demo_db(tmp_path_factory.mktemp("to-fix"), jobs=300, days=21, seed=3)
     con = duckdb.connect(str(db), read_only=True)
     first, last = con.execute("SELECT min(day), max(day) FROM job_day").fetchone()
     users = [r[0] for r in con.execute('SELECT DISTINCT "user" FROM job_day ORDER BY 1').fetchall()]

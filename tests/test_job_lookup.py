@@ -6,30 +6,22 @@ the indexes (DuckDB drops an index for a scan when another filter sits beside it
 from __future__ import annotations
 
 import pytest
+from demo_db import demo_db
 
 from jobsight.analytics import render
-from jobsight.analytics.cli import main as jobsight
-from jobsight.analytics.demo import SUBDIRS, generate
 from jobsight.analytics.errors import UserError
 from jobsight.analytics.queries import job as job_queries
 from jobsight.analytics.queries import samples as job_samples
 from jobsight.analytics.queries.scope import Scope
-from jobsight.analytics.store.snapshot import SnapshotReader, publish
+from jobsight.analytics.store.snapshot import SnapshotReader
 
 CLUSTERS = ("demo", "other")
 
 
 @pytest.fixture(scope="module")
 def reader(tmp_path_factory):
-    root = tmp_path_factory.mktemp("job-lookup")
-    db, config, out = root / "demo.duckdb", root / "jobsight.toml", root / "data"
-    config.write_text("# defaults\n", encoding="utf-8")
-    generate(out, jobs=40, days=4, seed=11)
-    for cluster in CLUSTERS:        # the same ids on two clusters: a cluster filter beside the id
-        rc = jobsight(["ingest", "--db", str(db), "--config", str(config), "--timezone", "UTC", "--cluster", cluster,
-                       "--quiet"] + [str(out / d) for d in SUBDIRS if (out / d).is_dir()])
-        assert rc == 0
-    publish(db)
+    # the same ids on two clusters: a cluster filter beside the id
+    db, _ = demo_db(tmp_path_factory.mktemp("job-lookup"), jobs=40, days=4, seed=11, clusters=CLUSTERS)
     r = SnapshotReader(db)
     yield r
     r.close()
