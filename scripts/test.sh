@@ -23,7 +23,7 @@ lint=$?
 # Two processes by default (JOBSIGHT_TEST_WORKERS; 0 runs in this process): each test module runs
 # whole in one of them, so its module-scoped fixtures are built once; the real-Slurm modules share
 # one process, because they share the harness node's queue (tests/conftest.py).
-.venv/bin/python -m pytest -n "${JOBSIGHT_TEST_WORKERS:-2}" --dist loadgroup "$@"
+.venv/bin/python -m pytest -n "${JOBSIGHT_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"
 rc=$?
 set -e
 [ "$rc" = 0 ] && [ "$lint" != 0 ] && { echo "test.sh: ruff check failed" >&2; rc=1; }

@@ -39,17 +39,34 @@ def harness_user(name: str):
         require_service(False, f"no Unix user {name}: run scripts/slurm-harness.sh start as root (it creates them)")
 
 
-@pytest.hookimpl(tryfirst=True)     # before pytest-xdist's own, which reads the groups
+SLURM_MODULES = "tests/test_slurm_"    # the real-Slurm modules' names start so (checked below)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist (scripts/test.sh: -n 2) runs each module whole in one worker, so its
+    module-scoped fixtures are built once, and the real-Slurm modules together in one worker, as
+    they share the harness node and its queue (tests/slurm_batch.py); modules in collection order."""
+    from xdist.scheduler import LoadFileScheduling
+
+    class ModuleScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return SLURM_MODULES if path.startswith(SLURM_MODULES) else path
+
+    return ModuleScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items) -> None:
-    """Under pytest-xdist (scripts/test.sh: --dist loadgroup) each module runs whole in one worker,
-    so that its module-scoped fixtures are built once, and the real-Slurm modules run together in
-    one worker, first, as they share the harness node and its queue (tests/slurm_batch.py)."""
-    if not config.pluginmanager.hasplugin("xdist") or not config.getoption("loadgroup", False):
+    """Under pytest-xdist the real-Slurm modules come first: they wait minutes for the harness's
+    jobs while the other worker runs the rest."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
-    for item in items:
-        group = "slurm" if item.get_closest_marker("slurm") else item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: not item.get_closest_marker("slurm"))     # stable: each module's order kept
+    strays = {item.nodeid.split("::", 1)[0] for item in items
+              if item.get_closest_marker("slurm") and not item.nodeid.startswith(SLURM_MODULES)}
+    if strays:
+        raise pytest.UsageError(f"real-Slurm tests outside {SLURM_MODULES}*.py run beside them: {sorted(strays)}")
+    items.sort(key=lambda item: not item.nodeid.startswith(SLURM_MODULES))     # stable: each module's order kept
 
 
 def pytest_collection_finish(session) -> None:
