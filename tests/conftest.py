@@ -39,6 +39,12 @@ def harness_user(name: str):
         require_service(False, f"no Unix user {name}: run scripts/slurm-harness.sh start as root (it creates them)")
 
 
+# A pytest-xdist worker gets COLUMNS=80 in its environment; the command-line tests expect the
+# width a plain pytest run gives (no terminal: the commands' own default).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
+
 SLURM_MODULES = "tests/test_slurm_"    # the real-Slurm modules' names start so (checked below)
 
 

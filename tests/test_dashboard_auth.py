@@ -112,9 +112,9 @@ def test_every_callback_is_covered(app):
     # router 1 + overview 3 x 2 + users/projects 2 x 2 + flagged 2 + my jobs 2 + job 1 + search 1
     # + running now 2 + the shell's "data up to" 1 + jobs to fix 3 (overview, project, My jobs)
     assert len(server_callbacks(app)) == 23
-    # in the browser: the 12 grids' CSV downloads (2 of budgets, 3 of jobs to fix, the project's
-    # members), closing the search results
-    assert len(app.callback_map) - 23 == 13
+    # in the browser: the 9 grids' CSV downloads (2 of budgets, the project's members; the jobs to
+    # fix tables download through a data: link), closing the search results
+    assert len(app.callback_map) - 23 == 10
 
 
 def test_crafted_requests_for_another_users_data_reveal_nothing(app):

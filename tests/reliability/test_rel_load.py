@@ -66,7 +66,8 @@ class Client:
         ins = ["fl-period.start_date", "fl-period.end_date", "fl-code.value", "fl-severity.value", "fl-user.value",
                "fl-account.value", "fl-partition.value"]
         body = {"output": key, "outputs": [{"id": "fl-table", "property": "rowData"},
-                                           {"id": "fl-status", "property": "children"}],
+                                           {"id": "fl-status", "property": "children"},
+                                           {"id": "fl-table", "property": "columnDefs"}],
                 "inputs": [{"id": p.split(".")[0], "property": p.split(".")[1], "value": None} for p in ins],
                 "changedPropIds": ins[:1]}
         req = urllib.request.Request(self.base + "/_dash-update-component", data=json.dumps(body).encode(),
