@@ -39,13 +39,19 @@ def harness_user(name: str):
         require_service(False, f"no Unix user {name}: run scripts/slurm-harness.sh start as root (it creates them)")
 
 
+XDIST_WORKER = bool(os.environ.get("PYTEST_XDIST_WORKER"))     # this process is a pytest-xdist worker
+
 # A pytest-xdist worker gets COLUMNS=80 in its environment; the command-line tests expect the
 # width a plain pytest run gives (no terminal: the commands' own default).
-if os.environ.get("PYTEST_XDIST_WORKER"):
+if XDIST_WORKER:
     os.environ.pop("COLUMNS", None)
     os.environ.pop("LINES", None)
 
 SLURM_MODULES = "tests/test_slurm_"    # the real-Slurm modules' names start so (checked below)
+
+
+def _is_slurm_module(nodeid: str) -> bool:
+    return nodeid.startswith(SLURM_MODULES)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -57,8 +63,7 @@ def pytest_xdist_make_scheduler(config, log):
 
     class ModuleScheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return SLURM_MODULES if path.startswith(SLURM_MODULES) else path
+            return SLURM_MODULES if _is_slurm_module(nodeid) else nodeid.split("::", 1)[0]
 
     return ModuleScheduling(config, log)
 
@@ -66,13 +71,13 @@ def pytest_xdist_make_scheduler(config, log):
 def pytest_collection_modifyitems(config, items) -> None:
     """Under pytest-xdist the real-Slurm modules come first: they wait minutes for the harness's
     jobs while the other worker runs the rest."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
+    if not XDIST_WORKER:
         return
     strays = {item.nodeid.split("::", 1)[0] for item in items
-              if item.get_closest_marker("slurm") and not item.nodeid.startswith(SLURM_MODULES)}
+              if item.get_closest_marker("slurm") and not _is_slurm_module(item.nodeid)}
     if strays:
         raise pytest.UsageError(f"real-Slurm tests outside {SLURM_MODULES}*.py run beside them: {sorted(strays)}")
-    items.sort(key=lambda item: not item.nodeid.startswith(SLURM_MODULES))     # stable: each module's order kept
+    items.sort(key=lambda item: not _is_slurm_module(item.nodeid))     # stable: each module's order kept
 
 
 def pytest_collection_finish(session) -> None:
@@ -85,14 +90,14 @@ def pytest_collection_finish(session) -> None:
     submitters = [m.submit_slurm_jobs for m in modules if hasattr(m, "submit_slurm_jobs")]
     if submitters:
         import slurm_batch
-        if os.environ.get("PYTEST_XDIST_WORKER"):
+        if XDIST_WORKER:
             slurm_batch.collected.extend(submitters)
         else:
             slurm_batch.submit(submitters)
 
 
 def pytest_runtest_setup(item) -> None:
-    if item.get_closest_marker("slurm") and os.environ.get("PYTEST_XDIST_WORKER"):
+    if XDIST_WORKER and item.get_closest_marker("slurm"):
         import slurm_batch
         slurm_batch.submit(slurm_batch.collected)     # once: submit() skips modules already submitted
 
