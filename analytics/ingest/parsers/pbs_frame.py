@@ -59,21 +59,19 @@ def read_block(first: int, text: str, split_pairs: Callable[[str], dict]) -> tup
 
 def _fields(recs: pl.DataFrame, split_pairs: Callable[[str], dict], rejects: list) -> pl.DataFrame:
     """The records' KEYS as text columns: plain 'k=v k=v' rests split column-wise, the rest by split_pairs."""
-    words = (recs.select("_line", pl.col("rest").str.split(" ").alias("w")).explode("w")
-             .filter(pl.col("w") != ""))
-    eq = pl.col("w").str.find("=", literal=True)
-    words = words.with_columns(_eq=eq).with_columns(k=pl.col("w").str.slice(0, pl.col("_eq")))
-    # the known keys as an Enum (null for the others): pivoted on, it groups by a small integer
-    words = words.with_columns(_key=pl.col("k").cast(_KEY_ENUM, strict=False))
-    known = pl.col("_key").is_not_null()
+    w, key = pl.col("w"), pl.col("_key")
+    words = (recs.lazy().select("_line", w=pl.col("rest").str.split(" ")).explode("w").filter(w != "")
+             .with_columns(_eq=w.str.find("=", literal=True))
+             # the known keys as an Enum (null for the others): pivoted on, it groups by a small integer
+             .with_columns(_key=w.str.slice(0, pl.col("_eq")).cast(_KEY_ENUM, strict=False)).collect())
     # a word is bad (the record goes to split_pairs) without '=' or with a key of another form; a known key has the form
-    unknown = words.filter(~known)
-    bad = unknown.filter(pl.col("k").is_null() | ~pl.col("k").str.contains(KEY_OK))["_line"]
+    k = w.str.slice(0, pl.col("_eq"))
+    bad = words.filter(key.is_null()).filter(k.is_null() | ~k.str.contains(KEY_OK))["_line"]
+    plain = words.filter(key.is_not_null()).select("_line", "_key", v=w.str.slice(pl.col("_eq") + 1))
     odd = pl.concat([recs.filter(pl.col("rest").str.contains(ODD_REST))["_line"], bad]).unique()
-    plain = words.filter(known & ~pl.col("_line").is_in(odd.implode())).select(
-        "_line", "_key", v=pl.col("w").str.slice(pl.col("_eq") + 1))
-    wide = plain.pivot(on="_key", index="_line", values="v", aggregate_function="last") if plain.height else \
-        pl.DataFrame(schema={"_line": pl.Int64})
+    # the odd records' rows are dropped after the pivot (fewer rows than their words)
+    wide = plain.pivot(on="_key", index="_line", values="v", aggregate_function="last").filter(
+        ~pl.col("_line").is_in(odd.implode())) if plain.height else pl.DataFrame(schema={"_line": pl.Int64})
     extra, refused = [], []
     for line, rtype, jobid, text, rest in (recs.filter(pl.col("_line").is_in(odd.implode()))
                                            .select("_line", "rtype", "jobid", "text", "rest").iter_rows()):
@@ -119,9 +117,10 @@ def exit_state(status: pl.Expr, elapsed: pl.Expr, limit: pl.Expr) -> tuple[pl.Ex
 
 
 def _mapped(df: pl.DataFrame, key: str, rule: Callable, dtypes: dict, prefix: str,
-            form: Optional[Callable[[pl.Expr], tuple[pl.Expr, dict]]] = None) -> pl.DataFrame:
+            form: Optional[Callable[[pl.Expr], tuple[pl.Expr, dict, dict]]] = None) -> pl.DataFrame:
     """df with rule's columns for the non-empty values of column key, named prefix + name. ``form``:
-    (value -> (in a regular form, {name: the rule's result as an expression})), for the values the
+    (value -> (in a regular form, {name: the rule's result as an expression}, {part: expression}
+    the others read, computed first)), for the values the
     rule reads alike in a few column operations; the rule reads the others. Either reads each
     distinct value once (a job's S and E records repeat most values), joined back to the rows."""
     given = pl.when(_given(key)).then(pl.col(key))
@@ -129,8 +128,10 @@ def _mapped(df: pl.DataFrame, key: str, rule: Callable, dtypes: dict, prefix: st
         out = map_distinct(df.select(given).to_series(), rule, dtypes)
         return pl.concat([df, out.rename({c: prefix + c for c in out.columns})], how="horizontal")
     values = df.select(given.alias("_v"))
-    regular, exprs = form(pl.col("_v"))
-    fast = values.unique().drop_nulls().with_columns(_fast=regular.fill_null(False), **{c: exprs[c] for c in dtypes})
+    regular, exprs, parts = form(pl.col("_v"))
+    # parts (a regex's groups, say) computed once, before the expressions that take them apart
+    fast = values.unique().drop_nulls().with_columns(**parts).with_columns(
+        _fast=regular.fill_null(False), **{c: exprs[c] for c in dtypes})
     out = map_distinct(fast.select(pl.when(~pl.col("_fast")).then(pl.col("_v"))).to_series(), rule, dtypes)
     table = fast.select("_v", **{prefix + c: pl.when(pl.col("_fast")).then(pl.col(c)).otherwise(out[c]) for c in dtypes},
                         **{prefix + "_error": pl.when(pl.col("_fast")).then(None).otherwise(out["_error"])})
@@ -138,47 +139,50 @@ def _mapped(df: pl.DataFrame, key: str, rule: Callable, dtypes: dict, prefix: st
     return pl.concat([df, found], how="horizontal")
 
 
-def duration_form(v: pl.Expr) -> tuple[pl.Expr, dict]:
+def duration_form(v: pl.Expr) -> tuple[pl.Expr, dict, dict]:
     """HH:MM:SS: parse_duration's seconds (a float)."""
-    g = v.str.extract_groups(r"^([0-9]{1,9}):([0-5][0-9]):([0-5][0-9])$")
+    g = pl.col("_g")
     h, m, s = (g.struct.field(str(i)).cast(pl.Float64) for i in (1, 2, 3))
-    return v.str.contains(r"^[0-9]{1,9}:[0-5][0-9]:[0-5][0-9]$"), {"v": h * 3600 + m * 60 + s}
+    # group 1 is there exactly when the value matches
+    return g.struct.field("1").is_not_null(), {"v": h * 3600 + m * 60 + s}, {
+        "_g": v.str.extract_groups(r"^([0-9]{1,9}):([0-5][0-9]):([0-5][0-9])$")}
 
 
 _SIZE_POW = {"": 1.0, "b": 1 / 1024, "w": 8 / 1024, "kb": 1.0, "mb": 2.0 ** 10, "gb": 2.0 ** 20, "tb": 2.0 ** 30, "pb": 2.0 ** 40}
 
 
-def size_form(v: pl.Expr) -> tuple[pl.Expr, dict]:
+def size_form(v: pl.Expr) -> tuple[pl.Expr, dict, dict]:
     """An integer of kB (no unit) or of b/w/kb/mb/gb/tb/pb: _mem_rule(pbs_mem)'s (bytes within
     MAX_BYTES, bytes as a float, no limit text). A number times a power of two is exact in a float."""
-    g = v.str.extract_groups(r"^([0-9]{1,15})(b|w|kb|mb|gb|tb|pb)?$")
+    g = pl.col("_g")
     kib = g.struct.field("2").fill_null("").replace_strict(_SIZE_POW, return_dtype=pl.Float64, default=None)
     f = g.struct.field("1").cast(pl.Float64) * kib * 1024
-    return v.str.contains(r"^[0-9]{1,15}(?:b|w|kb|mb|gb|tb|pb)?$"), {
-        "_b": pl.when(f <= limits.MAX_BYTES).then(f.cast(pl.Int64, strict=False)), "_f": f, "_lim": pl.lit(None, dtype=pl.String)}
+    return g.struct.field("1").is_not_null(), {
+        "_b": pl.when(f <= limits.MAX_BYTES).then(f.cast(pl.Int64, strict=False)), "_f": f, "_lim": pl.lit(None, dtype=pl.String)}, {
+        "_g": v.str.extract_groups(r"^([0-9]{1,15})(b|w|kb|mb|gb|tb|pb)?$")}
 
 
 _EXEC_PART = r"[A-Za-z0-9_.\-]+/[0-9]{1,6}(?:-[0-9]{1,6}|\*[0-9]{1,6})?"
 
 
-def exec_host_form(v: pl.Expr) -> tuple[pl.Expr, dict]:
+def exec_host_form(v: pl.Expr) -> tuple[pl.Expr, dict, dict]:
     """host/0+host/1, host/0-3, host/0*13 (plain host names): exec_host_slots_text's (slots, hosts, 'h1,h2')."""
-    el = pl.element()
+    el, stars, names = pl.element(), pl.col("_stars"), pl.col("_names")
     # slots: one a part, a 'first-last' range adds last - first, a '*N' adds N - 1
-    stars = v.str.extract_all(r"\*[0-9]+")
     ranges = v.str.extract_all(r"/[0-9]+-[0-9]+").list.eval(
         el.str.extract(r"-([0-9]+)", 1).cast(pl.Int64, strict=False) - el.str.extract(r"^/([0-9]+)", 1).cast(pl.Int64, strict=False))
     slots = (v.str.count_matches("+", literal=True) + 1 + stars.list.eval(el.str.slice(1).cast(pl.Int64, strict=False)).list.sum()
              - stars.list.len() + ranges.list.sum())
-    names = v.str.replace_all(r"/[^+]*", "").str.split("+").list.unique(maintain_order=True)
     return v.str.contains(f"^{_EXEC_PART}(?:\\+{_EXEC_PART})*$"), {
-        "slots": slots.cast(pl.Int64), "n": names.list.len().cast(pl.Int64), "hosts": names.list.join(",")}
+        "slots": slots.cast(pl.Int64), "n": names.list.len().cast(pl.Int64), "hosts": names.list.join(",")}, {
+        "_stars": v.str.extract_all(r"\*[0-9]+"),
+        "_names": v.str.replace_all(r"/[^+]*", "").str.split("+").list.unique(maintain_order=True)}
 
 
-def vnode_form(v: pl.Expr) -> tuple[pl.Expr, dict]:
+def vnode_form(v: pl.Expr) -> tuple[pl.Expr, dict, dict]:
     """ASCII text (where \\d is [0-9]) with ngpus counts of under 10 digits: vnode_gpus's sum of them."""
     counts = v.str.extract_all(r"ngpus=[0-9]+").list.eval(pl.element().str.slice(6).cast(pl.Int64, strict=False)).list.sum()
-    return ~v.str.contains(r"[^\x00-\x7f]|ngpus=[0-9]{10}"), {"gpus": counts.cast(pl.Int64)}
+    return ~v.str.contains(r"[^\x00-\x7f]|ngpus=[0-9]{10}"), {"gpus": counts.cast(pl.Int64)}, {}
 
 
 def _mem_rule(pbs_mem: Callable) -> Callable:
@@ -236,8 +240,9 @@ def convert(recs: pl.DataFrame, cluster: Optional[str], rules) -> pl.DataFrame:
     mem = _mem_rule(rules.pbs_mem)
     for k, p in (("resources_used.mem", "_mp"), ("Resource_List.mem", "_mr"), ("Resource_List.pmem", "_mm")):
         df = _mapped(df, k, mem, _MEM_T, p, size_form)
-    jid = c("jobid").str.strip_chars()
-    g = jid.str.extract_groups(JOBID)
+    # the job id's groups once (each field taken from an expression would run the regex again)
+    df = df.with_columns(_g=c("jobid").str.strip_chars().str.extract_groups(JOBID))
+    g = c("_g")
     idx = pl.when(g.struct.field("2").is_not_null() & (g.struct.field("2") != "")).then(g.struct.field("2")) \
         .otherwise(g.struct.field("3"))
     server_label = g.struct.field("4").str.splitn(".", 2).struct.field("field_0")
