@@ -3,8 +3,9 @@ page's scope and filters that wasted the most SBU in its period (analytics/queri
 weekly report's list), each with its leading advice, the #SBATCH lines that would have fit and what
 that request saves ("not priced" when unknown), the job id linking to the job's page.
 
-A plain HTML table (at most N rows, nothing to sort or page): the browser lays it out in one pass,
-where a grid measured every cell to size its columns. Seven columns fit 1400 px: a job's name and
+A plain HTML table (at most N rows, nothing to sort or page) drawn as one component
+(dashboard/text_table.py): the browser lays it out in one pass, where a grid measured every cell
+to size its columns, and Dash's renderer handles one component, not one per cell and value. Seven columns fit 1400 px: a job's name and
 state under its id, its flags under the advice, its SBU under its waste, its project under its
 user. Texts wrap, nothing is cut; every value is a text node (data, never markup). Its "Download
 CSV" link carries the rows' CSV itself (a data: URL, each text cell through
@@ -24,7 +25,7 @@ from jobsight.analytics.queries.scope import Filters, Scope
 from jobsight.analytics.queries.to_fix import jobs_to_fix
 from jobsight.analytics.render import csv_safe
 from jobsight.analytics.reports.settings import ReportSettings
-from jobsight.dashboard import common
+from jobsight.dashboard import common, text_table
 
 N = ReportSettings.top_jobs        # as many as a weekly report lists by default
 # the table's columns: header -> the fields its cells show, the first one large, the others under it
@@ -67,18 +68,16 @@ def shown(r: dict, field: str) -> str:
     return "" if v is None else str(v)
 
 
-def _field(r: dict, field: str, first: bool):
-    """One field of a cell, as text in an element of class col-<field>."""
-    text, cls = shown(r, field), f"col-{field}" + ("" if first else " sub")
-    if field == "job_id" and r.get("href"):
-        return dcc.Link(text, href=r["href"], className=cls)
-    extra = {"title": r["savings_note"]} if field == "savings_sbu" and r.get("savings_note") else {}
-    return html.Div(text, className=cls, **extra)
-
-
-def _cell(r: dict, header: str, fields: tuple[str, ...]) -> html.Td:
-    return html.Td([_field(r, f, i == 0) for i, f in enumerate(fields) if i == 0 or r.get(f) not in (None, "")],
-                   className="num" if header in NUMBER_COLUMNS else None)
+def _cell(r: dict, fields: tuple[str, ...]) -> list[dict]:
+    """A cell's items (dashboard/text_table.py): its first field, then those of the others that
+    have a value; the job id links to the job's page, an unknown saving's note is its title."""
+    out = []
+    for i, f in enumerate(fields):
+        if i and r.get(f) in (None, ""):
+            continue
+        out.append(text_table.item(f, shown(r, f), href=r.get("href") if f == "job_id" else None,
+                                   title=r.get("savings_note") if f == "savings_sbu" else None))
+    return out
 
 
 def csv_href(data: list[dict]) -> str:
@@ -93,14 +92,13 @@ def csv_href(data: list[dict]) -> str:
 
 def table(table_id: str, data: list[dict], columns: dict[str, tuple[str, ...]]) -> html.Div:
     """The table ``table_id`` of ``data`` (``columns``: header -> fields) and its download link."""
-    head = html.Thead(html.Tr([html.Th(h, scope="col", className="num" if h in NUMBER_COLUMNS else None)
-                               for h in columns]))
-    body = html.Tbody([html.Tr([_cell(r, h, fields) for h, fields in columns.items()]) for r in data])
+    cols = [{"name": h, "className": "num" if h in NUMBER_COLUMNS else None} for h in columns]
+    body = [[_cell(r, fields) for fields in columns.values()] for r in data]
     return html.Div([
         html.Div(html.A("Download CSV", id=f"{table_id}-csv", className="csv-button", download="jobs-to-fix.csv",
                         href=csv_href(data), title="The list's rows as a CSV file"),
                  className="grid-tools"),
-        html.Table([head, body], id=table_id, className="fix-table"),
+        text_table.TextTable(id=table_id, className="fix-table", columns=cols, rows=body),
     ], className="grid-box")
 
 

@@ -89,49 +89,20 @@ def _days(period: Period) -> dict:
     return {"start_date": f"{period.since:%Y-%m-%d}", "end_date": f"{period.until - dt.timedelta(days=1):%Y-%m-%d}"}
 
 
-def text_of(tree) -> str:
-    """The text a serialised component shows (its children's strings, in order)."""
-    if isinstance(tree, str):
-        return tree
-    if isinstance(tree, (int, float)):
-        return str(tree)
-    if isinstance(tree, list):
-        return "".join(text_of(t) for t in tree)
-    if isinstance(tree, dict):
-        return text_of(tree.get("props", {}).get("children"))
-    return ""
-
-
-def fields_of(tree, row: dict) -> None:
-    """Into ``row``: the text of each element of class ``col-<field>`` under ``tree``, the job
-    link's ``href`` (and the job's raw id in it) and an element's ``title`` as ``<field>_title``."""
-    if isinstance(tree, list):
-        for t in tree:
-            fields_of(t, row)
-        return
-    if not isinstance(tree, dict):
-        return
-    props = tree.get("props", {})
-    cls = [c for c in (props.get("className") or "").split() if c.startswith("col-")]
-    if cls:
-        field = cls[0].removeprefix("col-")
-        row[field] = text_of(tree)
-        if props.get("title"):
-            row[f"{field}_title"] = props["title"]
-        if tree.get("type") == "Link":
-            row["href"] = props["href"]
-            row["job_id_raw"] = parse_qs(urlsplit(row["href"]).query)["id"][0]
-        return
-    fields_of(props.get("children"), row)
-
-
 def table_rows(table: dict) -> list[dict]:
-    """A serialised html.Table's body rows as {field: text} (see :func:`fields_of`)."""
-    _head, body = table["props"]["children"]
+    """A serialised TextTable's rows (dashboard/text_table.py) as {field: text}, the job link's
+    ``href`` (and the job's raw id in it) and an item's ``title`` as ``<field>_title``."""
+    assert table["type"] == "TextTable" and table["namespace"] == "jobsight"
     out = []
-    for tr in body["props"]["children"]:
+    for cells in table["props"]["rows"]:
         row: dict = {}
-        fields_of(tr, row)
+        for item in (it for cell in cells for it in cell):
+            row[item["field"]] = item["text"]
+            if item.get("title"):
+                row[f"{item['field']}_title"] = item["title"]
+            if item.get("href"):
+                row["href"] = item["href"]
+                row["job_id_raw"] = parse_qs(urlsplit(row["href"]).query)["id"][0]
         out.append(row)
     return out
 
