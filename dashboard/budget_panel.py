@@ -1,7 +1,11 @@
 """The budgets block of the overview and of a project's page: each allocation in the requester's
 scope (queries.budgets) with its burn, remaining SBU, burn rates, run-out date, the period's end
 (the reset) and what will remain then at the 30-day rate, and alert. An
-allocation used up is highlighted (row class ``budget-over``, marked OVER), never left out."""
+allocation used up is highlighted (row class ``budget-over``, marked OVER), never left out.
+
+As many allocations as fit one page (PAGE) are a plain table, one component
+(dashboard/text_table.py), with its CSV in its download link; more are a grid, to sort, filter and
+page (dashboard/grids.py)."""
 from __future__ import annotations
 
 import pandas as pd
@@ -9,7 +13,7 @@ from dash import html
 
 from jobsight.analytics.queries import summaries as queries
 from jobsight.analytics.queries.scope import Scope
-from jobsight.dashboard import common, grids
+from jobsight.dashboard import common, grids, text_table
 
 PREFIXES = ("ov", "pj")       # the overview and the project page
 USER_COLUMN = grids.text("user", "User's share")
@@ -20,6 +24,8 @@ COLUMNS = [grids.text("account", "Project", minWidth=120), USER_COLUMN,
            grids.text("run_out_date", "Runs out"), grids.text("period_end", "Resets"),
            grids.num("remaining_at_reset_sbu", "Left at reset", 1, " SBU"), grids.text("alert_shown", "Alert")]
 ROW_CLASSES = {"budget-over": "params.data.alert === 'over'", "budget-warn": "params.data.alert === 'warn'"}
+ALERT_CLASSES = {"over": "budget-over", "warn": "budget-warn"}      # the same, for the plain table
+PAGE = 25                     # rows of a page of the grid; up to as many, a plain table
 
 
 def _rows(df: pd.DataFrame) -> list[dict]:
@@ -64,8 +70,25 @@ def panel(h, scope: Scope, prefix: str, account: str | None = None) -> list:
     if cards and len(rows) == 1:        # the cards say it all
         return [html.Div(head + cards, className="budgets", id=f"{prefix}-budget-block")]
     columns = COLUMNS if any(r["user"] for r in rows) else [c for c in COLUMNS if c is not USER_COLUMN]
-    grid = grids.grid(f"{prefix}-budgets", columns, "budgets.csv", page_size=25, rows=rows, row_classes=ROW_CLASSES)
-    return [html.Div(head + cards + [grid], className="budgets", id=f"{prefix}-budget-block")]
+    if len(rows) <= PAGE:
+        table = _table(f"{prefix}-budgets", columns, rows)
+    else:
+        table = grids.grid(f"{prefix}-budgets", columns, "budgets.csv", page_size=PAGE, rows=rows,
+                           row_classes=ROW_CLASSES)
+    return [html.Div(head + cards + [table], className="budgets", id=f"{prefix}-budget-block")]
+
+
+def _table(table_id: str, columns: list[dict], rows: list[dict]) -> html.Div:
+    """The rows as a plain table: each cell the text the grid would show (12,345.6 SBU), in an
+    element of class col-<field>; a row over or near its allocation has the grid's row class."""
+    cols = [{"name": c["headerName"], "className": "num" if c.get("type") == "rightAligned" else None} for c in columns]
+    body = [[[text_table.item(c["field"], grids.shown(c, r.get(c["field"])))] for c in columns] for r in rows]
+    return html.Div([
+        text_table.download(f"{table_id}-csv", "budgets.csv",
+                            text_table.csv_href({c["field"]: c["headerName"] for c in columns}, rows)),
+        text_table.TextTable(id=table_id, className="text-table", columns=cols, rows=body,
+                             rowClassNames=[ALERT_CLASSES.get(r["alert"]) for r in rows]),
+    ], className="grid-box")
 
 
 def register(app) -> None:

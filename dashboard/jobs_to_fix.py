@@ -14,16 +14,11 @@ analytics/render.csv_safe), so downloading asks nothing of the server.
 Its own callback, beside the page's: the rest of the page does not wait for it."""
 from __future__ import annotations
 
-import csv
-import io
-from urllib.parse import quote
-
 from dash import Input, Output, State, dcc, html
 
 from jobsight.analytics.links import job_path
 from jobsight.analytics.queries.scope import Filters, Scope
 from jobsight.analytics.queries.to_fix import jobs_to_fix
-from jobsight.analytics.render import csv_safe
 from jobsight.analytics.reports.settings import ReportSettings
 from jobsight.dashboard import common, text_table
 
@@ -82,12 +77,7 @@ def _cell(r: dict, fields: tuple[str, ...]) -> list[dict]:
 
 def csv_href(data: list[dict]) -> str:
     """The rows as a CSV file in a data: URL: numbers as stored, texts through csv_safe."""
-    out = io.StringIO()
-    w = csv.writer(out, lineterminator="\r\n")
-    w.writerow(CSV_COLUMNS.values())
-    for r in data:
-        w.writerow(["" if r.get(k) is None else csv_safe(r[k]) for k in CSV_COLUMNS])
-    return "data:text/csv;charset=utf-8," + quote(out.getvalue())
+    return text_table.csv_href(CSV_COLUMNS, data)
 
 
 def table(table_id: str, data: list[dict], columns: dict[str, tuple[str, ...]]) -> html.Div:
@@ -95,9 +85,7 @@ def table(table_id: str, data: list[dict], columns: dict[str, tuple[str, ...]]) 
     cols = [{"name": h, "className": "num" if h in NUMBER_COLUMNS else None} for h in columns]
     body = [[_cell(r, fields) for fields in columns.values()] for r in data]
     return html.Div([
-        html.Div(html.A("Download CSV", id=f"{table_id}-csv", className="csv-button", download="jobs-to-fix.csv",
-                        href=csv_href(data), title="The list's rows as a CSV file"),
-                 className="grid-tools"),
+        text_table.download(f"{table_id}-csv", "jobs-to-fix.csv", csv_href(data)),
         text_table.TextTable(id=table_id, className="fix-table", columns=cols, rows=body),
     ], className="grid-box")
 

@@ -9,11 +9,22 @@ is a path on this site ("/..."), as dcc.Link would (the page changes without a r
 Props: ``columns``: [{"name": header, "className": a class for the column's th and td, or None}];
 ``rows``: one list per row, a cell per column, each cell a list of items {"field", "text",
 "href"?, "title"?}: the first item drawn large, the others under it (class "sub"), each in an
-element of class ``col-<field>`` (a link for an item with an href, else a div).
+element of class ``col-<field>`` (a link for an item with an href, else a div); ``rowClassNames``:
+a class (or None) per row.
+
+Its "Download CSV" (:func:`download`) is a link holding the rows' CSV itself (a data: URL, each
+text cell through analytics/render.csv_safe): downloading asks nothing of the server.
 """
 from __future__ import annotations
 
+import csv
+import io
+from urllib.parse import quote
+
+from dash import html
 from dash.development.base_component import Component
+
+from jobsight.analytics.render import csv_safe
 
 # the script's name for the component: window.jobsight.TextTable (dashboard/assets/textTable.js)
 NAMESPACE = "jobsight"
@@ -26,12 +37,13 @@ class TextTable(Component):
     _children_props: list[str] = []
 
     def __init__(self, id: str | None = None, className: str | None = None, columns: list[dict] | None = None,
-                 rows: list[list[list[dict]]] | None = None):
-        self._prop_names = ["id", "className", "columns", "rows"]
+                 rows: list[list[list[dict]]] | None = None, rowClassNames: list[str | None] | None = None):
+        self._prop_names = ["id", "className", "columns", "rows", "rowClassNames"]
         self._valid_wildcard_attributes = []
         self.available_properties = list(self._prop_names)
         self.available_wildcard_properties = []
-        args = {k: v for k, v in dict(id=id, className=className, columns=columns, rows=rows).items() if v is not None}
+        args = {k: v for k, v in dict(id=id, className=className, columns=columns, rows=rows,
+                                      rowClassNames=rowClassNames).items() if v is not None}
         super().__init__(**args)
 
 
@@ -43,3 +55,20 @@ def item(field: str, text: str, href: str | None = None, title: str | None = Non
     if title:
         out["title"] = title
     return out
+
+
+def csv_href(columns: dict[str, str], rows: list[dict]) -> str:
+    """``rows`` as a CSV file in a data: URL (``columns``: field -> header): numbers as stored,
+    texts through csv_safe."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\r\n")
+    w.writerow(columns.values())
+    for r in rows:
+        w.writerow(["" if r.get(k) is None else csv_safe(r[k]) for k in columns])
+    return "data:text/csv;charset=utf-8," + quote(out.getvalue())
+
+
+def download(link_id: str, file_name: str, href: str) -> html.Div:
+    """The "Download CSV" link above a table, as a grid's button looks."""
+    return html.Div(html.A("Download CSV", id=link_id, className="csv-button", download=file_name, href=href,
+                           title="The table's rows as a CSV file"), className="grid-tools")

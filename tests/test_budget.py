@@ -261,12 +261,22 @@ def test_dashboard_budgets_follow_the_scope(dash_db):
     assert a["run_out_date"].date() == (dt.datetime(2026, 11, 18) + dt.timedelta(days=91 / 0.3)).date()
 
 
-def test_dashboard_budget_block_highlights_the_overrun(dash_db):
+def test_dashboard_budget_block_highlights_the_overrun(dash_db, monkeypatch):
+    # as many allocations as fit a page: a plain table (dashboard/text_table.py), texts as shown
+    [block] = budget_panel.panel(dash_db, ADMIN, "ov")
+    table = block.children[-1].children[1]
+    assert table.id == "ov-budgets" and table.rowClassNames == [None, "budget-over", "budget-over"]
+    rows = [{it["field"]: it["text"] for cell in row for it in cell} for row in table.rows]
+    assert [(r["account"], r["alert_shown"]) for r in rows] == [("proj-a", "OK"), ("proj-a", "OVER"), ("proj-b", "OVER")]
+    assert rows[2]["remaining_sbu"] == "-300.0 SBU" and rows[0]["user"] == ""
+    # more: the grid, to sort, filter and page
+    monkeypatch.setattr(budget_panel, "PAGE", 2)
     [block] = budget_panel.panel(dash_db, ADMIN, "ov")
     grid = block.children[-1].children[1]
     assert grid.id == "ov-budgets" and grid.rowClassRules["budget-over"] == "params.data.alert === 'over'"
     assert [(r["account"], r["alert_shown"]) for r in grid.rowData] == [("proj-a", "OK"), ("proj-a", "OVER"),
                                                                         ("proj-b", "OVER")]
+    assert grid.dashGridOptions["paginationPageSize"] == 2
     [block] = budget_panel.panel(dash_db, BOB, "pj", "proj-b")
     cards = block.children[2]
     assert "budget-over" in cards.className

@@ -112,6 +112,11 @@ def grid_cells(browser, grid: str, column: str) -> list[str]:
                                                           f"#{grid} .ag-pinned-left-cols-container .ag-cell[col-id='{column}']")]
 
 
+def table_cells(browser, table: str, field: str) -> list[str]:
+    """The texts of a plain table's values of one field (their elements' class ``col-<field>``)."""
+    return [c.text.strip() for c in browser.find_elements(f"#{table} .col-{field}")]
+
+
 def wait_for(predicate, timeout: float = 20, what: str = "condition"):
     deadline = time.monotonic() + timeout
     while True:
@@ -268,15 +273,16 @@ def test_alice_sees_her_projects_run_out_date(browser, alice_url):
     visit(browser, alice_url + "/project?name=proj-a")
     browser.wait_for_text_to_equal("#budget-run-out", RUN_OUT)
     assert browser.find_element("#budget-remaining").text == "91.0 SBU"
-    wait_for(lambda: grid_cells(browser, "pj-budgets", "account"), what="the budget grid's rows")
-    assert grid_cells(browser, "pj-budgets", "user") == ["", "alice"]
-    assert grid_cells(browser, "pj-budgets", "run_out_date") == [RUN_OUT, ""]
-    assert grid_cells(browser, "pj-budgets", "remaining_sbu") == ["91.0 SBU", "-3.0 SBU"]
+    # two allocations: a plain table (dashboard/text_table.py), a cell's element of class col-<field>
+    wait_for(lambda: table_cells(browser, "pj-budgets", "account"), what="the budget table's rows")
+    assert table_cells(browser, "pj-budgets", "user") == ["", "alice"]
+    assert table_cells(browser, "pj-budgets", "run_out_date") == [RUN_OUT, ""]
+    assert table_cells(browser, "pj-budgets", "remaining_sbu") == ["91.0 SBU", "-3.0 SBU"]
     # her share is used up: highlighted and marked, not hidden
-    over = browser.find_elements("#pj-budgets .ag-center-cols-container .ag-row.budget-over")
-    assert [r.find_element("css selector", ".ag-cell[col-id='alert_shown']").text for r in over] == ["OVER"]
+    over = browser.find_elements("#pj-budgets tr.budget-over")
+    assert [r.find_element("css selector", ".col-alert_shown").text for r in over] == ["OVER"]
     assert over[0].value_of_css_property("background-color") == "rgba(255, 227, 227, 1)"
     visit(browser, alice_url + "/")          # the overview: her project's, not bob's
-    wait_for(lambda: grid_cells(browser, "ov-budgets", "account"), what="the overview's budgets")
-    assert grid_cells(browser, "ov-budgets", "account") == ["proj-a", "proj-a"]
+    wait_for(lambda: table_cells(browser, "ov-budgets", "account"), what="the overview's budgets")
+    assert table_cells(browser, "ov-budgets", "account") == ["proj-a", "proj-a"]
     assert browser.get_logs() == []

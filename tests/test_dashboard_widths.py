@@ -1,8 +1,8 @@
 """No grid of the dashboard cuts an SBU figure, a job id or a state at 1400 px: in real headless
 Chromium (tests/test_dashboard_browser.py's harness), a 1400 x 900 window, every page as an admin,
 a project lead and a researcher, each rendered cell of those columns is as wide as its text
-(scrollWidth <= clientWidth), and so is every cell of the "jobs to fix" table, which fits the
-page. The data are built to be wide: array job ids of 13 characters,
+(scrollWidth <= clientWidth), and so is every cell of the plain tables (the "jobs to fix", the
+budgets), which fit the page. The data are built to be wide: array job ids of 13 characters,
 OUT_OF_MEMORY and CANCELLED states, and millions of SBU (billing 99,999 for 72 h) in the jobs,
 the totals and the budgets.
 """
@@ -97,20 +97,20 @@ for (const cell of document.querySelectorAll('.ag-cell')) {
         }
     }
 }
-// the jobs to fix, a plain table: no cell cut, and the table no wider than the page
-for (const cell of document.querySelectorAll('.fix-table td')) {
+// the plain tables (jobs to fix, budgets): no cell cut, and the table no wider than the page
+for (const cell of document.querySelectorAll('.fix-table td, .text-table td')) {
     if (cell.scrollWidth > cell.clientWidth + 1) {
         cut.push([cell.closest('table').id, '(cell)', cell.textContent.trim(), cell.scrollWidth, cell.clientWidth]);
     }
 }
-for (const t of document.querySelectorAll('.fix-table')) {
+for (const t of document.querySelectorAll('.fix-table, .text-table')) {
     if (t.getBoundingClientRect().right > document.documentElement.clientWidth + 1) {
         cut.push([t.id, '(table)', '', Math.round(t.getBoundingClientRect().right), document.documentElement.clientWidth]);
     }
 }
 return cut;
 """
-CELLS = "return document.querySelectorAll('.ag-cell, .fix-table td').length;"
+CELLS = "return document.querySelectorAll('.ag-cell, .fix-table td, .text-table td').length;"
 
 
 def settle(browser, page: str):

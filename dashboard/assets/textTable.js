@@ -32,11 +32,12 @@
   ns.TextTable = function TextTable(props) {
     var h = window.React.createElement;
     var columns = props.columns || [];
+    var rowClasses = props.rowClassNames || [];
     var head = h("thead", null, h("tr", null, columns.map(function (c, j) {
       return h("th", {key: j, scope: "col", className: c.className || undefined}, String(c.name));
     })));
     var body = h("tbody", null, (props.rows || []).map(function (row, i) {
-      return h("tr", {key: i}, row.map(function (cell, j) {
+      return h("tr", {key: i, className: rowClasses[i] || undefined}, row.map(function (cell, j) {
         var c = columns[j] || {};
         return h("td", {key: j, className: c.className || undefined}, (cell || []).map(function (it, k) {
           return item(h, it, k);
