@@ -1,8 +1,8 @@
 """What a weekly report reads: the report macros of sql/views/50_report.sql run once for a window,
 over the whole cluster or over some users' and accounts' jobs, and the allocations. The window's
-rows of report_job_day and their flags are materialised once as temporary tables (in memory: a
-read never writes the database); every macro then reads those, but the trend, which adds up the
-per-day summaries (dash_day) of its earlier windows.
+rows of report_job_day are materialised once as a temporary table (in memory: a read never writes
+the database); every macro then reads those, but the trend and the flag counts, which add up the
+per-day summaries (dash_day, dash_flag_day), and the top jobs' flags, read from job_flags.
 ``members`` gives a project page the Members table of the project's report, by the same macro."""
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def members(db, scope: Scope, f: Filters) -> list[dict]:
     where, params = f.where(scope)
     db.execute(f"CREATE OR REPLACE TEMP TABLE {MEMBER_ROWS} AS SELECT * FROM report_job_day{where}", params)
     try:
-        rows = db.rows(f"SELECT * FROM report_totals('{MEMBER_ROWS}', ?, ?) WHERE scope = 'member' AND account = ?",
+        rows = db.rows(f"SELECT * FROM report_totals('{MEMBER_ROWS}', ?, ?, scopes := ['member']) WHERE account = ?",
                        [since, until, f.account])
     finally:
         db.execute(f"DROP TABLE IF EXISTS {MEMBER_ROWS}")
@@ -47,26 +47,35 @@ def report_rows(db, since: dt.datetime, until: dt.datetime,
     cluster) and budgets (with alert_shown) of [since, until), the trend over it and the
     ``trend_weeks`` windows of its length before it;
     ``names``: (users, accounts) the rows are limited to, or (None, None). And data_age: how old
-    the whole database's data is now, one DataAge for every report of the run."""
-    # the window's own rows: the trend's earlier windows come from the per-day summaries
+    the whole database's data is now, one DataAge for every report of the run.
+    With ``names``, only the scopes their reports show are grouped (the users', the accounts' and
+    their members'), not the partitions' and the cluster's of those rows."""
+    if names == (None, None):
+        by, kinds = "", []
+    else:
+        by, kinds = ", scopes := ?", [k for k, n in (("user", names[0]), ("account", names[1])) if n] or ["user"]
+    scoped = [kinds] if kinds else []
+    # the window's own rows: the trend's earlier windows and the flag counts come from the per-day summaries
     db.execute("CREATE OR REPLACE TEMP TABLE report_window AS "
                "SELECT * FROM report_days(?, ?, users := ?, accounts := ?)", [since, until, *names])
-    db.execute("CREATE OR REPLACE TEMP TABLE report_window_flags AS SELECT * FROM report_flags('report_window', ?)",
-               [since])
-    src, flags = "report_window", "report_window_flags"
+    src = "report_window"
     try:
         return {
-            "totals": db.rows("SELECT * FROM report_totals(?, ?, ?)", [src, since, until]),
-            "daily": db.rows("SELECT * FROM report_daily(?, ?, ?)", [src, since, until]),
-            "trend": db.rows("SELECT * FROM report_trend(?, ?, ?, users := ?, accounts := ?)",
-                             [since, until, trend_weeks, *names]),
-            "flag_counts": db.rows("SELECT * FROM report_flag_counts(?, ?, ?, ?)", [src, flags, since, until]),
-            "top": db.rows("SELECT * FROM report_top_jobs(?, ?, ?, ?, ?)", [src, flags, since, until, top_jobs]),
-            # every allocation (there are few): a user's report shows those of the accounts the user ran in
+            "totals": db.rows(f"SELECT * FROM report_totals(?, ?, ?{by})",
+                              [src, since, until, *([[*kinds, "member"]] if kinds else [])]),
+            "daily": db.rows(f"SELECT * FROM report_daily(?, ?, ?{by})", [src, since, until, *scoped]),
+            "trend": db.rows(f"SELECT * FROM report_trend(?, ?, ?, users := ?, accounts := ?{by})",
+                             [since, until, trend_weeks, *names, *scoped]),
+            "flag_counts": db.rows(f"SELECT * FROM report_flag_counts(?, ?, users := ?, accounts := ?{by})",
+                                   [since, until, *names, *scoped]),
+            # the flags of the top jobs only, by job_flags' index on job_id_raw
+            "top": db.rows("SELECT * FROM report_top_jobs(?, 'job_flags', ?, ?, ?)", [src, since, until, top_jobs]),
+            # every allocation (there are few): a user's report shows those of the accounts the user ran in;
+            # none without a budget row (budget_status alone takes DuckDB ~15 ms to plan)
             "budgets": [{**b, "alert_shown": b["alert"].upper()} for b in db.rows(
-                'SELECT * FROM budget_status(?) ORDER BY account, "user" NULLS FIRST, cluster NULLS FIRST', [until])],
+                'SELECT * FROM budget_status(?) ORDER BY account, "user" NULLS FIRST, cluster NULLS FIRST', [until])]
+            if db.value("SELECT EXISTS (SELECT 1 FROM budget)") else [],
             "data_age": data_age(db),
         }
     finally:
         db.execute("DROP TABLE report_window")
-        db.execute("DROP TABLE report_window_flags")

@@ -6,7 +6,8 @@
 -- The macros read their rows through query_table(src): `src` names report_job_day (or a table
 -- holding a slice of it: `jobsight report` takes the window's rows once, report_days, for 1,000
 -- reports, or only the asked users' and accounts' rows for a few) and `flags` names job_flags (or
--- a slice: report_flags).
+-- a slice of it). The trend and the flag counts add up the per-day summaries (dash_day,
+-- dash_flag_day) instead.
 -- With plain DuckDB:  SELECT * FROM report_totals('report_job_day', DATE '2026-11-16', DATE '2026-11-23');
 
 -- Allocation-weighted mean of an efficiency: each job weighs what it held of the resource that
@@ -20,6 +21,11 @@ CREATE OR REPLACE MACRO alloc_weighted(v, w) AS
 -- day's share of what its advice would have saved (usage_job_day, 40_usage.sql).
 CREATE OR REPLACE VIEW report_job_day AS SELECT * FROM usage_job_day;
 
+-- Whether a row of `user` and `account` is one of the jobs of `users` or `accounts` (lists; both
+-- NULL: every job), as a report on some users and accounts slices its rows.
+CREATE OR REPLACE MACRO report_subject(users, accounts, "user", account) AS
+    (users IS NULL AND accounts IS NULL) OR list_contains(users, "user") OR list_contains(accounts, account);
+
 -- The rows of report_job_day in [since, until); with `users` or `accounts` (lists), only the jobs of
 -- those users and those accounts: every row a report on one of them reads (job_day is stored in day
 -- order, so the day range is all that is scanned). report_job_day's columns and savings_sbu as
@@ -28,34 +34,35 @@ CREATE OR REPLACE VIEW report_job_day AS SELECT * FROM usage_job_day;
 CREATE OR REPLACE MACRO report_days(since, until, users := NULL, accounts := NULL) AS TABLE
 WITH d AS (
     SELECT * FROM job_day
-    WHERE day >= since AND day < until
-      AND ((users IS NULL AND accounts IS NULL) OR list_contains(users, "user") OR list_contains(accounts, account))
+    WHERE day >= since AND day < until AND report_subject(users, accounts, "user", account)
 ), s AS (
     SELECT cluster, job_id_raw, savings_sbu FROM job_savings WHERE job_id_raw IN (SELECT job_id_raw FROM d)
 )
 SELECT d.*, day_savings(s.cluster IS NOT NULL, s.savings_sbu, d.fraction) AS savings_sbu
 FROM d LEFT JOIN s USING (cluster, job_id_raw);
 
--- The flags of the jobs of src (a slice of report_job_day) that ran on or after `since`: their job
--- ids filter the scan of job_flags (stored in key order), the cluster at the semi join.
-CREATE OR REPLACE MACRO report_flags(src, since) AS TABLE
-WITH j AS (SELECT DISTINCT cluster, job_id_raw FROM query_table(src) WHERE day >= since)
-SELECT * FROM job_flags
-SEMI JOIN j USING (cluster, job_id_raw)
-WHERE job_id_raw IN (SELECT job_id_raw FROM j);
+-- The scopes a report's rows are grouped by: per user, per account, per (account, user) member, per
+-- partition and for the cluster. Each macro below takes the list of those it groups by (`scopes`,
+-- default: all it has), so that a report on a few users groups by those users only. A row of a scope
+-- is keyed by its columns (report_key): a member row by its account and user, the cluster's by none.
+-- (One row per input row and scope, grouped: GROUPING SETS took DuckDB tens of ms to plan.)
+CREATE OR REPLACE MACRO report_key(scope, col, value) AS
+    CASE WHEN scope = col OR (scope = 'member' AND col IN ('user', 'account')) THEN value END;
 
 -- Totals per user, per account, per (account, user) member, per partition and for the cluster.
 -- scope says which; wasted_pct and savings_pct as `jobsight usage` (sql/views/40_usage.sql);
 -- unrated_sbu is burn whose efficiency was not measured (no TotalCPU, no GPU samples);
 -- savings_unknown_sbu the burn of jobs whose advice could not be priced (job_savings.savings_note).
-CREATE OR REPLACE MACRO report_totals(src, since, until) AS TABLE
-SELECT CASE WHEN grouping("user") = 0 AND grouping(account) = 0 THEN 'member'
-            WHEN grouping("user") = 0 THEN 'user'
-            WHEN grouping(account) = 0 THEN 'account'
-            WHEN grouping("partition") = 0 THEN 'partition'
-            ELSE 'cluster' END                                                AS scope,
-       "user", account, "partition",
-       count(DISTINCT (cluster, job_id_raw))                                  AS jobs,
+-- A job counts once per group: on its first day in the range (dash_job_once, as dash_day counts;
+-- a job's user, account, partition and core- and GPU-hours being known or not are the same on
+-- each of its days). The cluster's row is there also when src has no row in the range.
+CREATE OR REPLACE MACRO report_totals(src, since, until,
+                                      scopes := ['user', 'account', 'member', 'partition', 'cluster']) AS TABLE
+SELECT s.scope,
+       report_key(s.scope, 'user', "user")                                    AS "user",
+       report_key(s.scope, 'account', account)                                AS account,
+       report_key(s.scope, 'partition', "partition")                          AS "partition",
+       count(*) FILTER (WHERE dash_job_once(is_first, day, since))            AS jobs,
        sum(sbu)                                                               AS sbu,
        sum(wasted_sbu)                                                        AS wasted_sbu,
        wasted_pct(wasted_sbu, sbu)                                            AS wasted_pct,
@@ -66,29 +73,31 @@ SELECT CASE WHEN grouping("user") = 0 AND grouping(account) = 0 THEN 'member'
        sum(core_hours)                                                        AS core_hours,
        sum(gpu_hours)                                                         AS gpu_hours,
        -- the jobs left out of core_hours / gpu_hours: they ran on an unknown number of cores / GPUs
-       count(DISTINCT (cluster, job_id_raw)) FILTER (WHERE core_hours IS NULL) AS core_hours_unknown_jobs,
-       count(DISTINCT (cluster, job_id_raw)) FILTER (WHERE gpu_hours IS NULL)  AS gpu_hours_unknown_jobs,
+       count(*) FILTER (WHERE dash_job_once(is_first, day, since) AND core_hours IS NULL) AS core_hours_unknown_jobs,
+       count(*) FILTER (WHERE dash_job_once(is_first, day, since) AND gpu_hours IS NULL)  AS gpu_hours_unknown_jobs,
        sum(idle_gpu_hours)                                                    AS idle_gpu_hours,
        alloc_weighted(cpu_eff_pct, core_hours)                                AS cpu_eff_pct,
        alloc_weighted(gpu_util_pct, gpu_hours)                                AS gpu_util_pct,
        alloc_weighted(mem_eff_pct, mem_gib_hours)                             AS mem_eff_pct,
        alloc_weighted(time_eff_pct, sbu)                                      AS time_eff_pct
-FROM query_table(src)
-WHERE day >= since AND day < until
-GROUP BY GROUPING SETS (("user"), (account), (account, "user"), ("partition"), ());
+FROM unnest(scopes) AS s(scope)
+LEFT JOIN (SELECT * FROM query_table(src) WHERE day >= since AND day < until) ON TRUE
+GROUP BY ALL
+HAVING s.scope = 'cluster' OR count(day) > 0;
 
 -- Daily burn split into used (sbu - wasted), wasted and unrated, per user, per account and cluster.
-CREATE OR REPLACE MACRO report_daily(src, since, until) AS TABLE
-SELECT CASE WHEN grouping("user") = 0 THEN 'user' WHEN grouping(account) = 0 THEN 'account'
-            ELSE 'cluster' END                                                AS scope,
-       "user", account, day,
+CREATE OR REPLACE MACRO report_daily(src, since, until, scopes := ['user', 'account', 'cluster']) AS TABLE
+SELECT s.scope,
+       report_key(s.scope, 'user', "user")                                    AS "user",
+       report_key(s.scope, 'account', account)                                AS account,
+       day,
        sum(sbu)                                                               AS sbu,
        sum(sbu - wasted_sbu)                                                  AS used_sbu,
        sum(wasted_sbu)                                                        AS wasted_sbu,
        sum(sbu) FILTER (WHERE wasted_sbu IS NULL)                             AS unrated_sbu
-FROM query_table(src)
+FROM query_table(src), unnest(scopes) AS s(scope)
 WHERE day >= since AND day < until
-GROUP BY GROUPING SETS ((day, "user"), (day, account), (day));
+GROUP BY ALL;
 
 -- The report window [since, until) and the n windows of the same length before it, per user,
 -- account and cluster: window 0 is the report's own (the trend "this week vs the previous four").
@@ -96,16 +105,17 @@ GROUP BY GROUPING SETS ((day, "user"), (day, account), (day));
 -- From the per-day summaries (dash_day, sql/metrics/50_dash_day.sql: job_day's rows summed per
 -- day), so that the report's own rows need only its window; a job counts once per window, on its
 -- first day or on the window's first when it started before (dash_jobs_in_period, 35_dashboard.sql).
-CREATE OR REPLACE MACRO report_trend(since, until, n, users := NULL, accounts := NULL) AS TABLE
+CREATE OR REPLACE MACRO report_trend(since, until, n, users := NULL, accounts := NULL,
+                                     scopes := ['user', 'account', 'cluster']) AS TABLE
 WITH d AS (
     SELECT *, CAST(n AS BIGINT) - CAST(floor(epoch(day - (since - n * (until - since))) / epoch(until - since)) AS BIGINT) AS windows_back
     FROM dash_day
-    WHERE day >= since - n * (until - since) AND day < until
-      AND ((users IS NULL AND accounts IS NULL) OR list_contains(users, "user") OR list_contains(accounts, account))
+    WHERE day >= since - n * (until - since) AND day < until AND report_subject(users, accounts, "user", account)
 )
-SELECT CASE WHEN grouping("user") = 0 THEN 'user' WHEN grouping(account) = 0 THEN 'account'
-            ELSE 'cluster' END                                                AS scope,
-       "user", account, windows_back,
+SELECT s.scope,
+       report_key(s.scope, 'user', "user")                                    AS "user",
+       report_key(s.scope, 'account', account)                                AS account,
+       windows_back,
        since - windows_back * (until - since)                                 AS window_start,
        CAST(dash_jobs_in_period(jobs_first, jobs_running, day, since - windows_back * (until - since))
             AS BIGINT)                                                        AS jobs,
@@ -113,8 +123,8 @@ SELECT CASE WHEN grouping("user") = 0 THEN 'user' WHEN grouping(account) = 0 THE
        sum(wasted_sbu)                                                        AS wasted_sbu,
        sum(savings_sbu)                                                       AS savings_sbu,
        sum(idle_gpu_hours)                                                    AS idle_gpu_hours
-FROM d
-GROUP BY GROUPING SETS ((windows_back, "user"), (windows_back, account), (windows_back));
+FROM d, unnest(scopes) AS s(scope)
+GROUP BY ALL;
 
 -- The #SBATCH lines that would have fit the jobs of `flags` (a slice of job_flags): the options of
 -- the request their advice adds up to (job_savings.fitted_request), one line per option. A job
@@ -169,7 +179,7 @@ CREATE OR REPLACE MACRO waste_rank(part, wasted_sbu, sbu, job_id_raw) AS
 -- unknown (savings_note). Only the src rows, flags and savings of top's jobs are read for these
 -- (job_day, job_flags and job_savings are looked up by their index on job_id_raw).
 CREATE OR REPLACE MACRO top_job_details(top, src, flags, since, until) AS TABLE
-WITH top_savings AS (     -- by job_id_raw (indexed) first, the cluster at the join below
+WITH top_savings AS MATERIALIZED (    -- by job_id_raw (indexed) alone, the cluster at the join below
     SELECT cluster, job_id_raw, savings_sbu, savings_note, sbatch_lines(fitted_request) AS sbatch_lines
     FROM job_savings WHERE job_id_raw IN (SELECT job_id_raw FROM query_table(top))
 ), about AS (
@@ -185,7 +195,7 @@ WITH top_savings AS (     -- by job_id_raw (indexed) first, the cluster at the j
     LEFT JOIN top_savings v ON v.cluster = d.cluster AND v.job_id_raw = d.job_id_raw
     WHERE d.day >= since AND d.day < until AND d.job_id_raw IN (SELECT job_id_raw FROM query_table(top))
     GROUP BY d.cluster, d.job_id_raw
-), top_flags AS (       -- as top_savings: flag_summary groups by cluster, the join below matches it
+), top_flags AS MATERIALIZED (    -- as top_savings: flag_summary groups by cluster, the join below matches it
     SELECT * FROM query_table(flags) WHERE job_id_raw IN (SELECT job_id_raw FROM query_table(top))
 )
 SELECT t.cluster, t.job_id_raw, d.job_id, t."user", t.account, d."partition", d.state, d.job_name,
@@ -253,13 +263,23 @@ WITH candidates AS (
 )
 SELECT * FROM top_job_details(top, job_day, flags, since, until) ORDER BY "rank";
 
--- Flagged jobs that ran in [since, until), by flag code: per user, per account and for the cluster.
-CREATE OR REPLACE MACRO report_flag_counts(src, flags, since, until) AS TABLE
-WITH j AS (SELECT DISTINCT cluster, job_id_raw FROM query_table(src) WHERE day >= since AND day < until)
-SELECT CASE WHEN grouping(f."user") = 0 THEN 'user' WHEN grouping(f.account) = 0 THEN 'account'
-            ELSE 'cluster' END                                                AS scope,
-       f."user", f.account, f.code,
-       count(*)                                                               AS jobs,
-       count(*) FILTER (WHERE f.severity = 'alarm')                           AS alarms
-FROM query_table(flags) f JOIN j USING (cluster, job_id_raw)
-GROUP BY GROUPING SETS ((f.code, f."user"), (f.code, f.account), (f.code));
+-- Flagged jobs that ran in [since, until), by flag code: per user, per account and for the cluster
+-- (how many, and how many of them with the code as an alarm). For the jobs of `users` or `accounts`
+-- as report_days slices them. From the per-day flag summaries (dash_flag_day), a job once per code
+-- by dash_jobs_in_period, as report_trend counts jobs.
+CREATE OR REPLACE MACRO report_flag_counts(since, until, users := NULL, accounts := NULL,
+                                           scopes := ['user', 'account', 'cluster']) AS TABLE
+WITH f AS (
+    SELECT * FROM dash_flag_day
+    WHERE day >= since AND day < until AND report_subject(users, accounts, "user", account)
+)
+SELECT s.scope,
+       report_key(s.scope, 'user', "user")                                    AS "user",
+       report_key(s.scope, 'account', account)                                AS account,
+       code,
+       CAST(dash_jobs_in_period(jobs_first, jobs_running, day, since) AS BIGINT) AS jobs,
+       CAST(dash_jobs_in_period(CASE WHEN severity = 'alarm' THEN jobs_first ELSE 0 END,
+                                CASE WHEN severity = 'alarm' THEN jobs_running ELSE 0 END, day, since)
+            AS BIGINT)                                                        AS alarms
+FROM f, unnest(scopes) AS s(scope)
+GROUP BY ALL;
