@@ -115,6 +115,9 @@ def test_lookups_use_the_indexes(reader):
             assert h.execute(sql, [key, *p]).fetchall()
             plan = h.execute("EXPLAIN ANALYZE " + sql, [key, *p]).fetchall()[0][1]
             assert "Index Scan" in plan, (table, column, plan)
+            if column == "job_id_raw":       # the plain lookup of a job found (of_job): the id its one filter
+                plan = h.execute("EXPLAIN ANALYZE " + job_queries.of_job_sql(table, "*", "1"), [key]).fetchall()[0][1]
+                assert "Index Scan" in plan, (table, plan)
             if table == "job_metrics":       # the user's scope beside the id: DuckDB would scan
                 plain = h.execute(f"EXPLAIN ANALYZE SELECT * FROM {table} WHERE {column} = ? AND {where}",
                                   [key, *p]).fetchall()[0][1]

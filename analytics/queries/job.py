@@ -29,6 +29,22 @@ def by_id(table: str, column: str, columns: str, select: str = "*", where: str =
             f"WHERE {where}" + (f" ORDER BY {order}" if order else ""))
 
 
+def of_job_sql(table: str, columns: str, order: str = "") -> str:
+    """SQL of the cluster (as _cluster) and ``columns`` of the rows of ``table`` whose job_id_raw
+    equals the one parameter, ordered by ``order``: the equality alone, answered from the table's
+    index on job_id_raw, and a third of by_id's planning time (no CTE)."""
+    return (f"SELECT cluster AS _cluster, {columns} FROM {table} WHERE job_id_raw = ?"
+            + (f" ORDER BY {order}" if order else ""))
+
+
+def of_job(db, table: str, columns: str, cluster: str, job_id_raw: str, order: str = "") -> list[dict]:
+    """``columns`` of the rows of ``table`` of one job, ordered by ``order`` (of_job_sql): the
+    rows of the job's raw id on every cluster are read, those of its cluster kept here. Only for a
+    job already found in the asker's scope (find): no scope applies."""
+    names, rows = db.fetch(of_job_sql(table, columns, order), [job_id_raw])
+    return [dict(zip(names[1:], r[1:])) for r in rows if r[0] == cluster]
+
+
 def find(db, scope: Scope, job: str, cluster: str | None) -> dict | None:
     """The job's job_metrics row; None when no accounting names it or it is outside the scope."""
     sc, params = scope.sql()
@@ -43,7 +59,7 @@ def find(db, scope: Scope, job: str, cluster: str | None) -> dict | None:
     _one_cluster(job, {c for c, _j, _b, _p in keys})
     if not keys:
         return None
-    return db.rows(by_id("job_metrics", "job_id_raw", "*", where="cluster = ?"), [keys[0][1], keys[0][0]])[0]
+    return of_job(db, "job_metrics", "*", keys[0][0], keys[0][1])[0]
 
 
 def details(db, scope: Scope, job: str, cluster: str | None) -> dict:
@@ -56,22 +72,15 @@ def details(db, scope: Scope, job: str, cluster: str | None) -> dict:
             raise NoSuchJob(f"no job {job!r} in the database" + (f" on cluster {cluster!r}" if cluster else ""))
         return samples_only(db, job, cluster)
     key = [m["cluster"], m["job_id_raw"]]
-    # each table through its index on job_id_raw (by_id); the samples (series) by their zone maps
-    by_raw = [m["job_id_raw"], m["cluster"]]
-    m["flags"] = db.rows(by_id("job_flags", "job_id_raw", "cluster, code, severity, message, advice, advice_order",
-                               "code, severity, message, advice", "cluster = ?", "advice_order"), by_raw)
-    gpus = ("host, device, gpu_index, util_mean_pct, util_max_pct, mem_peak_bytes, mem_total_bytes, energy_j, "
-            "n_samples, source")
-    m["gpus"] = db.rows(by_id("job_gpu_devices", "job_id_raw", f"cluster, {gpus}", gpus, "cluster = ?",
-                              "host, gpu_index, device"), by_raw)
-    steps = ("step_id, step_name, state, exit_code, elapsed_s, ncpus, ntasks, cpu_time_s, max_rss_bytes, "
-             "mem_usage_tot_bytes")
-    m["steps"] = db.rows(by_id("steps", "job_id_raw", f"cluster, start_time, {steps}", steps, "cluster = ?",
-                               "start_time NULLS LAST, step_id"), by_raw)
+    # each table through its index on job_id_raw (of_job); the samples (series) by their zone maps
+    m["flags"] = of_job(db, "job_flags", "code, severity, message, advice", *key, "advice_order")
+    m["gpus"] = of_job(db, "job_gpu_devices", "host, device, gpu_index, util_mean_pct, util_max_pct, mem_peak_bytes, "
+                       "mem_total_bytes, energy_j, n_samples, source", *key, "host, gpu_index, device")
+    m["steps"] = of_job(db, "steps", "step_id, step_name, state, exit_code, elapsed_s, ncpus, ntasks, cpu_time_s, "
+                        "max_rss_bytes, mem_usage_tot_bytes", *key, "start_time NULLS LAST, step_id")
     m["series"], m["samples_moved"] = _series(db, key)
-    fitted = ("fitted_request, sbu_if_fitted, savings_sbu, savings_note, fitted_partition, fitted_ncpus, "
-              "fitted_ngpus, fitted_mem_bytes, fitted_timelimit_s, fitted_billing")
-    saved = db.rows(by_id("job_savings", "job_id_raw", f"cluster, {fitted}", fitted, "cluster = ?"), by_raw)
+    saved = of_job(db, "job_savings", "fitted_request, sbu_if_fitted, savings_sbu, savings_note, fitted_partition, "
+                   "fitted_ncpus, fitted_ngpus, fitted_mem_bytes, fitted_timelimit_s, fitted_billing", *key)
     m["savings"] = saved[0] if saved else None
     # the stored per-host rows the job's figures sum: also for a job whose samples were pruned
     nodes = job_samples.stored_per_node(db, *key)
