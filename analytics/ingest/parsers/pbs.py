@@ -293,8 +293,9 @@ def _exact(row: dict, raw: dict, f: dict) -> dict:
     return row
 
 
-def _over_limits(rows: pl.DataFrame, rejects: list) -> pl.DataFrame:
-    """Rows without the ones beyond analytics/ingest/limits.py, rejected with check()'s reason."""
+def _over_limits(rows: pl.DataFrame, rejects: list, full: Optional[pl.DataFrame] = None) -> pl.DataFrame:
+    """Rows without the ones beyond analytics/ingest/limits.py, rejected with check()'s reason.
+    ``full``: where the rows' _raw, text and jobid are, by _line, when rows lack them."""
     cols = {c: rows.schema[c] for c in SCHEMA if c in limits.RECORD}
     flag = (limits.out_of_range(cols) | (pl.col("_mem_req_f") > limits.MAX_BYTES).fill_null(False)
             | (pl.col("_mem_peak_f") > limits.MAX_BYTES).fill_null(False))
@@ -302,6 +303,8 @@ def _over_limits(rows: pl.DataFrame, rejects: list) -> pl.DataFrame:
     over = rows.filter(pl.col("_over"))
     if not over.height:
         return rows.drop("_over")
+    if full is not None:
+        over = over.join(full.select("_line", "jobid", "text", "_raw"), on="_line", how="left", maintain_order="left")
     keep = []
     for r in over.iter_rows(named=True):
         row = _exact({c: r[c] for c in SCHEMA}, r["_raw"], r)
@@ -329,7 +332,9 @@ def _settle(rows: pl.DataFrame, rejects: list) -> tuple[pl.DataFrame, pl.DataFra
     rows = rows.with_columns(null_reasons=pl.col("_line").replace_strict(texts, default=None, return_dtype=pl.String)
                              if texts else pl.lit(None, dtype=pl.String))
     is_d = pl.col("rtype") == "D"
-    slim = _over_limits(rows.filter(~is_d), rejects).select("_line", "rtype", *SCHEMA)
+    # the rows without their raw fields (a struct of every key) and text, which only a rejected one needs
+    slim = rows.select("_line", "rtype", *SCHEMA, "_mem_req_f", "_mem_peak_f").filter(~is_d)
+    slim = _over_limits(slim, rejects, rows).select("_line", "rtype", *SCHEMA)
     return slim, rows.filter(is_d)
 
 
