@@ -97,32 +97,73 @@ def records(lines: list[str], final: bool = True) -> list[tuple[int, Optional[st
     giving (index, None, "more") so that the caller reads it again with the lines after it.
     A line with an even number of quotes is a record of its own; one with an odd number opens a
     record that the next such line closes (quotes inside a record come in pairs otherwise)."""
+    odd, taken = _delimit(lines, final)
+    stop = odd[-1][0] if odd and odd[-1][2] == "more" else len(lines)
+    skip = {k for k, _, _ in odd} | {j for a, b in taken for j in range(a, b)}
+    out = [(j, ln, "comment" if ln[0] == "#" else None)
+           for j, ln in enumerate(lines[:stop]) if j not in skip and ln and not ln.isspace()]
+    return sorted(out + odd, key=itemgetter(0))
+
+
+def _delimit(lines: list[str], final: bool) -> tuple[list, list]:
+    """records() of the lines with an odd number of quotes: ([(index, text, error)] of the records
+    that start on one, [(first, end)] index ranges of the lines after its first that a record takes).
+    Every other line is a record of its own, a comment or blank."""
     n = len(lines)
     odd = [k for k, ln in enumerate(lines) if ln.count('"') & 1]
     out: list = []
-    i = o = 0
-    while True:
-        k = odd[o] if o < len(odd) else n
-        out.extend((j, ln, "comment" if ln[0] == "#" else None)
-                   for j, ln in enumerate(lines[i:k], i) if ln and not ln.isspace())
-        if k >= n:
-            return out
+    taken: list = []
+    o = 0
+    while o < len(odd):
+        k = odd[o]
         o += 1
         if lines[k].startswith("#"):
             out.append((k, lines[k], "comment"))
-            i = k + 1
             continue
         close = odd[o] if o < len(odd) else n
         if close - k <= MAX_RECORD_LINES and close < n:
             out.append((k, "\n".join(lines[k:close + 1]), None))
-            o, i = o + 1, close + 1
+            taken.append((k + 1, close + 1))
+            o += 1
             continue
         last = min(n - 1, k + MAX_RECORD_LINES)
         if not final and last + 1 >= n and last - k < MAX_RECORD_LINES:
             out.append((k, None, "more"))
-            return out
+            return out, taken
         out.append((k, lines[k], "a quoted field is never closed"))
-        i = k + 1
+    return out, taken
+
+
+class BlockRecords:
+    """A block's records as _delimit finds them, made into columns without a tuple per line."""
+
+    def __init__(self, lines: list[str], odd: list, taken: list):
+        self.lines, self.odd, self.taken = lines, odd, taken
+
+    def frame(self, first: int) -> tuple[pl.DataFrame, int]:
+        """(_line, text, err) as records() gives them, and their number."""
+        lines, n = self.lines, len(self.lines)
+        texts: list = lines
+        errs: Optional[list] = None
+        drop = [j for a, b in self.taken for j in range(a, b)]
+        if self.odd:
+            texts, errs = list(lines), [None] * n
+            for k, text, err in self.odd:
+                texts[k], errs[k] = text, err
+        for j, ln in enumerate(lines):   # the blank lines and the comments
+            if not ln or ln[0] == "#" or ln.isspace():
+                if ln and not ln.isspace():
+                    if errs is None:
+                        errs = [None] * n
+                    errs[j] = "comment"
+                else:
+                    drop.append(j)
+        frame = pl.DataFrame({"_line": pl.int_range(first, first + n, dtype=pl.Int64, eager=True),
+                              "text": pl.Series(texts, dtype=pl.String),
+                              "err": pl.Series(errs, dtype=pl.String) if errs else pl.repeat(None, n, dtype=pl.String, eager=True)})
+        if drop:
+            frame = frame.filter(~pl.col("_line").is_in([first + j for j in drop]))
+        return frame, frame.height
 
 
 _STRAY = re.compile(r"(?:^|\s)[^\s0-9A-Za-z]+(?=\s|$)")   # an unquoted word without a letter or digit
@@ -308,7 +349,7 @@ def parse(path: pathlib.Path, opts: ParseOptions) -> ParseResult:
 
 
 def _record_blocks(path: pathlib.Path, long_lines: list):
-    """(first line number, [(line index, text, error)]) per block of the file, records whole. A
+    """(first line number, BlockRecords) per block of the file, records whole. A
     record never goes on past a line set aside as too long (into long_lines): the block before
     it is read as if the file ended there."""
     carry: list[str] = []
@@ -324,13 +365,11 @@ def _record_blocks(path: pathlib.Path, long_lines: list):
         if carry:
             first, lines = carry_first, carry + lines
             carry = []
-        recs = []
-        for i, rec, err in records(lines, final=nxt is None or nxt[0] != first + len(lines)):
-            if err == "more":
-                carry, carry_first = lines[i:], first + i
-                break
-            recs.append((i, rec, err))
-        yield first, recs
+        odd, taken = _delimit(lines, final=nxt is None or nxt[0] != first + len(lines))
+        if odd and odd[-1][2] == "more":
+            i = odd.pop()[0]
+            carry, carry_first, lines = lines[i:], first + i, lines[:i]
+        yield first, BlockRecords(lines, odd, taken)
 
 
 _WALK_SCHEMA = {"_line": pl.Int64, **{k: pl.String for k in WALKED}, "slots": pl.Int64, "nhosts": pl.Int64,
@@ -356,9 +395,13 @@ def _block(first: int, recs: list, cluster: str, bulk: bool = True):
     notes: Counter = Counter()
     other: Counter = Counter()
     # the records as columns (no loop over them here): (index, text, error) transposed
-    idx, txt, errs = zip(*recs) if recs else ((), (), ())
-    frame = pl.DataFrame({"_line": pl.Series(idx, dtype=pl.Int64) + first, "text": pl.Series(txt, dtype=pl.String),
-                          "err": pl.Series(errs, dtype=pl.String)})
+    if isinstance(recs, BlockRecords):
+        frame, nrecs = recs.frame(first)
+    else:
+        idx, txt, errs = zip(*recs) if recs else ((), (), ())
+        frame = pl.DataFrame({"_line": pl.Series(idx, dtype=pl.Int64) + first, "text": pl.Series(txt, dtype=pl.String),
+                              "err": pl.Series(errs, dtype=pl.String)})
+        nrecs = len(recs)
     comments = int((frame["err"] == "comment").sum())
     for line, text, err in frame.filter(pl.col("err").is_not_null() & (pl.col("err") != "comment")).iter_rows():
         rejects.append(Reject(line, f"lsb.acct record: {err}", text[:1000]))
@@ -387,7 +430,7 @@ def _block(first: int, recs: list, cluster: str, bulk: bool = True):
         parts.append(pl.DataFrame(walked, schema=_WALK_SCHEMA, orient="row"))
     walked = pl.concat(parts).sort("_line") if parts else None
     if walked is None or not walked.height:
-        return pl.DataFrame(schema=SCHEMA), rejects, comments, len(recs), notes, other
+        return pl.DataFrame(schema=SCHEMA), rejects, comments, nrecs, notes, other
     rows = lsf_frame.convert(walked, cluster)
     failed = rows.filter(pl.col("_check").is_not_null())
     for line, code, raw in failed.select("_line", "_check", "_raw").iter_rows():
@@ -407,4 +450,4 @@ def _block(first: int, recs: list, cluster: str, bulk: bool = True):
         except (ValueError, KeyError) as exc:
             rejects.append(Reject(r["_line"], f"JOB_FINISH: {exc}", texts[r["_line"]][:1000]))
     rows = rows.filter(~pl.col("_over") | pl.col("_line").is_in(keep))
-    return rows.select([pl.col(c).cast(t, strict=False) for c, t in SCHEMA.items()]), rejects, comments, len(recs), notes, other
+    return rows.select([pl.col(c).cast(t, strict=False) for c, t in SCHEMA.items()]), rejects, comments, nrecs, notes, other

@@ -69,9 +69,11 @@ def walk_block(recs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataF
     df = df.with_columns(event=_value(tok(0)), _packed=tok(head_n).str.contains(r"^0[0-9]+$"))
     # fields_of notes a packed count ('02' for '0 2') whatever the event: those records go to it
     odd_other = (c("event") != "JOB_FINISH") & c("_packed").fill_null(False)
-    other = df.filter((c("event") != "JOB_FINISH") & ~odd_other).select("event")
-    left = pl.concat([left, df.filter(odd_other).select("_line", "text")])
-    df = df.filter(c("event") == "JOB_FINISH")
+    # a filter then a select, lazily: only the columns selected are filtered (not the list of fields)
+    other = df.lazy().filter((c("event") != "JOB_FINISH") & ~odd_other).select("event").collect()
+    left = pl.concat([left, df.lazy().filter(odd_other).select("_line", "text").collect()])
+    if not df.select((c("event") == "JOB_FINISH").fill_null(False).all()).item():
+        df = df.filter(c("event") == "JOB_FINISH")
     # the variable-length parts by their counts; a record the rule would refuse is left to it
     na = _count(tok(head_n))
     df = df.with_columns(_p1=head_n + 1 + na)
@@ -88,7 +90,7 @@ def walk_block(recs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataF
     has_hr = (c("_p4") < n).fill_null(False)
     df = df.with_columns(_h=pl.when(has_hr).then(_count(tok(c("_p4")))))
     df = df.with_columns(_ok=c("_ok") & (~has_hr | (c("_h").is_not_null() & (c("_h") <= MAX_RUSAGE_HOSTS))).fill_null(False))
-    most = df.filter(c("_ok") & has_hr)["_h"].max()
+    most = df.select(pl.when(c("_ok") & has_hr).then(c("_h")).max()).item()
     df = df.with_columns(_rusage_width(df, int(most or 0)))
     df = df.with_columns(_ok=c("_ok") & (~has_hr | (c("_h") == 0) | c("_w").is_not_null()).fill_null(False))
     p5 = c("_p4") + 1 + c("_h") * c("_w").fill_null(0)
@@ -99,8 +101,10 @@ def walk_block(recs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataF
     df = df.with_columns(_hosts=t.list.slice(c("_p1") + 1, c("_ne")),
                          _ext=t.list.slice(c("_p3") + opt_n + 1, 2 * c("_m").fill_null(0)), **fields)
     star = el.str.extract(r"^([0-9]+)\*", 1)
+    # a field none of whose values is quoted (a number, as LSF writes them) is its value already
+    quoted = df.select(**{k: c(k).str.starts_with('"').any() for k in fields}).row(0, named=True)
     df = df.with_columns(_hosts=c("_hosts").list.eval(_value(el)), _ext=c("_ext").list.eval(_value(el)),
-                         **{k: _value(c(k)) for k in fields})
+                         **{k: _value(c(k)) for k in fields if quoted[k]})
     df = df.with_columns(
         _keys=c("_ext").list.gather_every(2, 0), _vals=c("_ext").list.gather_every(2, 1),
         _big=c("_hosts").list.eval(el.str.contains(r"^[0-9]{16,}\*")).list.any(),
@@ -114,11 +118,11 @@ def walk_block(recs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataF
     df = df.with_columns(_gpu=gpu)
     df = df.with_columns(_ok=c("_ok") & ~c("_big") & (c("_gpu").str.len_bytes() <= 15).fill_null(True)
                          & (c("_keys").list.n_unique() == c("_keys").list.len()))
-    left = pl.concat([left, df.filter(~c("_ok")).select("_line", "text")])
-    walked = df.filter(c("_ok")).select(
+    left = pl.concat([left, df.lazy().filter(~c("_ok")).select("_line", "text").collect()])
+    walked = df.lazy().filter(c("_ok")).select(
         "_line", *lsf.WALKED, slots="slots",
         nhosts=c("_names").list.len().cast(pl.Int64), hosts=c("_names").list.join(","),
-        gpus=c("_gpu").cast(pl.Int64))
+        gpus=c("_gpu").cast(pl.Int64)).collect()
     return walked.select(list(lsf._WALK_SCHEMA)), other, left
 
 
