@@ -215,7 +215,7 @@ WITH ranked AS (
            waste_rank(account, wasted_sbu, sbu, job_id_raw) AS rank_account,
            waste_rank(NULL, wasted_sbu, sbu, job_id_raw) AS rank_cluster
     FROM window_jobs(src, since, until)
-), top AS (
+), top AS MATERIALIZED (       -- read four times by top_job_details: computed once
     SELECT * FROM ranked WHERE rank_user <= n OR rank_account <= n OR rank_cluster <= n
 )
 SELECT * FROM top_job_details(top, src, flags, since, until);
