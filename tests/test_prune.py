@@ -70,10 +70,11 @@ def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("prune")
     data, db, config = root / "data", root / "demo.duckdb", root / "jobsight.toml"
     config.write_text("# defaults\n", encoding="utf-8")
-    # long jobs sampled finely: samples are most of the file, as at a site (the demo caps them)
+    # long jobs sampled finely (the demo caps them): the samples are the file's largest table, as at
+    # a site; a small file is mostly a block or more per table and index, whatever it holds
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(demo_jobs, "MAX_SAMPLES_PER_DEVICE", 20000)
-        generate(data, jobs=300, days=30, seed=3)
+        generate(data, jobs=450, days=30, seed=3)
     _ok(["ingest", "--db", db, "--config", config, "--timezone", "Europe/Amsterdam", "--cluster", "demo", "--quiet"]
         + [data / d for d in SUBDIRS if (data / d).is_dir()])
     return root, db, config

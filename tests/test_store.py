@@ -202,7 +202,7 @@ def test_a_flags_setting_rebuilds_the_flags_and_summaries_once_and_says_so(base,
     con.close()
     # time_oversized_pct is read by job_flags only: it and the summaries after it are rebuilt, not
     # job_metrics, which would weigh every sample again
-    rebuilt = "job_flags, job_advice, job_savings, dash_day, dash_eff_day, dash_flag_day, dash_flag_top"
+    rebuilt = "job_flags, job_advice, job_savings, job_flags_by_owner, dash_day, dash_eff_day, dash_flag_day, dash_flag_top"
     assert f"computing the stored {rebuilt} of all 15 jobs (once)" in capsys.readouterr().err
     assert con_rows(base, "SELECT value FROM metric_state WHERE name = 'last_refresh'") == [(f"full 15 {rebuilt}",)]
     assert con_rows(base, "SELECT state FROM job_metrics WHERE job_id_raw = '701'") == [("FAILED",)]
@@ -218,7 +218,7 @@ def test_a_flags_setting_alone_rebuilds_only_the_tables_that_read_the_flags(base
     computed from them (store.dependencies), not dash_eff_day, which reads job_day only."""
     assert store.dependencies()["dash_eff_day"] == ["job_day"]
     eff_before = stored_of(base)["dash_eff_day"]
-    rebuilt = "job_flags, job_advice, job_savings, dash_day, dash_flag_day, dash_flag_top"
+    rebuilt = "job_flags, job_advice, job_savings, job_flags_by_owner, dash_day, dash_flag_day, dash_flag_top"
     con = duckdb.connect(str(base))
     assert store.rebuild_plan(con) == ()
     apply_to_db(con, parse_config({"flags": {"time_oversized_pct": 5}}))
@@ -247,7 +247,7 @@ def test_a_setting_of_the_per_job_sql_rebuilds_from_the_stored_devices(base, tmp
     con.close()
     con = Database.open(base, parse_config({"flags": {"gpu_idle_pct": 95}}))
     con.close()
-    rebuilt = ("job_metrics, job_day, job_flags, job_advice, job_savings, dash_day, dash_eff_day, dash_flag_day, "
+    rebuilt = ("job_metrics, job_day, job_flags, job_advice, job_savings, job_flags_by_owner, dash_day, dash_eff_day, dash_flag_day, "
                "dash_flag_top")
     assert f"computing the stored {rebuilt} of all 15 jobs (once)" in capsys.readouterr().err
     assert con_rows(base, "SELECT value FROM metric_state WHERE name = 'last_refresh'") == [(f"full 15 {rebuilt}",)]

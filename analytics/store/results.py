@@ -1,6 +1,6 @@
 """Stored per-job results and the dashboard's per-day summaries, kept current: job_gpu_devices,
-job_cpu_hosts, job_metrics, job_day, job_flags, job_advice, job_savings, and dash_day, dash_eff_day,
-dash_flag_day, dash_flag_top.
+job_cpu_hosts, job_metrics, job_day, job_flags, job_advice, job_savings, job_flags_by_owner, and
+dash_day, dash_eff_day, dash_flag_day, dash_flag_top.
 
 The definitions are the files of sql/metrics/, in order:
 
@@ -80,6 +80,7 @@ STORED = (
     Stored("job_flags", "calc_job_flags", "metric_flag_scope", KEY, index=("job_id_raw",)),
     Stored("job_advice", "calc_job_advice", "metric_flag_scope", KEY),
     Stored("job_savings", "calc_job_savings", "metric_flag_scope", KEY, prices="job_advice", index=("job_id_raw",)),
+    Stored("job_flags_by_owner", "calc_job_flags_by_owner", "metric_flag_scope", f'account, "user", {KEY}'),
     Stored("dash_day", "calc_dash_day", "metric_day_scope", DAY, DAY),
     Stored("dash_eff_day", "calc_dash_eff_day", "metric_day_scope", DAY, DAY),
     Stored("dash_flag_day", "calc_dash_flag_day", "metric_day_scope", DAY, DAY),
