@@ -112,6 +112,8 @@ def job_page(h: Database, scope: Scope, f: Filters, after: tuple | None = None,
     (start_time, cluster, job_id_raw of the last row of the previous page). Keys, not offsets: a
     page stays where it was when jobs arrive. Returns (names, rows, the next page's key or None).
     Columns: LIST_COLUMNS and codes (the job's flags)."""
+    if f.since and not f.codes:
+        return _period_page(h, scope, f, after, limit)
     sc, params = scope.sql("m")
     clauses, params = [sc], list(params)
     for value, col in ((f.user, '"user"'), (f.account, "account"), (f.partition, '"partition"'),
@@ -130,20 +132,54 @@ def job_page(h: Database, scope: Scope, f: Filters, after: tuple | None = None,
             clauses.append("m.start_time < ?")
             params.append(f.until_ts)
     if after is not None:
-        start, cluster, raw = after
-        tail = "(m.cluster > ? OR (m.cluster = ? AND m.job_id_raw > ?))"
-        if start is None:
-            clauses.append(f"m.start_time IS NULL AND {tail}")
-            params += [cluster, cluster, raw]
-        else:
-            clauses.append(f"(m.start_time < ? OR m.start_time IS NULL OR (m.start_time = ? AND {tail}))")
-            params += [start, start, cluster, cluster, raw]
+        cond, p = _after(after, "m.")
+        clauses.append(cond)
+        params += p
     select = ", ".join(f'm."{c}"' for c in LIST_COLUMNS)
     # the page first (a top-N sort of job_metrics), then the flags of its jobs alone: a correlated
     # subquery for the codes joined every job's flags before the LIMIT (seconds at 10^6 jobs)
     names, rows = h.fetch(f"""
         SELECT {select} FROM job_metrics m WHERE {' AND '.join(clauses)}
         ORDER BY m.{ORDER.replace(', ', ', m.')} LIMIT ?""", params + [int(limit) + 1])
+    return _paged(h, names, rows, limit)
+
+
+def _after(after: tuple, a: str = "") -> tuple[str, list]:
+    """The condition of the rows after the key ``after`` (start_time, cluster, job_id_raw) in ORDER."""
+    start, cluster, raw = after
+    tail = f"({a}cluster > ? OR ({a}cluster = ? AND {a}job_id_raw > ?))"
+    if start is None:
+        return f"{a}start_time IS NULL AND {tail}", [cluster, cluster, raw]
+    return (f"({a}start_time < ? OR {a}start_time IS NULL OR ({a}start_time = ? AND {tail}))",
+            [start, start, cluster, cluster, raw])
+
+
+def _period_page(h: Database, scope: Scope, f: Filters, after: tuple | None,
+                 limit: int) -> tuple[list[str], list[tuple], tuple | None]:
+    """job_page of a period with a first day: the page's keys from the period's job_day rows (stored
+    by day: the row groups of other days are skipped; a job's rows carry its owner, partition, state
+    and start time), then those jobs' rows of job_metrics (stored by start time: the span of the
+    page's starts), rather than every job_metrics row probed against the period's jobs."""
+    where, params = f.where(scope)
+    if after is not None:
+        cond, p = _after(after)
+        where += f" AND {cond}"
+        params += p
+    keys = h.execute(f"SELECT DISTINCT start_time, cluster, job_id_raw FROM job_day{where} "
+                     f"ORDER BY {ORDER} LIMIT ?", params + [int(limit) + 1]).fetchall()
+    if not keys:
+        return LIST_COLUMNS + ["codes"], [], None
+    cond, kp = keyed(keys)
+    sc, sp = scope.sql()
+    names, found = h.fetch(f"SELECT {', '.join(f'{chr(34)}{c}{chr(34)}' for c in LIST_COLUMNS)} FROM job_metrics "
+                           f"WHERE {sc} AND {cond}", sp + kp)
+    at = {(r[names.index("cluster")], r[names.index("job_id_raw")]): r for r in found}
+    return _paged(h, names, [at[(c, j)] for _t, c, j in keys if (c, j) in at], limit)
+
+
+def _paged(h: Database, names: list[str], rows: list[tuple], limit: int) -> tuple[list[str], list[tuple], tuple | None]:
+    """The page (``limit`` of ``rows``, one more telling that another page follows) with each job's
+    flag codes, and the next page's key."""
     codes = page_codes(h, [(r[names.index("cluster")], r[names.index("job_id_raw")]) for r in rows])
     rows = [r + (codes.get((r[names.index("cluster")], r[names.index("job_id_raw")]), []),) for r in rows]
     names = names + ["codes"]
