@@ -29,14 +29,17 @@ CREATE OR REPLACE MACRO report_subject(users, accounts, "user", account) AS
 -- The rows of report_job_day in [since, until); with `users` or `accounts` (lists), only the jobs of
 -- those users and those accounts: every row a report on one of them reads (job_day is stored in day
 -- order, so the day range is all that is scanned). report_job_day's columns and savings_sbu as
--- usage_job_day gives it, but only the savings of the range's jobs are joined: their job ids
--- filter the scan of job_savings (stored in key order), which was joined whole.
+-- usage_job_day gives it, but only the savings of the range's jobs are joined: those of the
+-- subject's jobs that ran in the range (job_savings' first_day and last_day are the job's first
+-- and last job_day; their zone maps and the owner's columns filter the scan, where a semi join on
+-- the range's job ids read every job id of job_savings).
 CREATE OR REPLACE MACRO report_days(since, until, users := NULL, accounts := NULL) AS TABLE
 WITH d AS (
     SELECT * FROM job_day
     WHERE day >= since AND day < until AND report_subject(users, accounts, "user", account)
 ), s AS (
-    SELECT cluster, job_id_raw, savings_sbu FROM job_savings WHERE job_id_raw IN (SELECT job_id_raw FROM d)
+    SELECT cluster, job_id_raw, savings_sbu FROM job_savings
+    WHERE last_day >= since AND first_day < until AND report_subject(users, accounts, "user", account)
 )
 SELECT d.*, day_savings(s.cluster IS NOT NULL, s.savings_sbu, d.fraction) AS savings_sbu
 FROM d LEFT JOIN s USING (cluster, job_id_raw);
