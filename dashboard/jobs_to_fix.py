@@ -11,7 +11,8 @@ user. Texts wrap, nothing is cut; every value is a text node (data, never markup
 CSV" link carries the rows' CSV itself (a data: URL, each text cell through
 analytics/render.csv_safe), so downloading asks nothing of the server.
 
-Its own callback, beside the page's: the rest of the page does not wait for it."""
+On the overview and a project's page it comes with the page (pages/overview.py), its callback runs
+when a filter changes; on My jobs it is its own callback, beside the page's."""
 from __future__ import annotations
 
 from dash import Input, Output, State, dcc, html
@@ -108,9 +109,10 @@ def block(h, scope: Scope, f: Filters, table_id: str, root: str) -> list:
     return head + [table(table_id, data, columns)]
 
 
-def holder(prefix: str) -> dcc.Loading:
-    """Where a page puts the block (filled by the callbacks of :func:`register`)."""
-    return dcc.Loading(html.Div(id=f"{prefix}-fix", className="jobs-to-fix"), type="default")
+def holder(prefix: str, children: list | None = None) -> dcc.Loading:
+    """Where a page puts the block: ``children`` (:func:`overview_block`) or what the callbacks of
+    :func:`register` fill in."""
+    return dcc.Loading(html.Div(children or [], id=f"{prefix}-fix", className="jobs-to-fix"), type="default")
 
 
 def register(app, fixed: dict[str, str | None]) -> None:
@@ -125,23 +127,30 @@ def _text(v) -> str | None:
     return v if isinstance(v, str) and v else None
 
 
+def overview_block(prefix: str, key: str | None, root: str, since, until, user, account, partition, name) -> list:
+    """The block of an overview-style page (``key``: the filter its ``name`` fixes) for its controls'
+    values; ``root``: the app's root path."""
+    name = _text(name)
+    if key and not name:
+        return []
+    p = {k: v for k, v in dict(since=since, until=until, user=user, account=account,
+                               partition=partition).items() if isinstance(v, str)}
+    if key:
+        p[key] = None
+    f = common.filters_from(p, **({key: name} if key else {}))
+    with common.handle() as h:
+        return block(h, common.scope(), f, f"{prefix}-fix-table", root)
+
+
 def _register_overview(app, prefix: str, key: str | None) -> None:
+    # the page comes with its first block (pages/overview.py): this runs when a control changes
     @app.callback(Output(f"{prefix}-fix", "children"),
                   Input(f"{prefix}-period", "start_date"), Input(f"{prefix}-period", "end_date"),
                   Input(f"{prefix}-user", "value"), Input(f"{prefix}-account", "value"),
-                  Input(f"{prefix}-partition", "value"), State(f"{prefix}-name", "data"))
+                  Input(f"{prefix}-partition", "value"), State(f"{prefix}-name", "data"), prevent_initial_call=True)
     @common.safe()
     def fix(since, until, user, account, partition, name):
-        name = _text(name)
-        if key and not name:
-            return []
-        p = {k: v for k, v in dict(since=since, until=until, user=user, account=account,
-                                   partition=partition).items() if isinstance(v, str)}
-        if key:
-            p[key] = None
-        f = common.filters_from(p, **({key: name} if key else {}))
-        with common.handle() as h:
-            return block(h, common.scope(), f, f"{prefix}-fix-table", app.get_relative_path("/"))
+        return overview_block(prefix, key, app.get_relative_path("/"), since, until, user, account, partition, name)
 
 
 def _register_jobs(app) -> None:

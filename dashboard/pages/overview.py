@@ -3,7 +3,7 @@ SBU burned vs wasted over time, totals, efficiency distributions, flag counts, i
 overview and a project's page also show the budgets in scope (dashboard/budget_panel.py)."""
 from __future__ import annotations
 
-from dash import Input, Output, State, dcc, html, no_update
+from dash import Input, Output, State, dcc, get_relative_path, html, no_update
 
 from jobsight.analytics.queries import job_lists as job_queries
 from jobsight.analytics.queries import summaries as queries
@@ -102,13 +102,34 @@ def layout(prefix: str, params: dict[str, str], scope: Scope) -> html.Div:
                          className="control")]
     controls += common.scope_filter_controls(prefix, params, opts, skip=(fixed,) if fixed else ())
     hidden = [dcc.Dropdown(id=f"{prefix}-{fixed}", style={"display": "none"})] if fixed else []
+    # the first screen comes with the page: what the callbacks below would answer for the values
+    # the controls start with (they run when a control changes, not on the page's load)
+    v = initial_values(prefix, html.Div(controls + hidden))
+    fix = []
+    if prefix in FIX_PREFIXES:
+        fix = common.safe()(jobs_to_fix.overview_block)(prefix, fixed, get_relative_path("/"), v["since"], v["until"],
+                                                         v["user"], v["account"], v["partition"], name)
+    body = common.safe()(content)(prefix, fixed, *(v[k] for k in INPUT_PROPS), name)
     return html.Div([
         html.H2(title),   # a name from the scheduler, as text
         dcc.Store(id=f"{prefix}-name", data=name),
         html.Div(controls + hidden, className="controls"),
-        *([jobs_to_fix.holder(prefix)] if prefix in FIX_PREFIXES else []),
-        dcc.Loading(html.Div(id=f"{prefix}-content"), type="default"),
+        *([jobs_to_fix.holder(prefix, fix)] if prefix in FIX_PREFIXES else []),
+        dcc.Loading(html.Div(body, id=f"{prefix}-content"), type="default"),
     ])
+
+
+# the callbacks' inputs: (the name in content's arguments, the control's id suffix, its property)
+INPUTS = [("since", "period", "start_date"), ("until", "period", "end_date"), ("grain", "grain", "value"),
+          ("stack", "stack", "value"), ("user", "user", "value"), ("account", "account", "value"),
+          ("partition", "partition", "value")]
+INPUT_PROPS = [name for name, _suffix, _prop in INPUTS]
+
+
+def initial_values(prefix: str, controls) -> dict:
+    """What the page's controls start with, as their callbacks receive it (None: no such control)."""
+    by_id = {getattr(c, "id", None): c for c in controls._traverse()}
+    return {name: getattr(by_id.get(f"{prefix}-{suffix}"), prop, None) for name, suffix, prop in INPUTS}
 
 
 def register(app) -> None:
@@ -119,41 +140,45 @@ def register(app) -> None:
     jobs_to_fix.register(app, {p: INSTANCES[p][1] for p in FIX_PREFIXES})
 
 
+def content(prefix: str, fixed: str | None, since, until, grain, stack, user, account, partition, name) -> list:
+    """The page's body (totals, budgets, members, charts) for the controls' values."""
+    name = name if isinstance(name, str) else None     # a crafted request may send any JSON
+    p = _params(fixed, since, until, grain, stack, user, account, partition, name)
+    if fixed and not name:
+        return [html.P("No name given.", className="empty")]
+    f = common.filters_from({k: v for k, v in p.items() if isinstance(v, str)}, **({fixed: name} if fixed else {}))
+    grain = grain if grain in ("day", "week", "month") else "day"
+    choices, default = stacks(prefix)
+    stack = stack if stack in [c["value"] for c in choices] else default
+    with common.handle() as h:
+        body = render(h, common.scope(), f, grain, stack)
+        if prefix == members_panel.PREFIX:      # the members by waste, as the project's report lists them
+            body[1:1] = members_panel.panel(h, common.scope(), f)
+        if prefix in budget_panel.PREFIXES:    # the budgets right under the totals
+            body[1:1] = budget_panel.panel(h, common.scope(), prefix, f.account)
+        return body
+
+
+def _params(fixed, since, until, grain, stack, user, account, partition, name) -> dict:
+    p = dict(since=since, until=until, grain=grain, stack=stack, user=user, account=account, partition=partition)
+    if fixed:
+        p[fixed] = None
+        p["name"] = name
+    return p
+
+
 def _register_instance(app, prefix: str, fixed: str | None) -> None:
-    inputs = [Input(f"{prefix}-period", "start_date"), Input(f"{prefix}-period", "end_date"),
-              Input(f"{prefix}-grain", "value"), Input(f"{prefix}-stack", "value"),
-              Input(f"{prefix}-user", "value"), Input(f"{prefix}-account", "value"),
-              Input(f"{prefix}-partition", "value")]
+    inputs = [Input(f"{prefix}-{suffix}", prop) for _name, suffix, prop in INPUTS]
 
-    def params_of(since, until, grain, stack, user, account, partition, name):
-        p = dict(since=since, until=until, grain=grain, stack=stack, user=user, account=account, partition=partition)
-        if fixed:
-            p[fixed] = None
-            p["name"] = name
-        return p
-
-    @app.callback(Output(f"{prefix}-content", "children"), *inputs, State(f"{prefix}-name", "data"))
+    # the page comes with its first body (layout above): this runs when a control changes
+    @app.callback(Output(f"{prefix}-content", "children"), *inputs, State(f"{prefix}-name", "data"),
+                  prevent_initial_call=True)
     @common.safe()
-    def content(since, until, grain, stack, user, account, partition, name):
-        name = name if isinstance(name, str) else None     # a crafted request may send any JSON
-        p = params_of(since, until, grain, stack, user, account, partition, name)
-        if fixed and not name:
-            return html.P("No name given.", className="empty")
-        f = common.filters_from({k: v for k, v in p.items() if isinstance(v, str)},
-                                **({fixed: name} if fixed else {}))
-        grain = grain if grain in ("day", "week", "month") else "day"
-        choices, default = stacks(prefix)
-        stack = stack if stack in [c["value"] for c in choices] else default
-        with common.handle() as h:
-            body = render(h, common.scope(), f, grain, stack)
-            if prefix == members_panel.PREFIX:      # the members by waste, as the project's report lists them
-                body[1:1] = members_panel.panel(h, common.scope(), f)
-            if prefix in budget_panel.PREFIXES:    # the budgets right under the totals
-                body[1:1] = budget_panel.panel(h, common.scope(), prefix, f.account)
-            return body
+    def body(since, until, grain, stack, user, account, partition, name):
+        return content(prefix, fixed, since, until, grain, stack, user, account, partition, name)
 
     @app.callback(Output("url", "search", allow_duplicate=True), *inputs, State(f"{prefix}-name", "data"),
                   prevent_initial_call=True)
     @common.safe(fallback=lambda: no_update)
     def sync_url(since, until, grain, stack, user, account, partition, name):
-        return common.make_search(params_of(since, until, grain, stack, user, account, partition, name))
+        return common.make_search(_params(fixed, since, until, grain, stack, user, account, partition, name))
