@@ -45,7 +45,11 @@ Where the time goes (printed for the overview): navigation milestones (document 
 DOMContentLoaded, load, layout and dependencies fetched), and each callback's start, its server
 time (time to first byte of its response, from Resource Timing) and its end, p50 over the rounds;
 the renderer's main-thread time split into script, layout and style (DevTools
-`Performance.getMetrics`); and the bytes served.
+`Performance.getMetrics`); and the bytes served. Long animation frames name the script of each
+task's entry point, not where the time went: Dash loads @babel/polyfill (its renderer needs the
+polyfill's regeneratorRuntime), whose setImmediate React's scheduler prefers, so all of React's
+rendering is counted under polyfill@7...min.js there; the V8 profile (--profile) gives self time
+by file (the polyfill's own is tens of ms, mostly its String.prototype.trim).
 
 Targets: overview fully drawn <= 1 s warm and <= 1.5 s in a fresh browser (p50, and said for p95).
 The machine may be shared: compare the ratio to the baselines, not seconds to another day's.
@@ -434,7 +438,9 @@ def main() -> int:
             files = sorted({f for x in fr for f in x["scripts"]}, key=lambda f: -p50([x["scripts"].get(f, 0) for x in fr]))
             print(f"long animation frames (over 50 ms): {p50([x['n'] for x in fr]):.0f} frames, "
                   f"{p50([x['total'] for x in fr]):,.0f} ms, of which rendering (style, layout, paint) "
-                  f"{p50([x['render'] for x in fr]):,.0f} ms; scripts by file: "
+                  f"{p50([x['render'] for x in fr]):,.0f} ms; by the file of each task's entry point (all of "
+                  "React's rendering runs from the setImmediate of @babel/polyfill, so it is counted there; "
+                  "self time by file: the V8 profile): "
                   + ", ".join(f"{f} {p50([x['scripts'].get(f, 0) for x in fr]):,.0f}" for f in files[:8]))
         print("| step | start | server (TTFB) | end |\n|---|---|---|---|")
         for name, s, t, e in breakdown(runs):
