@@ -6,7 +6,8 @@ Jobs and steps (keys (cluster, job_id_raw) and (cluster, job_id_raw, step_id)): 
 SOURCE_PREFERENCE. The stored and the incoming record merge column by column (_merge_sql), so the
 row does not depend on which came first (docs/database.md#update-rule); an unchanged row counts as
 "unchanged". Several records of one key in one file: the best-ranked (then the last) is merged and
-the others count as unchanged.
+the others count as unchanged; picked in polars where the columns' types allow (file_winners), so
+that a file of new jobs is inserted as a plain bulk insert, else by the SQL.
 """
 from __future__ import annotations
 
@@ -64,6 +65,39 @@ def _stage(con, frame: pl.DataFrame, table: str, stage: str, ingest_id: int) -> 
     return cols
 
 
+_T_SPAN = 2 ** 59   # microseconds either side of 1970 a time may be for the score below (~18,000 years)
+
+
+def file_winners(frame: pl.DataFrame, keys: list[str], time_cols: list[str]) -> Optional[pl.DataFrame]:
+    """The file's best record per key, in file order, by the rule the merge's SQL reads them with
+    (final state, then the time _as_of gives, then the later line); None where the frame's columns
+    are not of the types that rule reads alike in polars (text keys and state, times in
+    microseconds without a zone, whole seconds elapsed): the SQL picks them then."""
+    sch = frame.schema
+    times = [c for c in time_cols if c in sch]
+    if (any(sch.get(k) != pl.String for k in keys) or sch.get("state", pl.String) != pl.String
+            or any(sch[c] != pl.Datetime("us") for c in times)
+            or ("end_time" in times and sch.get("elapsed_s", pl.Int64) not in (pl.Int64, pl.Int32))):
+        return None
+    c = pl.col
+    parts = []
+    for col in times:
+        parts.append(c(col))
+        if col == "end_time" and "start_time" in sch and "elapsed_s" in sch:
+            parts.append(c("start_time") + pl.duration(seconds=c("elapsed_s")))
+    t = (pl.coalesce(parts) if parts else pl.lit(None, dtype=pl.Datetime("us"))).dt.epoch("us")
+    final = (pl.when(c("state").is_in(FINAL_STATES)).then(2).otherwise(1) if "state" in sch else pl.lit(1))
+    final = pl.when(c("state").is_null()).then(0).otherwise(final) if "state" in sch else final
+    ranked = frame.select(*keys, _t=t, _f=final.cast(pl.Int64)).with_row_index("_row")
+    if not ranked.select(((c("_t") > -_T_SPAN) & (c("_t") < _T_SPAN)).fill_null(True).all()).item():
+        return None
+    # one number ranks a record: final state (0 none, 1 other, 2 final), then its time (none lowest)
+    score = c("_f") * (4 * _T_SPAN) + (c("_t") + _T_SPAN).fill_null(0)
+    # arg_max takes the first best: in reversed order, the later line of equal rank
+    best = (ranked.reverse().group_by(keys).agg(pl.col("_row").get(score.arg_max()))["_row"].sort())
+    return frame if best.len() == frame.height else frame[best]
+
+
 def _fidelity(expr: str) -> str:
     srcs = ", ".join(f"'{s}'" for s in ACCOUNTING_SOURCES)
     return f"(CASE WHEN {expr} IN ({srcs}) THEN 2 ELSE 1 END)"
@@ -74,17 +108,34 @@ def merge_records(con, frame: pl.DataFrame, table: str, keys: list[str], time_co
     """Upsert frame into table by the merge rule; returns (stored, updated, unchanged)."""
     if frame is None or frame.height == 0:
         return 0, 0, 0
+    total = frame.height
+    picked = file_winners(frame, keys, time_cols)
+    if picked is not None:   # the file's best record per key, the others counted unchanged
+        frame = picked
     # Bulk case (a new dump into an empty or unrelated database): no key repeats in the file and
-    # none is stored yet, so every row is simply inserted, straight from the frame.
-    if not frame.select(keys).is_duplicated().any():
+    # none is stored yet, so every row is simply inserted, straight from the frame. A file's best
+    # record with a null_reasons text still goes through the merge, as it did among its repeats.
+    if picked is not None or not frame.select(keys).is_duplicated().any():
         on = " AND ".join(f"t.{quote_name(k)} = k.{quote_name(k)}" for k in keys)
         known = run_sql(con, f"SELECT count(*) FROM (SELECT 1 FROM _keys k JOIN {table} t ON {on} LIMIT 1)",
                      _keys=frame.select(keys))[0][0]
         if not known:
-            cols, sel = select_casts(con, frame, table, ingest_id)
+            plain, rest = frame, None
+            if picked is not None and "null_reasons" in frame.columns and frame.height != total:
+                plain, rest = frame.filter(pl.col("null_reasons").is_null()), frame.filter(pl.col("null_reasons").is_not_null())
+            cols, sel = select_casts(con, plain, table, ingest_id)
             n = run_sql(con, f"INSERT INTO {table} ({', '.join(quote_name(c) for c in cols)}) SELECT {sel} FROM _incoming",
-                     _incoming=frame)[0][0]
-            return n, 0, 0
+                     _incoming=plain)[0][0] if plain.height else 0
+            s, u, same = _merge_file(con, rest, table, keys, time_cols, ingest_id) if rest is not None and rest.height \
+                else (0, 0, 0)
+            return n + s, u, same + total - frame.height
+    s, u, same = _merge_file(con, frame, table, keys, time_cols, ingest_id)
+    return s, u, same + total - frame.height
+
+
+def _merge_file(con, frame: pl.DataFrame, table: str, keys: list[str], time_cols: list[str],
+                ingest_id: int) -> tuple[int, int, int]:
+    """merge_records by the SQL: the file's best record per key merged with the stored row."""
     cols, sel = select_casts(con, frame, table, ingest_id)
     finals = ", ".join(f"'{s}'" for s in FINAL_STATES)
     rank_t = _as_of(time_cols)
