@@ -109,13 +109,14 @@ def merge_records(con, frame: pl.DataFrame, table: str, keys: list[str], time_co
     if frame is None or frame.height == 0:
         return 0, 0, 0
     total = frame.height
-    picked = file_winners(frame, keys, time_cols)
+    repeats = bool(frame.select(keys).is_duplicated().any())
+    picked = file_winners(frame, keys, time_cols) if repeats else None
     if picked is not None:   # the file's best record per key, the others counted unchanged
         frame = picked
     # Bulk case (a new dump into an empty or unrelated database): no key repeats in the file and
     # none is stored yet, so every row is simply inserted, straight from the frame. A file's best
     # record with a null_reasons text still goes through the merge, as it did among its repeats.
-    if picked is not None or not frame.select(keys).is_duplicated().any():
+    if picked is not None or not repeats:
         on = " AND ".join(f"t.{quote_name(k)} = k.{quote_name(k)}" for k in keys)
         known = run_sql(con, f"SELECT count(*) FROM (SELECT 1 FROM _keys k JOIN {table} t ON {on} LIMIT 1)",
                      _keys=frame.select(keys))[0][0]
