@@ -49,40 +49,31 @@ def install(server: flask.Flask, assets_folder: str | Path) -> None:
             inside = False
         return None if inside else _not_found()
 
-    @server.before_request
-    def _suite_file_exists():
-        rule = flask.request.url_rule
-        if rule is None or SUITES not in rule.rule:
-            return None
-        args = flask.request.view_args or {}
-        package = sys.modules.get(args.get("package_name", ""))
-        where = getattr(package, "__file__", None)
-        if not where:
-            return None                 # not a loaded package: Dash's DependencyException, below
-        # Dash strips a fingerprint (name.v1_2_3m123.js) before it reads; an unfingerprinted path is
-        # read as it is. Either way the file is a sibling of one of these names, or nothing.
-        path = str(args.get("fingerprinted_path", ""))
-        try:
-            path = check_fingerprint(path)[0]
-            found = (Path(where).parent / path).is_file()
-        except (OSError, ValueError):
-            found = False
-        return None if found else _not_found()
-
     basic = PLOTLY_BASIC.read_bytes()
     tag = hashlib.sha256(basic).hexdigest()[:32]
 
     @server.before_request
-    def _plotly_basic():
+    def _component_suite_file():
         rule = flask.request.url_rule
         if rule is None or SUITES not in rule.rule:
             return None
         args = flask.request.view_args or {}
+        name = args.get("package_name", "")
+        # Dash strips a fingerprint (name.v1_2_3m123.js) before it reads; an unfingerprinted path is
+        # read as it is. Either way the file is a sibling of one of these names, or nothing.
         try:
             path = check_fingerprint(str(args.get("fingerprinted_path", "")))[0]
         except ValueError:
-            return None
-        if (args.get("package_name"), path) != PLOTLY_PATH:
+            path = None
+        where = getattr(sys.modules.get(name), "__file__", None)
+        if where:               # else not a loaded package: Dash's DependencyException, below
+            try:
+                found = path is not None and (Path(where).parent / path).is_file()
+            except (OSError, ValueError):
+                found = False
+            if not found:
+                return _not_found()
+        if path is None or (name, path) != PLOTLY_PATH:
             return None
         if flask.request.headers.get("If-None-Match") == f'"{tag}"':
             return flask.Response(status=304)
