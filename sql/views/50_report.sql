@@ -199,7 +199,9 @@ WITH top_savings AS MATERIALIZED (    -- by job_id_raw (indexed) alone, the clus
     WHERE d.day >= since AND d.day < until AND d.job_id_raw IN (SELECT job_id_raw FROM query_table(top))
     GROUP BY d.cluster, d.job_id_raw
 ), top_flags AS MATERIALIZED (    -- as top_savings: flag_summary groups by cluster, the join below matches it
-    SELECT * FROM query_table(flags) WHERE job_id_raw IN (SELECT job_id_raw FROM query_table(top))
+    -- (flag_summary's columns only: each other one is a string decompressed per row looked up)
+    SELECT cluster, job_id_raw, code, severity, message, advice, advice_order
+    FROM query_table(flags) WHERE job_id_raw IN (SELECT job_id_raw FROM query_table(top))
 )
 SELECT t.cluster, t.job_id_raw, d.job_id, t."user", t.account, d."partition", d.state, d.job_name,
        t.sbu, t.wasted_sbu, d.* EXCLUDE (cluster, job_id_raw, job_id, "partition", state, job_name, sbatch_lines),
