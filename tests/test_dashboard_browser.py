@@ -203,8 +203,10 @@ def test_clicking_a_user_opens_the_user_page(browser, server_url):
 
 
 def _plot_markup(browser, root: str) -> list[str]:
-    """Elements Plotly made from markup inside the plots under ``root``: links, bold, italics."""
+    """Elements made from markup inside the plots under ``root`` (Plotly's, or the overview's
+    charts drawn without it, dashboard/chart.py): links, bold, italics."""
     found = [f"a: {e.text}" for e in browser.find_elements(f"{root} .main-svg a")]
+    found += [f"{e.tag_name}: {e.text}" for e in browser.find_elements(f"{root} .chart a, {root} .chart b, {root} .chart i")]
     for e in browser.find_elements(f"{root} .main-svg tspan"):
         style = (e.get_attribute("style") or "").replace(" ", "")
         if "font-weight:bold" in style or "font-style:italic" in style:
@@ -224,6 +226,11 @@ def test_names_with_markup_are_text_in_the_plots(browser, hostile_url):
         legend = [e.text for e in browser.find_elements("#fig-usage .legendtext")]
         assert name in legend, legend
         assert _plot_markup(browser, "#page") == []
+        # the overview's charts are drawn without plotly.js: the page fetched none
+        names = browser.driver.execute_script("return performance.getEntriesByType('resource').map(r => r.name)")
+        assert names and not [n for n in names if "plotly" in n], names
+        tips = [e.get_attribute("textContent") for e in browser.find_elements("#fig-usage rect title")]
+        assert any(name in t for t in tips), tips[:5]           # each bar's tooltip names its group, as text
     assert browser.get_logs() == []
 
 

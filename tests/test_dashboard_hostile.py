@@ -113,9 +113,9 @@ def strings(node):
 
 
 def graphs(node):
-    """The `figure` of every dcc.Graph in a Dash response."""
+    """The `figure` of every chart in a Dash response (dcc.Graph, or dashboard/chart.py's Chart)."""
     if isinstance(node, dict):
-        if node.get("type") == "Graph":
+        if node.get("type") in ("Graph", "Chart"):
             yield node["props"]["figure"]
         for v in node.values():
             yield from graphs(v)

@@ -9,6 +9,7 @@ from jobsight.analytics.queries import job_lists as job_queries
 from jobsight.analytics.queries import summaries as queries
 from jobsight.analytics.queries.scope import Filters, Scope
 from jobsight.dashboard import budget_panel, common, figures, jobs_to_fix, members_panel
+from jobsight.dashboard.chart import Chart
 
 # page id prefix -> (path, the filter the page's `name` fixes, heading)
 INSTANCES = {
@@ -30,7 +31,7 @@ def stacks(prefix: str) -> tuple[list[dict], str]:
 
 
 def render(h, scope: Scope, f: Filters, grain: str, stack: str) -> list:
-    """The page body for a scope and filters: totals cards and the four charts."""
+    """The page body for a scope and filters: totals cards and the three charts."""
     t = queries.totals(h, scope, f)
     if t["jobs"] == 0 and t["sbu"] == 0:
         if scope.role == "user" and f == Filters() and not job_queries.has_jobs(h, scope, scope.user):
@@ -56,14 +57,15 @@ def render(h, scope: Scope, f: Filters, grain: str, stack: str) -> list:
     ], className="cards")
     usage = figures.usage_figure(queries.usage_over_time(h, scope, f, grain, stack), STACK_LABELS[stack], grain,
                                  queries.period_span(h, scope, f))
+    # drawn without plotly.js (dashboard/chart.py): the page loads none
     return [
         cards,
-        dcc.Graph(figure=usage, id="fig-usage", config={"displaylogo": False}),
+        Chart(figure=usage, id="fig-usage"),
         html.Div([
-            dcc.Graph(figure=figures.efficiency_figure(queries.efficiency_histogram(h, scope, f)), id="fig-eff",
-                      config={"displaylogo": False}, className="half"),
-            dcc.Graph(figure=figures.flag_count_figure(queries.flag_counts(h, scope, f)), id="fig-flags",
-                      config={"displaylogo": False}, className="half"),
+            Chart(figure=figures.efficiency_figure(queries.efficiency_histogram(h, scope, f)), id="fig-eff",
+                  className="half"),
+            Chart(figure=figures.flag_count_figure(queries.flag_counts(h, scope, f)), id="fig-flags",
+                  className="half"),
         ], className="row"),
     ]
 
