@@ -5,10 +5,12 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
+import json
 import logging
 from typing import Any, Callable, Iterator
 from urllib.parse import parse_qs, urlencode
 
+import dash
 import flask
 from dash import dcc, html
 from dash.exceptions import PreventUpdate
@@ -49,6 +51,28 @@ def make_search(params: dict[str, Any]) -> str:
         if isinstance(v, (list, tuple)):
             clean[k] = ",".join(str(x) for x in v)
     return ("?" + urlencode(clean)) if clean else ""
+
+
+# in the browser, as make_search: the controls' values (``keys`` name them, null: left out) as the
+# query string; no change when the address has it already (the page's load, where Dash runs a
+# callback whose inputs a new page brings, whatever prevent_initial_call says)
+_SEARCH_JS = """function () {
+    var keys = %s, parts = [];
+    for (var i = 0; i < keys.length; i++) {
+        var v = arguments[i];
+        if (keys[i] === null || v === null || v === undefined || v === "" || (Array.isArray(v) && !v.length)) { continue; }
+        parts.push([keys[i], Array.isArray(v) ? v.join(",") : String(v)]);
+    }
+    var search = parts.length ? "?" + new URLSearchParams(parts).toString() : "";
+    return search === window.location.search ? window.dash_clientside.no_update : search;
+}"""
+
+
+def sync_search(app, keys: list[str | None], *inputs) -> None:
+    """The address follows the controls (``inputs``, Inputs and States in the order of ``keys``),
+    in the browser: no request to the server, none on a page's load."""
+    app.clientside_callback(_SEARCH_JS % json.dumps(keys), dash.Output("url", "search", allow_duplicate=True),
+                            *inputs, prevent_initial_call=True)
 
 
 def _date(text: str | None) -> dt.date | None:

@@ -109,12 +109,13 @@ def scenarios(app):
 
 
 def test_every_callback_is_covered(app):
-    # router 1 + overview 3 x 2 + users/projects 2 x 2 + flagged 2 + my jobs 2 + job 1 + search 1
+    # router 1 + overview 3 x 1 + users/projects 2 x 2 + flagged 2 + my jobs 2 + job 1 + search 1
     # + running now 2 + the shell's "data up to" 1 + jobs to fix 3 (overview, project, My jobs)
-    assert len(server_callbacks(app)) == 23
+    assert len(server_callbacks(app)) == 20
     # in the browser: the 9 grids' CSV downloads (2 of budgets, the project's members; the jobs to
-    # fix tables download through a data: link), closing the search results
-    assert len(app.callback_map) - 23 == 10
+    # fix tables download through a data: link), closing the search results, the overview's 3
+    # addresses (the controls' values as the query string)
+    assert len(app.callback_map) - 20 == 13
 
 
 def test_crafted_requests_for_another_users_data_reveal_nothing(app):

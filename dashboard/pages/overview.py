@@ -3,7 +3,7 @@ SBU burned vs wasted over time, totals, efficiency distributions, flag counts, i
 overview and a project's page also show the budgets in scope (dashboard/budget_panel.py)."""
 from __future__ import annotations
 
-from dash import Input, Output, State, dcc, get_relative_path, html, no_update
+from dash import Input, Output, State, dcc, get_relative_path, html
 
 from jobsight.analytics.queries import job_lists as job_queries
 from jobsight.analytics.queries import summaries as queries
@@ -179,8 +179,6 @@ def _register_instance(app, prefix: str, fixed: str | None) -> None:
     def body(since, until, grain, stack, user, account, partition, name):
         return content(prefix, fixed, since, until, grain, stack, user, account, partition, name)
 
-    @app.callback(Output("url", "search", allow_duplicate=True), *inputs, State(f"{prefix}-name", "data"),
-                  prevent_initial_call=True)
-    @common.safe(fallback=lambda: no_update)
-    def sync_url(since, until, grain, stack, user, account, partition, name):
-        return common.make_search(_params(fixed, since, until, grain, stack, user, account, partition, name))
+    # the address as _params and make_search write it (the fixed filter left out, the name last)
+    keys = [None if name == fixed else name for name in INPUT_PROPS] + (["name"] if fixed else [None])
+    common.sync_search(app, keys, *inputs, State(f"{prefix}-name", "data"))
