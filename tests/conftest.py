@@ -48,6 +48,8 @@ if XDIST_WORKER:
     os.environ.pop("LINES", None)
 
 SLURM_MODULES = "tests/test_slurm_"    # the real-Slurm modules' names start so (checked below)
+SLURM_WORKER = "gw0"     # the pytest-xdist worker that submits the session's batch of Slurm jobs and runs their modules
+SLURM_AFTER_S = 150      # ... after this long: the batch takes 2-3 minutes on the node, meanwhile that worker runs other modules
 
 
 def _is_slurm_module(nodeid: str) -> bool:
@@ -58,32 +60,61 @@ def _is_slurm_module(nodeid: str) -> bool:
 def pytest_xdist_make_scheduler(config, log):
     """pytest-xdist (scripts/test.sh: -n 2) runs each module whole in one worker, so its
     module-scoped fixtures are built once, and the real-Slurm modules together in one worker, as
-    they share the harness node and its queue (tests/slurm_batch.py); modules in collection order."""
+    they share the harness node and its queue (tests/slurm_batch.py); modules in collection order.
+
+    The Slurm modules go to SLURM_WORKER, which submitted their batch of jobs as it started its first
+    test (pytest_runtest_setup below), once SLURM_AFTER_S have passed: their first fixture waits
+    until the whole batch is final, and that worker runs other modules while the jobs run rather
+    than wait for them. The other worker never takes them: it has not submitted their jobs."""
+    import time
+
     from xdist.scheduler import LoadFileScheduling
 
     class ModuleScheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return SLURM_MODULES if _is_slurm_module(nodeid) else nodeid.split("::", 1)[0]
 
+        def schedule(self) -> None:
+            if not hasattr(self, "started"):
+                self.started = time.monotonic()
+            super().schedule()
+
+        def _assign_work_unit(self, node) -> None:
+            if SLURM_MODULES in self.workqueue:
+                others = [scope for scope in self.workqueue if scope != SLURM_MODULES]
+                live = {n.gateway.id for n in self.nodes if not n.shutting_down}
+                mine = node.gateway.id == SLURM_WORKER or SLURM_WORKER not in live
+                if mine and (not others or time.monotonic() - self.started >= SLURM_AFTER_S):
+                    self.workqueue.move_to_end(SLURM_MODULES, last=False)
+                elif others:
+                    self.workqueue.move_to_end(others[0], last=False)
+                    self.workqueue.move_to_end(SLURM_MODULES)
+                else:
+                    return      # only the Slurm modules are left: they wait for their worker
+            super()._assign_work_unit(node)
+            if not self.workqueue:      # a worker left waiting above has nothing more to come
+                for n in self.nodes:
+                    if not n.shutting_down:
+                        n.shutdown()
+
     return ModuleScheduling(config, log)
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """Under pytest-xdist the real-Slurm modules come first: they wait minutes for the harness's
-    jobs while the other worker runs the rest."""
+    """Under pytest-xdist no real-Slurm test may run outside the Slurm modules' worker."""
     if not XDIST_WORKER:
         return
     strays = {item.nodeid.split("::", 1)[0] for item in items
               if item.get_closest_marker("slurm") and not _is_slurm_module(item.nodeid)}
     if strays:
         raise pytest.UsageError(f"real-Slurm tests outside {SLURM_MODULES}*.py run beside them: {sorted(strays)}")
-    items.sort(key=lambda item: not _is_slurm_module(item.nodeid))     # stable: each module's order kept
 
 
 def pytest_collection_finish(session) -> None:
     """Submit the jobs of the selected real-Slurm test modules now, so that they run in the harness
     while the rest of the session runs (tests/slurm_batch.py). A pytest-xdist worker collects every
-    test but runs only some: there they are submitted as the first Slurm test starts."""
+    test but runs only some: there SLURM_WORKER submits them as its first test starts, another
+    worker only if a Slurm test comes to it after all."""
     if session.config.option.collectonly:
         return
     modules = {getattr(item, "module", None) for item in session.items if item.get_closest_marker("slurm")}
@@ -96,8 +127,13 @@ def pytest_collection_finish(session) -> None:
             slurm_batch.submit(submitters)
 
 
+_first_test = True
+
+
 def pytest_runtest_setup(item) -> None:
-    if XDIST_WORKER and item.get_closest_marker("slurm"):
+    global _first_test
+    first, _first_test = _first_test, False
+    if XDIST_WORKER and (item.get_closest_marker("slurm") or (first and os.environ["PYTEST_XDIST_WORKER"] == SLURM_WORKER)):
         import slurm_batch
         slurm_batch.submit(slurm_batch.collected)     # once: submit() skips modules already submitted
 
@@ -151,3 +187,4 @@ def record_instances(monkeypatch, module, name: str) -> list:
     for target in {module, *(m for m in homes if getattr(m, name, None) is real)}:
         monkeypatch.setattr(target, name, Recording)
     return made
+

@@ -25,7 +25,7 @@ WAIT_S = 600   # the whole batch takes 2-3 minutes on an idle node
 
 _start: datetime | None = None
 _outcome: dict[str, object] = {}     # module name -> state, or the exception its submission raised
-collected: list = []    # under pytest-xdist: the session's submitters, submitted as its first Slurm test starts
+collected: list = []    # under pytest-xdist: the session's submitters, submitted as a worker starts (tests/conftest.py)
 _job_ids: list[str] = []
 _finished = False
 
