@@ -76,7 +76,8 @@ STORED = (
     Stored("job_gpu_devices", "lake_job_gpu_devices", "metric_scope", KEY, index=("job_id_raw",)),
     Stored("job_cpu_hosts", "lake_job_cpu_hosts", "metric_scope", KEY, index=("job_id_raw",)),
     Stored("job_metrics", "lake_job_metrics", "metric_scope", f"start_time, {KEY}", index=("job_id_raw", "job_id")),
-    Stored("job_day", "calc_job_day", "metric_scope", f"day, {KEY}", index=("job_id_raw",)),
+    # by day, then owner: a report's or a page's subject has its rows of a day together, not one per vector
+    Stored("job_day", "calc_job_day", "metric_scope", f'day, account, "user", {KEY}', index=("job_id_raw",)),
     Stored("job_flags", "calc_job_flags", "metric_flag_scope", KEY, index=("job_id_raw",)),
     Stored("job_advice", "calc_job_advice", "metric_flag_scope", KEY),
     Stored("job_savings", "calc_job_savings", "metric_flag_scope", KEY, prices="job_advice", index=("job_id_raw",)),
