@@ -6,6 +6,7 @@ per-day summaries (dash_day, dash_flag_day), and the top jobs' flags, read from 
 ``members`` gives a project page the Members table of the project's report, by the same macro."""
 from __future__ import annotations
 
+import concurrent.futures
 import datetime as dt
 
 from jobsight.analytics.queries.data_age import data_age
@@ -55,7 +56,15 @@ def report_rows(db, since: dt.datetime, until: dt.datetime,
     else:
         by, kinds = ", scopes := ?", [k for k, n in (("user", names[0]), ("account", names[1])) if n] or ["user"]
     scoped = [kinds] if kinds else []
-    # the window's own rows: the trend's earlier windows and the flag counts come from the per-day summaries
+    with db.beside() as other, concurrent.futures.ThreadPoolExecutor(1) as pool:
+        # what reads the stored summaries, not the window, runs on a second cursor meanwhile
+        summaries = pool.submit(_summary_rows, other, since, until, names, trend_weeks, by, scoped)
+        rows = _window_rows(db, since, until, names, top_jobs, by, kinds)
+        return {**rows, **summaries.result()}
+
+
+def _window_rows(db, since, until, names: tuple, top_jobs: int, by: str, kinds: list) -> dict:
+    """totals, daily and top: from the window's own rows, taken once into a temporary table."""
     db.execute("CREATE OR REPLACE TEMP TABLE report_window AS "
                "SELECT * FROM report_days(?, ?, users := ?, accounts := ?)", [since, until, *names])
     src = "report_window"
@@ -63,19 +72,25 @@ def report_rows(db, since: dt.datetime, until: dt.datetime,
         return {
             "totals": db.rows(f"SELECT * FROM report_totals(?, ?, ?{by})",
                               [src, since, until, *([[*kinds, "member"]] if kinds else [])]),
-            "daily": db.rows(f"SELECT * FROM report_daily(?, ?, ?{by})", [src, since, until, *scoped]),
-            "trend": db.rows(f"SELECT * FROM report_trend(?, ?, ?, users := ?, accounts := ?{by})",
-                             [since, until, trend_weeks, *names, *scoped]),
-            "flag_counts": db.rows(f"SELECT * FROM report_flag_counts(?, ?, users := ?, accounts := ?{by})",
-                                   [since, until, *names, *scoped]),
+            "daily": db.rows(f"SELECT * FROM report_daily(?, ?, ?{by})", [src, since, until, *([kinds] if kinds else [])]),
             # the flags of the top jobs only, by job_flags' index on job_id_raw
             "top": db.rows("SELECT * FROM report_top_jobs(?, 'job_flags', ?, ?, ?)", [src, since, until, top_jobs]),
-            # every allocation (there are few): a user's report shows those of the accounts the user ran in;
-            # none without a budget row (budget_status alone takes DuckDB ~15 ms to plan)
-            "budgets": [{**b, "alert_shown": b["alert"].upper()} for b in db.rows(
-                'SELECT * FROM budget_status(?) ORDER BY account, "user" NULLS FIRST, cluster NULLS FIRST', [until])]
-            if db.value("SELECT EXISTS (SELECT 1 FROM budget)") else [],
-            "data_age": data_age(db),
         }
     finally:
         db.execute("DROP TABLE report_window")
+
+
+def _summary_rows(db, since, until, names: tuple, trend_weeks: int, by: str, scoped: list) -> dict:
+    """trend, flag_counts, budgets and data_age: from the per-day summaries and the allocations."""
+    return {
+        "trend": db.rows(f"SELECT * FROM report_trend(?, ?, ?, users := ?, accounts := ?{by})",
+                         [since, until, trend_weeks, *names, *scoped]),
+        "flag_counts": db.rows(f"SELECT * FROM report_flag_counts(?, ?, users := ?, accounts := ?{by})",
+                               [since, until, *names, *scoped]),
+        # every allocation (there are few): a user's report shows those of the accounts the user ran in;
+        # none without a budget row (budget_status alone takes DuckDB ~15 ms to plan)
+        "budgets": [{**b, "alert_shown": b["alert"].upper()} for b in db.rows(
+            'SELECT * FROM budget_status(?) ORDER BY account, "user" NULLS FIRST, cluster NULLS FIRST', [until])]
+        if db.value("SELECT EXISTS (SELECT 1 FROM budget)") else [],
+        "data_age": data_age(db),
+    }

@@ -14,11 +14,12 @@ this version's and refuses otherwise, rather than answer with other formulas.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import duckdb
 
@@ -200,6 +201,19 @@ class Database:
         if isinstance(con, Database):
             return con
         return cls(con, tables=tables)
+
+    @contextlib.contextmanager
+    def beside(self) -> Iterator["Database"]:
+        """Another cursor on the same database and catalog, for statements run in another thread
+        beside this one's (DuckDB runs each connection's query without holding the GIL). It does
+        not see this cursor's temporary tables."""
+        catalog = self.value("SELECT current_database()")
+        cur = self.con.cursor()
+        try:
+            cur.execute("USE " + '"' + catalog.replace('"', '""') + '"')
+            yield Database(cur, self.path, self.config, read_only=self.read_only, tables=self._tables)
+        finally:
+            cur.close()
 
     # --- queries ------------------------------------------------------------------------------
 
