@@ -14,7 +14,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import FIXTURES, REALDATA
+from conftest import FIXTURES, REALDATA, fresh_memory_db
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -56,15 +56,13 @@ TABLES = {"job": ("cluster", "job_id_raw"), "step": ("cluster", "job_id_raw", "s
 BOOKKEEPING = {"ingest_id"}
 
 
-def _build(path: Path, files: list[tuple[Path, ParseOptions]]) -> dict:
-    con = db.connect(path)
-    try:
+def _build(files: list[tuple[Path, ParseOptions]]) -> dict:
+    """The tables of a new database after ingesting ``files`` in this order."""
+    with fresh_memory_db() as con:
         for f, opts in files:
             (rep,) = ingest.ingest_paths(con, [f], opts)
             assert rep.status == "ingested", (f, rep.status, rep.error)
         return _tables(con)
-    finally:
-        con.close()
 
 
 def _tables(con) -> dict:
@@ -91,32 +89,31 @@ def _differences(a: dict, b: dict) -> list:
     return diffs
 
 
-def _check_pairs(files: dict, tmp_path: Path) -> int:
+def _check_pairs(files: dict) -> int:
     """Every pair in both orders; returns the number of keys stored by both files of a pair (the
     pairs where the order could matter)."""
     shared = 0
-    alone = {name: _build(tmp_path / f"{name}.duckdb", [f]) for name, f in files.items()}
+    alone = {name: _build([f]) for name, f in files.items()}
     for (na, a), (nb, b) in itertools.combinations(files.items(), 2):
-        ab = _build(tmp_path / f"{na}-{nb}.duckdb", [a, b])
-        ba = _build(tmp_path / f"{nb}-{na}.duckdb", [b, a])
+        ab = _build([a, b])
+        ba = _build([b, a])
         diffs = _differences(ab, ba)
         assert not diffs, f"{na} then {nb} differs from {nb} then {na}: {diffs[:5]}"
         shared += sum(1 for t in ("job", "step") for k in alone[na][t] if k in alone[nb][t])
     return shared
 
 
-def test_every_pair_of_fixture_formats_commutes(tmp_path):
+def test_every_pair_of_fixture_formats_commutes():
     # sacct text x JSON, x seff, JSON x seff: records of the same jobs that differ somewhere
-    assert _check_pairs(FIXTURE_FILES, tmp_path) >= 50
+    assert _check_pairs(FIXTURE_FILES) >= 50
 
 
-def test_known_values_survive_a_later_null(tmp_path):
+def test_known_values_survive_a_later_null():
     """Slurm 22.05's JSON loses non-zero return codes and names the canceller instead of giving the
     uid: in all 6 orders of sacct text, JSON and seff the tables are the same, with the values sacct
     text printed, and no reason left for a column that has a value."""
     names = ("sacct", "sacct-json", "seff")
-    built = [_build(tmp_path / f"o{i}.duckdb", [FIXTURE_FILES[n] for n in order])
-             for i, order in enumerate(itertools.permutations(names))]
+    built = [_build([FIXTURE_FILES[n] for n in order]) for order in itertools.permutations(names)]
     for other in built[1:]:
         assert not _differences(built[0], other)
     jobs = {k[1]: v for k, v in built[0]["job"].items() if k[0] == "jobsight"}
@@ -174,10 +171,10 @@ def test_any_two_records_merge_the_same_in_both_orders(a, b):
 
 
 @pytest.mark.realdata
-def test_every_pair_of_realdata_formats_commutes(realdata, tmp_path):
+def test_every_pair_of_realdata_formats_commutes(realdata):
     files = {name: (REALDATA / rel, opts) for name, (rel, opts) in REAL_FILES.items()}
     missing = [str(p) for p, _ in files.values() if not p.is_file()]
     assert not missing, missing
     # the hb-jobinfo sacct dump and its jobinfo report share job 7425304_67; the nvidia-smi capture is
     # given that job id
-    assert _check_pairs(files, tmp_path) >= 1
+    assert _check_pairs(files) >= 1

@@ -220,17 +220,17 @@ def _mutated_file(draw):
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=_mutated_file())
 def test_mutated_lines_never_break_ingest(tmp_path, text):
+    from conftest import fresh_memory_db
+
     from jobsight.analytics.ingest import files as ingest
-    from jobsight.analytics.store import db
     p = tmp_path / "mut.txt"
     p.write_text(text, encoding="utf-8")
     res = sacct_text.parse(p, ParseOptions(timezone="Europe/Amsterdam"))
     for r in res.rejects:
         assert isinstance(r.line_no, int) and r.line_no >= 2 and r.reason
-    con = db.connect(":memory:")
-    rep = ingest.load_result(con, res, str(p), None, {})   # asserts the accounting itself
+    with fresh_memory_db() as con:
+        rep = ingest.load_result(con, res, str(p), None, {})   # asserts the accounting itself
     assert rep.rows_in == rep.stored + rep.updated + rep.unchanged + rep.rejected + rep.dropped
-    con.close()
 
 
 def test_out_of_range_values_are_rejected_not_raised(tmp_path):

@@ -18,7 +18,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, jobsight_cmd
+from conftest import ROOT, fresh_memory_db, jobsight_cmd
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -79,16 +79,13 @@ def write_like_the_sidecar(out: Path, job_id: str | None, cluster: str | None, h
 
 def ingested(path: Path, bulk: bool) -> tuple[ingest.FileReport, list[tuple], list[tuple]]:
     """(report, distinct sample identities, sidecar_run identities) of one ingest into a new database."""
-    con = db.connect(":memory:")
-    try:
+    with fresh_memory_db() as con:
         with pytest.MonkeyPatch.context() as m:
             if not bulk:
                 m.delattr(sidecar_csv, "bulk_read")
             (rep,) = ingest.ingest_paths(con, [path], ParseOptions())
         samples = con.execute("SELECT DISTINCT cluster, job_id_raw, host FROM samples").fetchall()
         runs = con.execute("SELECT cluster, job_id_raw, host FROM sidecar_run").fetchall()
-    finally:
-        con.close()
     return rep, samples, runs
 
 

@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, REALDATA, accounted, jobsight_cmd
+from conftest import FIXTURES, REALDATA, accounted, fresh_memory_db, jobsight_cmd
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from relhelp import ROOT
@@ -34,7 +34,6 @@ from jobsight.analytics.config import DEFAULT_FLAGS, DEFAULT_SAMPLES, RATE_KEYS,
 from jobsight.analytics.ingest import files as ingest
 from jobsight.analytics.ingest.parsers import lsf, nvidia_smi, pbs, sacct_json, sacct_text, seff, sidecar_csv
 from jobsight.analytics.ingest.records import ParseOptions
-from jobsight.analytics.store import db
 
 
 def fuzz(n: int) -> settings:
@@ -291,12 +290,9 @@ def ingest_sidecar(tmp_path: Path, meta: bytes | None):
     if meta is not None:
         csv.with_name(SIDECAR_META.name).write_bytes(meta)
     res = sidecar_csv.parse(csv, ParseOptions())
-    con = db.connect(":memory:")
-    try:
+    with fresh_memory_db() as con:
         rep = ingest.load_result(con, res, str(csv), None, {})
         runs = con.execute("SELECT cluster, job_id_raw, host FROM sidecar_run").fetchall()
-    finally:
-        con.close()
     assert accounted(res)
     assert (rep.rows_in, rep.stored, rep.rejected, rep.dropped) == (SIDECAR_ROWS, SIDECAR_ROWS, 0, 0)
     return res, runs
@@ -382,11 +378,8 @@ def test_every_format_mutated_real_sample_keeps_the_invariant(tmp_path, mod, dat
     res = mod.parse(p, OPTS)                                   # no exception escapes
     for r in res.rejects:
         assert r.reason and isinstance(r.line_no, int) and r.line_no >= 1, r
-    con = db.connect(":memory:")
-    try:
+    with fresh_memory_db() as con:
         rep = ingest.load_result(con, res, str(p), None, {})   # raises AccountingError if the sum is off
-    finally:
-        con.close()
     assert rep.stored + rep.updated + rep.unchanged + rep.rejected + rep.dropped == rep.rows_in == res.rows_in
 
 
