@@ -61,14 +61,22 @@ def create_app(reader: SnapshotReader, auth: Auth, url_prefix: str = "/", debug:
     prometheus.install(app, prefix)
     api.install(app, prefix)
 
+    def age_line() -> tuple[str, str]:
+        """How old the data is (the whole database's newest accounting time): the line, its class."""
+        with common.handle() as h:
+            age = data_age(h)
+        return age.line(capital=True), "data-age old" if age.old else "data-age"
+
     def shell():
         scope = current_scope()
         who = f"{scope.user} ({scope.role}" + (f" of {', '.join(scope.accounts)}" if scope.accounts else "") + ")"
+        # the line comes with the shell (no request on a page's load); the callback below renews it
+        line, cls = common.safe(fallback=lambda: ("", "data-age"), outputs=2)(age_line)()
         return html.Div([
             dcc.Location(id="url", refresh="callback-nav"),
             html.Nav([dcc.Link(label, href=app.get_relative_path(path)) for path, label in NAV]
                      + [search.box(), html.Span(who, className="who")], className="topbar"),
-            html.Div(id="data-age", className="data-age"),
+            html.Div(line, id="data-age", className=cls),
             html.Div(id="search-results"),
             html.Div(id="page"),
         ])
@@ -84,13 +92,12 @@ def create_app(reader: SnapshotReader, auth: Auth, url_prefix: str = "/", debug:
             path = "/not-found"
         return page_for(path, common.parse_search(search))
 
-    @app.callback(Output("data-age", "children"), Output("data-age", "className"), Input("url", "pathname"))
+    @app.callback(Output("data-age", "children"), Output("data-age", "className"), Input("url", "pathname"),
+                  prevent_initial_call=True)
     @common.safe(fallback=lambda: ("", "data-age"), outputs=2)
     def data_age_line(_pathname):
-        """Every page: how old the data is (the whole database's newest accounting time)."""
-        with common.handle() as h:
-            age = data_age(h)
-        return age.line(capital=True), "data-age old" if age.old else "data-age"
+        """Every page the user moves to: how old the data is now."""
+        return age_line()
 
     overview.register(app)
     entities.register(app)

@@ -191,6 +191,8 @@ def test_every_page_says_how_old_the_data_is(app, path):
     shell = app.server.test_client().get("/_dash-layout", headers={"X-Forwarded-User": "alice"})
     assert shell.status_code == 200 and '"id": "data-age"' in shell.get_data(as_text=True).replace('":"', '": "')
     # build_db's newest accounting time is job 3's end, 17 Nov 11:00; the tests run later than a day after
+    # the line comes with the shell (no request on the page's load), and the callback renews it on a move
+    assert "Data up to 2026-11-17 11:00 UTC (more than a day old)" in shell.get_data(as_text=True)
     for who in ("alice", "root", "mallory"):
         out = post(app, DATA_AGE, {"url.pathname": path}, who)["data-age"]
         assert out == {"children": "Data up to 2026-11-17 11:00 UTC (more than a day old)", "className": "data-age old"}
