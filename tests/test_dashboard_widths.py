@@ -110,7 +110,10 @@ for (const t of document.querySelectorAll('.fix-table, .text-table')) {
 }
 return cut;
 """
-CELLS = "return document.querySelectorAll('.ag-cell, .fix-table td, .text-table td').length;"
+# the cells drawn, and whether Dash is still loading: one round trip, and no implicit wait (a
+# find_elements of an absent element waits the driver's 2 s before it answers "none")
+CELLS = ("return [document.querySelectorAll('.ag-cell, .fix-table td, .text-table td').length, "
+         "document.querySelector('._dash-loading') !== null];")
 
 
 def settle(browser, page: str):
@@ -119,10 +122,10 @@ def settle(browser, page: str):
     last, stable_since = -1, time.monotonic()
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        n = browser.driver.execute_script(CELLS)
+        n, loading = browser.driver.execute_script(CELLS)
         if n != last:
             last, stable_since = n, time.monotonic()
-        elif time.monotonic() - stable_since > 1.0 and not browser.driver.find_elements("css selector", "._dash-loading"):
+        elif time.monotonic() - stable_since > 1.0 and not loading:
             return n
         time.sleep(0.2)
     return last
