@@ -77,6 +77,7 @@ def create_app(reader: SnapshotReader, auth: Auth, url_prefix: str = "/", debug:
             html.Nav([dcc.Link(label, href=app.get_relative_path(path)) for path, label in NAV]
                      + [search.box(), html.Span(who, className="who")], className="topbar"),
             html.Div(line, id="data-age", className=cls),
+            dcc.Store(id="moved"),
             html.Div(id="search-results"),
             html.Div(id="page"),
         ])
@@ -92,7 +93,15 @@ def create_app(reader: SnapshotReader, auth: Auth, url_prefix: str = "/", debug:
             path = "/not-found"
         return page_for(path, common.parse_search(search))
 
-    @app.callback(Output("data-age", "children"), Output("data-age", "className"), Input("url", "pathname"),
+    # dcc.Location sets its pathname when it mounts, which runs a callback on it on every load: this
+    # one, in the browser, passes on only a move to another page (the first path it sees is the load's)
+    app.clientside_callback("""function (path) {
+        var seen = window.jobsightPath;
+        window.jobsightPath = path;
+        return seen === undefined || seen === path ? window.dash_clientside.no_update : path;
+    }""", Output("moved", "data"), Input("url", "pathname"))
+
+    @app.callback(Output("data-age", "children"), Output("data-age", "className"), Input("moved", "data"),
                   prevent_initial_call=True)
     @common.safe(fallback=lambda: ("", "data-age"), outputs=2)
     def data_age_line(_pathname):

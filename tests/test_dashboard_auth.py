@@ -82,7 +82,7 @@ def values_for(prop: str, v: dict, partition_too: bool = True):
 
 def call(client, key: str, spec: dict, v: dict, user: str, pathname: str | None = None, partition_too=True):
     def value_of(prop):
-        return pathname if prop == "url.pathname" else values_for(prop, v, partition_too)
+        return pathname if prop in ("url.pathname", "moved.data") else values_for(prop, v, partition_too)
     r = post_callback(client, key, spec, value_of, user)
     assert r.status_code in (200, 204), (key, r.status_code, r.data[:300])
     return r.data.decode()
@@ -114,8 +114,8 @@ def test_every_callback_is_covered(app):
     assert len(server_callbacks(app)) == 20
     # in the browser: the 9 grids' CSV downloads (2 of budgets, the project's members; the jobs to
     # fix tables download through a data: link), closing the search results, the overview's 3
-    # addresses (the controls' values as the query string)
-    assert len(app.callback_map) - 20 == 13
+    # addresses (the controls' values as the query string), a move to another page
+    assert len(app.callback_map) - 20 == 14
 
 
 def test_crafted_requests_for_another_users_data_reveal_nothing(app):

@@ -182,7 +182,7 @@ def test_grid_rows_link_to_pages_the_server_built(app):
 
 # -- how old the data is ----------------------------------------------------------------------------
 
-DATA_AGE = "..data-age.children...data-age.className.."
+DATA_AGE = "..data-age.children...data-age.className.."      # renewed on a move to another page
 
 
 @pytest.mark.parametrize("path", ["/", "/jobs", "/flagged", "/running", "/job"])
@@ -194,13 +194,13 @@ def test_every_page_says_how_old_the_data_is(app, path):
     # the line comes with the shell (no request on the page's load), and the callback renews it on a move
     assert "Data up to 2026-11-17 11:00 UTC (more than a day old)" in shell.get_data(as_text=True)
     for who in ("alice", "root", "mallory"):
-        out = post(app, DATA_AGE, {"url.pathname": path}, who)["data-age"]
+        out = post(app, DATA_AGE, {"moved.data": path}, who)["data-age"]
         assert out == {"children": "Data up to 2026-11-17 11:00 UTC (more than a day old)", "className": "data-age old"}
 
 
 def test_data_within_a_day_is_not_called_old(app, monkeypatch):
     monkeypatch.setattr(data_age_module, "utc_now", lambda: dt.datetime(2026, 11, 18, 10, 0))
-    out = post(app, DATA_AGE, {"url.pathname": "/"}, "alice")["data-age"]
+    out = post(app, DATA_AGE, {"moved.data": "/"}, "alice")["data-age"]
     assert out == {"children": "Data up to 2026-11-17 11:00 UTC", "className": "data-age"}
 
 
