@@ -95,10 +95,31 @@ def chromium(download_path: Path):
     return Browser("chrome", headless=True, download_path=str(download_path), percy_run=False, wait_timeout=20)
 
 
-@pytest.fixture
-def browser(tmp_path):
-    with chromium(tmp_path) as b:
+@pytest.fixture(scope="module")
+def module_browser(tmp_path_factory):
+    with chromium(tmp_path_factory.mktemp("browser-downloads")) as b:
         yield b
+
+
+@pytest.fixture
+def browser(module_browser):
+    """The module's one Chromium (starting one takes seconds), on a blank page, its console log
+    read: get_logs() gives this test's. The pages keep nothing in the browser between visits (no
+    cookies, no persisted component state), and each test downloads another file."""
+    module_browser.driver.get("about:blank")
+    module_browser.reset_log_timestamp()
+    return module_browser
+
+
+def at_once(browser, selector: str) -> list:
+    """The elements matching ``selector`` now. find_elements waits the driver's implicit 2 s when
+    there are none; a check that nothing is there is made once what would hold it is drawn."""
+    wait = browser.driver.timeouts.implicit_wait
+    browser.driver.implicitly_wait(0)
+    try:
+        return browser.driver.find_elements("css selector", selector)
+    finally:
+        browser.driver.implicitly_wait(wait)
 
 
 def visit(browser, url):
@@ -185,7 +206,7 @@ def test_clicking_a_flagged_job_opens_its_time_series(browser, server_url):
     assert len(browser.find_elements("#job-fig-gpu_util .scatterlayer .trace")) == 2
     # the HTML payload in the job name is shown as text (an <img> would have fired onerror)
     assert 'onerror="alert(1)"' in browser.find_element("#job-content table").text
-    assert browser.find_elements("#job-content img") == []
+    assert at_once(browser, "#job-content img") == []                    # in the table just read
     assert browser.get_logs() == []
 
 
@@ -205,9 +226,9 @@ def test_clicking_a_user_opens_the_user_page(browser, server_url):
 def _plot_markup(browser, root: str) -> list[str]:
     """Elements made from markup inside the plots under ``root`` (Plotly's, or the overview's
     charts drawn without it, dashboard/chart.py): links, bold, italics."""
-    found = [f"a: {e.text}" for e in browser.find_elements(f"{root} .main-svg a")]
-    found += [f"{e.tag_name}: {e.text}" for e in browser.find_elements(f"{root} .chart a, {root} .chart b, {root} .chart i")]
-    for e in browser.find_elements(f"{root} .main-svg tspan"):
+    found = [f"a: {e.text}" for e in browser.find_elements(f"{root} .main-svg a")]   # after up to 2 s (none)
+    found += [f"{e.tag_name}: {e.text}" for e in at_once(browser, f"{root} .chart a, {root} .chart b, {root} .chart i")]
+    for e in at_once(browser, f"{root} .main-svg tspan"):
         style = (e.get_attribute("style") or "").replace(" ", "")
         if "font-weight:bold" in style or "font-style:italic" in style:
             found.append(f"tspan {style}: {e.text}")
@@ -241,7 +262,7 @@ def test_names_with_markup_are_text_in_the_grids(browser, hostile_url):
     assert grid_cells(browser, "fl-table", "account") == [ACCOUNT]
     links = browser.find_elements("#fl-table .ag-root a")
     assert [a.text for a in links] == ["90"]                              # the job link only
-    assert browser.find_elements("#fl-table .ag-root b, #fl-table .ag-root i") == []
+    assert at_once(browser, "#fl-table .ag-root b, #fl-table .ag-root i") == []     # in the rows just read
     assert browser.get_logs() == []
 
 
