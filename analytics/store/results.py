@@ -571,10 +571,12 @@ def _incremental(con, watermark: int, upto: int = len(STORED), lake_path: Option
 
 
 def _replace(con, s: Stored) -> None:
-    """The stored rows of the jobs (or days) in the table's scope, replaced by freshly computed ones."""
+    """The stored rows of the jobs (or days) in the table's scope, replaced by freshly computed ones,
+    appended in the table's order: a subject's rows of a refresh lie together, as a full build's do."""
     match = " AND ".join(f"t.{k} = s.{k}" for k in s.key.split(", "))   # a join, not a row IN: 2-3x faster
     con.execute(f"DELETE FROM {s.table} t USING {s.scope} s WHERE {match}")
-    con.execute(f"INSERT INTO {s.table} SELECT * FROM {s.view}")
+    order = f" ORDER BY {s.order}" if s.order else ""
+    con.execute(f"INSERT INTO {s.table} SELECT * FROM {s.view}{order}")
 
 
 def _clear_scope(con) -> None:
