@@ -11,6 +11,9 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+# The tests start hundreds of jobsight processes: their modules compiled once here, as with
+# PYTHONDONTWRITEBYTECODE set (or a read-only checkout) each process would compile them again.
+.venv/bin/python -m compileall -q -j 0 analytics collector dashboard sql tests >/dev/null || true
 if [ "$(id -u)" = 0 ] && [ -z "${JOBSIGHT_NO_SERVICES:-}" ]; then
   for setup in scripts/slurm-harness.sh scripts/browser-setup.sh; do
     [ -x "$setup" ] && { "$setup" start || echo "test.sh: $setup failed; its tests will report why" >&2; }
