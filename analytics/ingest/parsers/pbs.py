@@ -341,12 +341,25 @@ def _settle(rows: pl.DataFrame, rejects: list) -> tuple[pl.DataFrame, pl.DataFra
 def _deletions(rows: pl.DataFrame, deletions: pl.DataFrame, rejects: list) -> pl.DataFrame:
     """A D record names only the requestor: it keeps what the job's last earlier record in the file
     said (state CANCELLED, its own time as the end). Without an earlier record it stands as read.
-    Only the rows of deleted jobs are read again; the others keep their place in file order."""
+    Only the rows of deleted jobs are read again; every row stays in its place (a deleted job's
+    records can change only their state and null_reasons) and the D records that stand are merged
+    in by line: no copy of the other rows but that one merge."""
     key = ["cluster", "job_id"]
     deleted = deletions.select(key).unique()
-    others = rows.join(deleted, on=key, how="anti", maintain_order="left")
-    rows = rows.join(deleted, on=key, how="semi", maintain_order="left")
-    return pl.concat([others, _deleted_jobs(rows, deletions, rejects)]).sort("_line")
+    if not rows["_line"].is_sorted():   # the blocks come in file order; kept exact if not
+        rows = rows.sort("_line")
+    # the rows of deleted jobs: those whose job id a D record names (a test of one column), then by the key
+    named = rows.select(pl.col("job_id").is_in(deleted["job_id"].implode()).fill_null(False)).to_series()
+    mine = (rows.filter(named).with_columns(_pos=named.arg_true())
+            .join(deleted, on=key, how="semi", maintain_order="left"))
+    done = _deleted_jobs(mine.drop("_pos"), deletions, rejects)
+    is_d = pl.col("rtype") == "D"
+    kept, pos = done.filter(~is_d), mine["_pos"]
+    if not kept["_line"].equals(mine["_line"]):   # a non-D record is never dropped nor moved
+        raise RuntimeError("PBS deletions: the deleted jobs' records changed lines")
+    rows = rows.with_columns(rows[c].clone().scatter(pos, kept[c]) for c in ("state", "null_reasons"))
+    stand = done.filter(is_d)
+    return rows.merge_sorted(stand, key="_line") if stand.height else rows
 
 
 def _deleted_jobs(rows: pl.DataFrame, deletions: pl.DataFrame, rejects: list) -> pl.DataFrame:
