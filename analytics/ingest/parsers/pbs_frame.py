@@ -60,13 +60,13 @@ def read_block(first: int, text: str, split_pairs: Callable[[str], dict]) -> tup
 def _fields(recs: pl.DataFrame, split_pairs: Callable[[str], dict], rejects: list) -> pl.DataFrame:
     """The records' KEYS as text columns: plain 'k=v k=v' rests split column-wise, the rest by split_pairs."""
     w, key = pl.col("w"), pl.col("_key")
+    k = w.str.slice(0, pl.col("_eq").fill_null(0))   # the text before '=', "" for a word without one
     words = (recs.lazy().select("_line", w=pl.col("rest").str.split(" ")).explode("w").filter(w != "")
              .with_columns(_eq=w.str.find("=", literal=True))
              # the known keys as an Enum (null for the others): pivoted on, it groups by a small integer
-             .with_columns(_key=w.str.slice(0, pl.col("_eq")).cast(_KEY_ENUM, strict=False)).collect())
+             .with_columns(_key=k.cast(_KEY_ENUM, strict=False)).collect())
     # a word is bad (the record goes to split_pairs) without '=' or with a key of another form; a known key has the form
-    k = w.str.slice(0, pl.col("_eq"))
-    bad = words.filter(key.is_null()).filter(k.is_null() | ~k.str.contains(KEY_OK))["_line"]
+    bad = words.filter(key.is_null()).filter(~k.str.contains(KEY_OK))["_line"]
     plain = words.filter(key.is_not_null()).select("_line", "_key", v=w.str.slice(pl.col("_eq") + 1))
     odd = pl.concat([recs.filter(pl.col("rest").str.contains(ODD_REST))["_line"], bad]).unique()
     # the odd records' rows are dropped after the pivot (fewer rows than their words)
