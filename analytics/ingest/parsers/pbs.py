@@ -40,6 +40,7 @@ import datetime as dt
 import json
 import pathlib
 import re
+import string
 import zoneinfo
 from collections import Counter
 from functools import partial
@@ -115,21 +116,35 @@ def split_pairs(text: str) -> dict[str, str]:
     return out
 
 
+# the words _FLAG matches ('-L'): a word of text.split() holds no newline for its '$' to pass
+_FLAGS = frozenset(f"-{c}" for c in string.ascii_letters)
+_KEY_FORM: dict[str, bool] = {}   # key text -> has _KEY's form (the few keys a log uses, read once)
+
+
+def _key_form(k: str) -> bool:
+    ok = _KEY_FORM.get(k)
+    if ok is None:
+        ok = _KEY.fullmatch(k) is not None
+        if len(_KEY_FORM) < 4096:
+            _KEY_FORM[k] = ok
+    return ok
+
+
 def _split_unquoted(text: str) -> dict[str, str]:
     """split_pairs for a text without quotes, where its words are the runs of non-blanks: each
-    word's key read once, the value's last word kept aside for the flag test."""
+    key's form tested once a log, whether the value's last word is a flag kept for the next word."""
     out: dict[str, str] = {}
-    key, last = None, ""
+    key, after_flag = None, False
     for word in text.split():
-        eq = word.find("=")
-        if eq > 0 and _KEY.fullmatch(word, 0, eq) and not (key and _FLAG.match(last)):
-            key, last = word[:eq], word[eq + 1:]
-            out[key] = last
-        elif key is not None:
-            out[key] = f"{out[key]} {word}" if out[key] else word
-            last = word
-        else:
+        k, eq, value = word.partition("=")
+        if eq and not after_flag and _key_form(k):
+            out[k] = value
+            key, after_flag = k, value in _FLAGS
+            continue
+        if key is None:
             raise ValueError(f"text before the first key=value: {word!r}")
+        out[key] = f"{out[key]} {word}" if out[key] else word
+        after_flag = word in _FLAGS
     return out
 
 
