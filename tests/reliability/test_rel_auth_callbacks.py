@@ -46,6 +46,7 @@ pytest_plugins = ["authsweep"]   # the env and deps fixtures: one pair of server
 # fails the sweep: a new kind of input needs a line here (and crafted values below).
 KINDS = [
     (r"^url\.pathname$", "path"), (r"^url\.search$", "search"),
+    (r"^moved\.data$", "path"),        # the path the browser moved to (dashboard/app.py), as url.pathname
     (r"-period\.(start|end)_date$", "date"),
     (r"-user\.value$", "user"), (r"-account\.value$", "account"), (r"-partition\.value$", "partition"),
     (r"-name\.data$", "name"), (r"^job-key\.data$", "job"), (r"^search-box\.value$", "query"),
