@@ -94,7 +94,7 @@ def pytest_xdist_make_scheduler(config, log):
             super()._assign_work_unit(node)
             if not self.workqueue:      # a worker left waiting above has nothing more to come
                 for n in self.nodes:
-                    if not n.shutting_down:
+                    if n is not node and not n.shutting_down:
                         n.shutdown()
 
     return ModuleScheduling(config, log)
