@@ -17,7 +17,7 @@ from dash.exceptions import UnsupportedRelativePath
 from jobsight.analytics.links import JOB_PAGE
 from jobsight.analytics.queries.data_age import data_age
 from jobsight.analytics.store.snapshot import SnapshotReader
-from jobsight.dashboard import api, callback_requests, common, prometheus, search, served_files
+from jobsight.dashboard import api, callback_requests, common, grids, prometheus, search, served_files
 from jobsight.dashboard.auth import Auth, current_scope, install
 from jobsight.dashboard.pages import entities, flagged, job, jobs, overview, running
 
@@ -52,7 +52,8 @@ def create_app(reader: SnapshotReader, auth: Auth, url_prefix: str = "/", debug:
     prefix = "/" + url_prefix.strip("/") + "/" if url_prefix.strip("/") else "/"
     assets = Path(__file__).with_name("assets")
     app = dash.Dash(__name__, title="jobsight", url_base_pathname=prefix, suppress_callback_exceptions=True,
-                    assets_folder=str(assets), update_title=None, serve_locally=True)
+                    assets_folder=str(assets), update_title=None, serve_locally=True,
+                    meta_tags=[grids.bundle_meta(prefix)])
     app.server.config[common.READER_KEY] = reader
     # first: nothing, not even a 404, before the user is known (or the metrics token checked)
     install(app.server, auth, token_paths=frozenset({prefix + prometheus.PATH}), json_prefix=prefix + api.PATH)

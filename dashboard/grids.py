@@ -24,12 +24,30 @@ run as a formula (= + - @, after leading blanks and controls) starts with an apo
 from __future__ import annotations
 
 import numbers
+from pathlib import Path
 from typing import Any
 
 import dash_ag_grid as dag
 from dash import Input, Output, html
+from dash.fingerprint import build_fingerprint
 
 CSV_CELL = {"function": "jobsightCsvCell(params)"}
+
+# AG Grid's main bundle (1.3 MB) only for a page that draws a grid: "dynamic" keeps it served but out
+# of every page's <script> list; assets/agGridOnDemand.js loads it when the first grid mounts.
+BUNDLE = "dash_ag_grid.min.js"
+for _resource in dag._js_dist:
+    if _resource.get("relative_package_path") == BUNDLE:
+        _resource["dynamic"] = True
+
+
+def bundle_meta(prefix: str) -> dict:
+    """The page's <meta> naming the bundle's URL for assets/agGridOnDemand.js, fingerprinted as Dash
+    names the scripts it lists (package version, file time), so a browser caches it for a year."""
+    modified = int(Path(dag.__file__).with_name(BUNDLE).stat().st_mtime)
+    return {"name": "jobsight-ag-grid",
+            "content": f"{prefix}_dash-component-suites/dash_ag_grid/"
+                       + build_fingerprint(BUNDLE, dag.__version__, modified)}
 
 
 def text(field: str, header: str, wrap: bool = False, width: int | None = None, **extra: Any) -> dict:

@@ -1,7 +1,8 @@
 """The dashboard in real headless Chromium (Dash's test browser, selenium + Debian's chromedriver),
 served by waitress as in production, on the database of test_dashboard_queries.build_db.
 
-Each page loads with no browser console errors; a filter changes the numbers and lands in the URL;
+Each page loads with no browser console errors; the overview fetches no AG Grid bundle, and a
+move to a page with a grid fetches it and draws the grid; a filter changes the numbers and lands in the URL;
 clicking a flagged job opens its time series; names with HTML in them (a host <a href=...>, a
 project <b>...</b>) show in the plots and the grids as text, never as a link, bold or italics.
 Logged in as alice (behind a proxy that sets REMOTE_USER), a researcher finds her jobs on My jobs,
@@ -220,6 +221,28 @@ def test_clicking_a_user_opens_the_user_page(browser, server_url):
     browser.wait_for_text_to_equal("#total-sbu", "8.0")
     url = browser.driver.current_url
     assert "/user?" in url and "name=alice" in url
+    assert browser.get_logs() == []
+
+
+def _grid_bundle_requests(browser) -> list[str]:
+    """The page's requests for AG Grid's main bundle (dash_ag_grid.min.js) since it was loaded."""
+    return browser.driver.execute_script(
+        "return performance.getEntriesByType('resource').map(function (e) { return e.name; })"
+        ".filter(function (n) { return /dash_ag_grid[^/]*[.]js/.test(n) && n.indexOf('/dash_ag_grid/') >= 0"
+        " && !/async-|[.]map/.test(n); });")
+
+
+def test_the_grid_bundle_comes_with_the_first_grid(browser, server_url):
+    """The overview draws no grid and fetches no AG Grid bundle; the top bar's link to a page with
+    a grid (a move in the page, no new document) fetches it once and draws the grid."""
+    visit(browser, server_url + "/")
+    browser.wait_for_text_to_equal("#total-sbu", "509.0")
+    assert _grid_bundle_requests(browser) == []
+    [a for a in browser.find_elements(".topbar a") if a.text.strip() == "Users"][0].click()
+    browser.wait_for_contains_text("#ut-status", "3 users")
+    wait_for(lambda: grid_cells(browser, "ut-table", "name"), what="the users grid's rows")
+    assert grid_cells(browser, "ut-table", "sbu") == ["500.0 SBU", "8.0 SBU", "1.0 SBU"]
+    assert len(_grid_bundle_requests(browser)) == 1
     assert browser.get_logs() == []
 
 
