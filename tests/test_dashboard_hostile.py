@@ -261,7 +261,7 @@ def _value_for(prop: str, params: dict):
     simple = {"start_date": "since", "end_date": "until"}
     if name in simple:
         return params.get(simple[name])
-    if cid == "url":
+    if cid in ("url", "moved"):       # the address's path, and the page moved to (a path)
         return None
     if cid == "job-key":
         return {"cluster": params.get("cluster"), "id": params.get("id")}
