@@ -59,11 +59,11 @@ def report_rows(db, since: dt.datetime, until: dt.datetime,
     with db.beside() as other, concurrent.futures.ThreadPoolExecutor(1) as pool:
         # what reads the stored summaries, not the window, runs on a second cursor meanwhile
         summaries = pool.submit(_summary_rows, other, since, until, names, trend_weeks, by, scoped)
-        rows = _window_rows(db, since, until, names, top_jobs, by, kinds)
+        rows = _window_rows(db, since, until, names, top_jobs, by, kinds, scoped)
         return {**rows, **summaries.result()}
 
 
-def _window_rows(db, since, until, names: tuple, top_jobs: int, by: str, kinds: list) -> dict:
+def _window_rows(db, since, until, names: tuple, top_jobs: int, by: str, kinds: list, scoped: list) -> dict:
     """totals, daily and top: from the window's own rows, taken once into a temporary table."""
     db.execute("CREATE OR REPLACE TEMP TABLE report_window AS "
                "SELECT * FROM report_days(?, ?, users := ?, accounts := ?)", [since, until, *names])
@@ -72,7 +72,7 @@ def _window_rows(db, since, until, names: tuple, top_jobs: int, by: str, kinds: 
         return {
             "totals": db.rows(f"SELECT * FROM report_totals(?, ?, ?{by})",
                               [src, since, until, *([[*kinds, "member"]] if kinds else [])]),
-            "daily": db.rows(f"SELECT * FROM report_daily(?, ?, ?{by})", [src, since, until, *([kinds] if kinds else [])]),
+            "daily": db.rows(f"SELECT * FROM report_daily(?, ?, ?{by})", [src, since, until, *scoped]),
             # the flags of the top jobs only, by job_flags' index on job_id_raw
             "top": db.rows("SELECT * FROM report_top_jobs(?, 'job_flags', ?, ?, ?)", [src, since, until, top_jobs]),
         }
