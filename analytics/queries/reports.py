@@ -1,8 +1,9 @@
 """What a weekly report reads: the report macros of sql/views/50_report.sql run once for a window,
 over the whole cluster or over some users' and accounts' jobs, and the allocations. The window's
-rows of report_job_day are materialised once as a temporary table (in memory: a read never writes
-the database); every macro then reads those, but the trend and the flag counts, which add up the
-per-day summaries (dash_day, dash_flag_day), and the top jobs' flags, read from job_flags.
+rows of report_job_day are materialised once as a table in memory (Database.shared_table: a read
+never writes the database) that the report's cursors share; every macro then reads those, but the
+trend and the flag counts, which add up the per-day summaries (dash_day, dash_flag_day), and the
+top jobs' flags, read from job_flags.
 ``members`` gives a project page the Members table of the project's report, by the same macro."""
 from __future__ import annotations
 
@@ -56,28 +57,23 @@ def report_rows(db, since: dt.datetime, until: dt.datetime,
     else:
         by, kinds = ", scopes := ?", [k for k, n in (("user", names[0]), ("account", names[1])) if n] or ["user"]
     scoped = [kinds] if kinds else []
-    with db.beside() as other, concurrent.futures.ThreadPoolExecutor(1) as pool:
-        # what reads the stored summaries, not the window, runs on a second cursor meanwhile
-        summaries = pool.submit(_summary_rows, other, since, until, names, trend_weeks, by, scoped)
-        rows = _window_rows(db, since, until, names, top_jobs, by, kinds, scoped)
-        return {**rows, **summaries.result()}
-
-
-def _window_rows(db, since, until, names: tuple, top_jobs: int, by: str, kinds: list, scoped: list) -> dict:
-    """totals, daily and top: from the window's own rows, taken once into a temporary table."""
-    db.execute("CREATE OR REPLACE TEMP TABLE report_window AS "
-               "SELECT * FROM report_days(?, ?, users := ?, accounts := ?)", [since, until, *names])
-    src = "report_window"
-    try:
+    # three cursors side by side: the window's totals and days on this one, its top jobs on a second
+    # (the window in a table both see), the summaries, which read no window, on a third
+    with db.beside() as summary_db, db.beside() as top_db, db.shared_table("report_window") as src, \
+            concurrent.futures.ThreadPoolExecutor(2) as pool:
+        summaries = pool.submit(_summary_rows, summary_db, since, until, names, trend_weeks, by, scoped)
+        db.execute(f"CREATE TABLE {src} AS SELECT * FROM report_days(?, ?, users := ?, accounts := ?)",
+                   [since, until, *names])
+        # the flags of the top jobs only, by job_flags' index on job_id_raw
+        top = pool.submit(top_db.rows, "SELECT * FROM report_top_jobs(?, 'job_flags', ?, ?, ?)",
+                          [src, since, until, top_jobs])
         return {
             "totals": db.rows(f"SELECT * FROM report_totals(?, ?, ?{by})",
                               [src, since, until, *([[*kinds, "member"]] if kinds else [])]),
             "daily": db.rows(f"SELECT * FROM report_daily(?, ?, ?{by})", [src, since, until, *scoped]),
-            # the flags of the top jobs only, by job_flags' index on job_id_raw
-            "top": db.rows("SELECT * FROM report_top_jobs(?, 'job_flags', ?, ?, ?)", [src, since, until, top_jobs]),
+            "top": top.result(),
+            **summaries.result(),
         }
-    finally:
-        db.execute("DROP TABLE report_window")
 
 
 def _summary_rows(db, since, until, names: tuple, trend_weeks: int, by: str, scoped: list) -> dict:
