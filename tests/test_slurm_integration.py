@@ -519,12 +519,12 @@ def test_sidecar_samples_join_the_accounting(run: Run, db_text: Path, tmp_path: 
     assert row["n"] >= 3
 
 
-def test_text_and_json_in_either_order_give_one_database(run: Run, tmp_path: Path):
+def test_text_and_json_in_either_order_give_one_database(run: Run):
     """This run's own text and JSON dumps of the same jobs: the same tables in both orders, with the
     exit codes and cancellers sacct text printed (Slurm 22.05's JSON loses them)."""
     from test_ingest_order import UTC, _build, _differences
-    text_json = _build(tmp_path / "tj.duckdb", [(run.text_dump, UTC), (run.json_dump, UTC)])
-    json_text = _build(tmp_path / "jt.duckdb", [(run.json_dump, UTC), (run.text_dump, UTC)])
+    text_json = _build([(run.text_dump, UTC), (run.json_dump, UTC)])
+    json_text = _build([(run.json_dump, UTC), (run.text_dump, UTC)])
     assert not _differences(text_json, json_text)
     jobs = {k[1]: v for k, v in text_json["job"].items() if k[0] == CLUSTER}
     assert jobs[run.ids["failed"]]["exit_code"] == "3:0"
