@@ -105,7 +105,7 @@ def create_app(reader: SnapshotReader, auth: Auth, url_prefix: str = "/", debug:
     @app.callback(Output("data-age", "children"), Output("data-age", "className"), Input("moved", "data"),
                   prevent_initial_call=True)
     @common.safe(fallback=lambda: ("", "data-age"), outputs=2)
-    def data_age_line(_pathname):
+    def data_age_line(_moved):
         """Every page the user moves to: how old the data is now."""
         return age_line()
 
