@@ -1,9 +1,7 @@
 """What a weekly report reads: the report macros of sql/views/50_report.sql run once for a window,
-over the whole cluster or over some users' and accounts' jobs, and the allocations. The window's
-rows of report_job_day are materialised once as a table in memory (Database.shared_table: a read
-never writes the database) that the report's cursors share; every macro then reads those, but the
-trend and the flag counts, which add up the per-day summaries (dash_day, dash_flag_day), and the
-top jobs' flags, read from job_flags.
+over the whole cluster or over some users' and accounts' jobs, and the allocations. The totals,
+the days, the trend and the flag counts add up the per-day summaries (dash_day, dash_flag_day);
+the jobs that wasted the most are ranked over job_day's rows of the window.
 ``members`` gives a project page the Members table of the project's report, by the same macro."""
 from __future__ import annotations
 
@@ -15,7 +13,8 @@ from jobsight.analytics.queries.scope import Filters, Scope
 
 # a period left open reaches the first or last day a filter may name
 OPEN_SINCE, OPEN_UNTIL = dt.datetime(1970, 1, 1), dt.datetime(2200, 1, 1)
-MEMBER_ROWS = "members_rows"        # the temporary table of a scope's rows (per connection)
+MEMBER_ROWS = "members_rows"        # the temporary tables of a scope's rows (per connection),
+MEMBER_SUMS = "members_sums"        # and of their per-day sums
 
 
 def most_wasted(r: dict):
@@ -34,12 +33,17 @@ def members(db, scope: Scope, f: Filters) -> list[dict]:
         return []
     since, until = f.since_ts or OPEN_SINCE, f.until_ts or OPEN_UNTIL
     where, params = f.where(scope)
-    db.execute(f"CREATE OR REPLACE TEMP TABLE {MEMBER_ROWS} AS SELECT * FROM report_job_day{where}", params)
+    # the rows of the page's filters (the state too, which dash_day has no column for) summed per day
+    # as dash_day is; no flag count is read from them
+    db.execute(f"CREATE OR REPLACE TEMP TABLE {MEMBER_ROWS} AS SELECT *, NULL::BOOLEAN AS flagged "
+               f"FROM report_job_day{where}", params)
+    db.execute(f"CREATE OR REPLACE TEMP TABLE {MEMBER_SUMS} AS SELECT * FROM dash_day_sums('{MEMBER_ROWS}')")
     try:
-        rows = db.rows(f"SELECT * FROM report_totals('{MEMBER_ROWS}', ?, ?, scopes := ['member']) WHERE account = ?",
+        rows = db.rows(f"SELECT * FROM report_totals('{MEMBER_SUMS}', ?, ?, scopes := ['member']) WHERE account = ?",
                        [since, until, f.account])
     finally:
         db.execute(f"DROP TABLE IF EXISTS {MEMBER_ROWS}")
+        db.execute(f"DROP TABLE IF EXISTS {MEMBER_SUMS}")
     return sorted(rows, key=most_wasted)
 
 
@@ -57,23 +61,25 @@ def report_rows(db, since: dt.datetime, until: dt.datetime,
     else:
         by, kinds = ", scopes := ?", [k for k, n in (("user", names[0]), ("account", names[1])) if n] or ["user"]
     scoped = [kinds] if kinds else []
-    # three cursors side by side: the window's totals and days on this one, its top jobs on a second
-    # (the window in a table both see), the summaries, which read no window, on a third
-    with db.beside() as summary_db, db.beside() as top_db, db.shared_table("report_window") as src, \
-            concurrent.futures.ThreadPoolExecutor(2) as pool:
+    # three cursors side by side: the top jobs (the longest) on this one, the totals and the days on
+    # a second, the trend, flag counts, allocations and data age on a third
+    with db.beside() as sums_db, db.beside() as summary_db, concurrent.futures.ThreadPoolExecutor(2) as pool:
         summaries = pool.submit(_summary_rows, summary_db, since, until, names, trend_weeks, by, scoped)
-        db.execute(f"CREATE TABLE {src} AS SELECT * FROM report_days(?, ?, users := ?, accounts := ?)",
-                   [since, until, *names])
-        # the flags of the top jobs only, by job_flags' index on job_id_raw
-        top = pool.submit(top_db.rows, "SELECT * FROM report_top_jobs(?, 'job_flags', ?, ?, ?)",
-                          [src, since, until, top_jobs])
-        return {
-            "totals": db.rows(f"SELECT * FROM report_totals(?, ?, ?{by})",
-                              [src, since, until, *([[*kinds, "member"]] if kinds else [])]),
-            "daily": db.rows(f"SELECT * FROM report_daily(?, ?, ?{by})", [src, since, until, *scoped]),
-            "top": top.result(),
-            **summaries.result(),
-        }
+        sums = pool.submit(_window_sums, sums_db, since, until, names, [[*kinds, "member"]] if kinds else [], scoped)
+        top = db.rows("SELECT * FROM report_top_jobs('job_day', 'job_flags', ?, ?, ?, users := ?, accounts := ?)",
+                      [since, until, top_jobs, *names])
+        return {"top": top, **sums.result(), **summaries.result()}
+
+
+def _window_sums(db, since, until, names: tuple, total_scopes: list, day_scopes: list) -> dict:
+    """totals and daily: the window's per-day sums."""
+    by = ", scopes := ?" if day_scopes else ""
+    return {
+        "totals": db.rows(f"SELECT * FROM report_totals('dash_day', ?, ?, users := ?, accounts := ?{by})",
+                          [since, until, *names, *total_scopes]),
+        "daily": db.rows(f"SELECT * FROM report_daily('dash_day', ?, ?, users := ?, accounts := ?{by})",
+                         [since, until, *names, *day_scopes]),
+    }
 
 
 def _summary_rows(db, since, until, names: tuple, trend_weeks: int, by: str, scoped: list) -> dict:

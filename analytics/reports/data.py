@@ -133,10 +133,8 @@ def gather(db: Database, period: Period, settings: ReportSettings, users: list[s
     """Run the report macros once for this window: over the whole cluster, or with ``users`` /
     ``accounts`` over those users' and accounts' jobs only (then only their reports can be built).
 
-    The window's rows of report_job_day are materialised once as a temporary table; every macro
-    then reads those instead of the stored table (the src argument of the macros in
-    sql/views/50_report.sql), but the trend and the flag counts, from the per-day summaries
-    (dash_day, dash_flag_day), and the top jobs' flags, from job_flags."""
+    The totals, days, trend and flag counts add up the per-day summaries (dash_day, dash_flag_day);
+    the top jobs are ranked over job_day's rows of the window, their flags read from job_flags."""
     since, until = period.since, period.until
     only = None if users is None and accounts is None else (frozenset(users or ()), frozenset(accounts or ()))
     names = (None, None) if only is None else (sorted(only[0]), sorted(only[1]))

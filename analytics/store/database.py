@@ -17,9 +17,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import secrets
 import sys
-import threading
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
 
@@ -34,8 +32,6 @@ from jobsight.analytics.store.settings import apply_to_db, has_settings
 VIEWS_DIR = Path(__file__).resolve().parents[2] / "sql" / "views"
 # An in-memory catalog of a connection's DuckDB instance: tables every cursor of it sees (a TEMP
 # table is one cursor's), for statements of one read run side by side; never in the database file.
-SHARED = "jobsight_shared"
-_ATTACHING = threading.Lock()
 
 
 def view_files() -> list[Path]:
@@ -220,18 +216,6 @@ class Database:
             yield Database(cur, self.path, self.config, read_only=self.read_only, tables=self._tables)
         finally:
             cur.close()
-
-    @contextlib.contextmanager
-    def shared_table(self, prefix: str) -> Iterator[str]:
-        """The name of a table, not yet created, that this cursor and those ``beside`` it can all
-        read (in the in-memory catalog SHARED), dropped at the end."""
-        with _ATTACHING:
-            self.execute(f"ATTACH IF NOT EXISTS ':memory:' AS {SHARED}")
-        name = f"{SHARED}.{prefix}_{secrets.token_hex(8)}"
-        try:
-            yield name
-        finally:
-            self.execute(f"DROP TABLE IF EXISTS {name}")
 
     # --- queries ------------------------------------------------------------------------------
 

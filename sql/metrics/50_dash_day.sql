@@ -24,11 +24,15 @@ LEFT JOIN (SELECT cluster, job_id_raw, savings_sbu FROM job_savings
            WHERE last_day >= (SELECT min(day) FROM metric_day_scope)) s USING (cluster, job_id_raw);
 
 -- calc_dash_day (stored as dash_day): per day, cluster, user, account and partition, the sums the
--- overview, the users and projects tables and the usage chart add up over a period, and the
--- per-day job counts. Efficiencies are the reports' allocation-weighted means (alloc_weighted in
--- 50_report.sql): CPU weighted by core-hours, GPU by GPU-hours, memory by GiB-hours, time by SBU;
--- *_x_w is the sum of efficiency x weight, *_w the weight of the jobs whose efficiency is known.
-CREATE OR REPLACE VIEW calc_dash_day AS
+-- overview, the users and projects tables, the usage chart and the weekly reports add up over a
+-- period, and the per-day job counts. Efficiencies are allocation-weighted means: each job weighs
+-- what it held of the resource the efficiency measures (CPU by core-hours, GPU by GPU-hours, memory
+-- by GiB-hours, time by SBU, as the time limit reserves the whole charge); *_x_w is the sum of
+-- efficiency x weight, *_w the weight of the jobs whose efficiency is known, so that a job whose
+-- efficiency is unknown weighs nothing and a mean is that of the measured allocation.
+-- dash_day_sums(rows): the same sums over any rows of calc_dash_job_day's columns (a project
+-- page's rows narrowed by filters dash_day has no column for, such as the state).
+CREATE OR REPLACE MACRO dash_day_sums(rows) AS TABLE
 SELECT day, cluster, "user", account, "partition",
        count(*) FILTER (WHERE is_first)                                       AS jobs_first,
        count(*)                                                               AS jobs_running,
@@ -38,10 +42,14 @@ SELECT day, cluster, "user", account, "partition",
        sum(wasted_sbu)                                                        AS wasted_sbu,
        -- the SBU of the jobs whose waste is known (the share wasted is wasted_sbu over wasted_w)
        sum(sbu) FILTER (WHERE wasted_sbu IS NOT NULL)                         AS wasted_w,
+       -- the burn of the jobs whose waste is known less their waste, and of those whose is not
+       sum(sbu - wasted_sbu)                                                  AS used_sbu,
+       sum(sbu) FILTER (WHERE wasted_sbu IS NULL)                             AS unrated_sbu,
        -- what following the advice would have saved, and the SBU of the jobs whose savings are
        -- known (the share saved is savings_sbu over savings_w)
        sum(savings_sbu)                                                       AS savings_sbu,
        sum(sbu) FILTER (WHERE savings_sbu IS NOT NULL)                        AS savings_w,
+       sum(sbu) FILTER (WHERE savings_sbu IS NULL)                            AS savings_unknown_sbu,
        -- the jobs whose savings are unknown (left out of savings_sbu: "not priced"), counted as
        -- jobs_* are, and what they wasted
        count(*) FILTER (WHERE is_first AND savings_sbu IS NULL)               AS unpriced_first,
@@ -66,5 +74,6 @@ SELECT day, cluster, "user", account, "partition",
        sum(mem_gib_hours) FILTER (WHERE mem_eff_pct IS NOT NULL)              AS mem_w,
        sum(time_eff_pct * sbu)                                                AS time_x_w,
        sum(sbu) FILTER (WHERE time_eff_pct IS NOT NULL)                       AS time_w
-FROM calc_dash_job_day
+FROM query_table(rows)
 GROUP BY ALL;
+CREATE OR REPLACE VIEW calc_dash_day AS SELECT * FROM dash_day_sums('calc_dash_job_day');

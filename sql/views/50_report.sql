@@ -3,19 +3,12 @@
 -- the range's edges counts with its share of the time inside (job_day), exactly as `jobsight usage`
 -- counts it, so report sums equal usage sums for the same days.
 --
--- The macros read their rows through query_table(src): `src` names report_job_day (or a table
--- holding a slice of it: `jobsight report` takes the window's rows once, report_days, for 1,000
--- reports, or only the asked users' and accounts' rows for a few) and `flags` names job_flags (or
--- a slice of it). The trend and the flag counts add up the per-day summaries (dash_day,
--- dash_flag_day) instead.
--- With plain DuckDB:  SELECT * FROM report_totals('report_job_day', DATE '2026-11-16', DATE '2026-11-23');
-
--- Allocation-weighted mean of an efficiency: each job weighs what it held of the resource that
--- efficiency measures (core-hours for CPU, GPU-hours for GPU, GiB-hours for memory, SBU for the
--- time limit, which reserves the whole charge). A job whose efficiency is unknown weighs nothing,
--- so the result is the efficiency of the measured allocation, never a guess for the rest.
-CREATE OR REPLACE MACRO alloc_weighted(v, w) AS
-    sum(v * w) / NULLIF(sum(CASE WHEN v IS NOT NULL THEN w END), 0);
+-- The totals, the days and the trend add up the per-day sums (dash_day, sql/metrics/50_dash_day.sql),
+-- as `jobsight usage` and the dashboard do; the flag counts the per-day flag summaries
+-- (dash_flag_day); the jobs that wasted the most are ranked over job_day's rows of the range and
+-- their flags read from job_flags. The macros name their tables through query_table(src), so that
+-- a slice (a project page's rows narrowed by filters, summed by dash_day_sums) reads the same way.
+-- With plain DuckDB:  SELECT * FROM report_totals('dash_day', DATE '2026-11-16', DATE '2026-11-23');
 
 -- One row per job and UTC day it ran, with the job's share of that day, its efficiencies and the
 -- day's share of what its advice would have saved (usage_job_day, 40_usage.sql).
@@ -52,54 +45,62 @@ FROM d LEFT JOIN s USING (cluster, job_id_raw);
 CREATE OR REPLACE MACRO report_key(scope, col, value) AS
     CASE WHEN scope = col OR (scope = 'member' AND col IN ('user', 'account')) THEN value END;
 
--- Totals per user, per account, per (account, user) member, per partition and for the cluster.
--- scope says which; wasted_pct and savings_pct as `jobsight usage` (sql/views/40_usage.sql);
--- unrated_sbu is burn whose efficiency was not measured (no TotalCPU, no GPU samples);
--- savings_unknown_sbu the burn of jobs whose advice could not be priced (job_savings.savings_note).
--- A job counts once per group: on its first day in the range (dash_job_once, as dash_day counts;
--- a job's user, account, partition and core- and GPU-hours being known or not are the same on
--- each of its days). The cluster's row is there also when src has no row in the range.
-CREATE OR REPLACE MACRO report_totals(src, since, until,
+-- Totals per user, per account, per (account, user) member, per partition and for the cluster,
+-- from per-day sums (src: dash_day, sql/metrics/50_dash_day.sql, or rows of its columns made by
+-- dash_day_sums), as `jobsight usage` and the dashboard add them up. scope says which;
+-- wasted_pct and savings_pct as `jobsight usage`; unrated_sbu is burn whose efficiency was not
+-- measured (no TotalCPU, no GPU samples); savings_unknown_sbu the burn of jobs whose advice could
+-- not be priced (job_savings.savings_note). A job counts once per group: on its first day in the
+-- range (dash_jobs_in_period; a job's user, account, partition and core- and GPU-hours being
+-- known or not are the same on each of its days). With `users` or `accounts` (lists), only those
+-- subjects' jobs (report_subject). The cluster's row is there also when src has no row in the range.
+CREATE OR REPLACE MACRO report_totals(src, since, until, users := NULL, accounts := NULL,
                                       scopes := ['user', 'account', 'member', 'partition', 'cluster']) AS TABLE
 SELECT s.scope,
        report_key(s.scope, 'user', "user")                                    AS "user",
        report_key(s.scope, 'account', account)                                AS account,
        report_key(s.scope, 'partition', "partition")                          AS "partition",
-       count(*) FILTER (WHERE dash_job_once(is_first, day, since))            AS jobs,
+       COALESCE(CAST(dash_jobs_in_period(jobs_first, jobs_running, day, since) AS BIGINT), 0) AS jobs,
        sum(sbu)                                                               AS sbu,
        sum(wasted_sbu)                                                        AS wasted_sbu,
-       wasted_pct(wasted_sbu, sbu)                                            AS wasted_pct,
-       sum(sbu) FILTER (WHERE wasted_sbu IS NULL)                             AS unrated_sbu,
+       pct_of(sum(wasted_sbu), sum(wasted_w))                                 AS wasted_pct,
+       sum(unrated_sbu)                                                       AS unrated_sbu,
        sum(savings_sbu)                                                       AS savings_sbu,
-       savings_pct(savings_sbu, sbu)                                          AS savings_pct,
-       sum(sbu) FILTER (WHERE savings_sbu IS NULL)                            AS savings_unknown_sbu,
+       pct_of(sum(savings_sbu), sum(savings_w))                               AS savings_pct,
+       sum(savings_unknown_sbu)                                               AS savings_unknown_sbu,
        sum(core_hours)                                                        AS core_hours,
        sum(gpu_hours)                                                         AS gpu_hours,
        -- the jobs left out of core_hours / gpu_hours: they ran on an unknown number of cores / GPUs
-       count(*) FILTER (WHERE dash_job_once(is_first, day, since) AND core_hours IS NULL) AS core_hours_unknown_jobs,
-       count(*) FILTER (WHERE dash_job_once(is_first, day, since) AND gpu_hours IS NULL)  AS gpu_hours_unknown_jobs,
+       COALESCE(CAST(dash_jobs_in_period(core_unknown_first, core_unknown_running, day, since) AS BIGINT), 0)
+                                                                              AS core_hours_unknown_jobs,
+       COALESCE(CAST(dash_jobs_in_period(gpu_unknown_first, gpu_unknown_running, day, since) AS BIGINT), 0)
+                                                                              AS gpu_hours_unknown_jobs,
        sum(idle_gpu_hours)                                                    AS idle_gpu_hours,
-       alloc_weighted(cpu_eff_pct, core_hours)                                AS cpu_eff_pct,
-       alloc_weighted(gpu_util_pct, gpu_hours)                                AS gpu_util_pct,
-       alloc_weighted(mem_eff_pct, mem_gib_hours)                             AS mem_eff_pct,
-       alloc_weighted(time_eff_pct, sbu)                                      AS time_eff_pct
+       -- allocation-weighted means (dash_day): efficiency x weight over the weight of known ones
+       sum(cpu_x_w) / NULLIF(sum(cpu_w), 0)                                   AS cpu_eff_pct,
+       sum(gpu_x_w) / NULLIF(sum(gpu_w), 0)                                   AS gpu_util_pct,
+       sum(mem_x_w) / NULLIF(sum(mem_w), 0)                                   AS mem_eff_pct,
+       sum(time_x_w) / NULLIF(sum(time_w), 0)                                 AS time_eff_pct
 FROM unnest(scopes) AS s(scope)
-LEFT JOIN (SELECT * FROM query_table(src) WHERE day >= since AND day < until) ON TRUE
+LEFT JOIN (SELECT * FROM query_table(src)
+           WHERE day >= since AND day < until AND report_subject(users, accounts, "user", account)) ON TRUE
 GROUP BY ALL
 HAVING s.scope = 'cluster' OR count(day) > 0;
 
--- Daily burn split into used (sbu - wasted), wasted and unrated, per user, per account and cluster.
-CREATE OR REPLACE MACRO report_daily(src, since, until, scopes := ['user', 'account', 'cluster']) AS TABLE
+-- Daily burn split into used (sbu - wasted), wasted and unrated, per user, per account and
+-- cluster, from the per-day sums (src, as report_totals) of `users` and `accounts` (or every job).
+CREATE OR REPLACE MACRO report_daily(src, since, until, users := NULL, accounts := NULL,
+                                     scopes := ['user', 'account', 'cluster']) AS TABLE
 SELECT s.scope,
        report_key(s.scope, 'user', "user")                                    AS "user",
        report_key(s.scope, 'account', account)                                AS account,
        day,
        sum(sbu)                                                               AS sbu,
-       sum(sbu - wasted_sbu)                                                  AS used_sbu,
+       sum(used_sbu)                                                          AS used_sbu,
        sum(wasted_sbu)                                                        AS wasted_sbu,
-       sum(sbu) FILTER (WHERE wasted_sbu IS NULL)                             AS unrated_sbu
+       sum(unrated_sbu)                                                       AS unrated_sbu
 FROM query_table(src), unnest(scopes) AS s(scope)
-WHERE day >= since AND day < until
+WHERE day >= since AND day < until AND report_subject(users, accounts, "user", account)
 GROUP BY ALL;
 
 -- The report window [since, until) and the n windows of the same length before it, per user,
@@ -160,13 +161,14 @@ FROM job_flags f
 LEFT JOIN (SELECT cluster, job_id_raw, savings_sbu, sbu_if_fitted FROM job_savings) s USING (cluster, job_id_raw);
 CREATE OR REPLACE VIEW job_flag_summary AS SELECT * FROM flag_summary('job_flags');
 
--- Each job of src (a slice of job_day or report_job_day) that ran in [since, until), with its burn
--- and waste inside it (the day split, as every sum of the reports).
-CREATE OR REPLACE MACRO window_jobs(src, since, until) AS TABLE
+-- Each job of src (job_day or a slice of it) that ran in [since, until), with its burn and waste
+-- inside it (the day split, as every sum of the reports); with `users` or `accounts`, only those
+-- subjects' jobs (report_subject).
+CREATE OR REPLACE MACRO window_jobs(src, since, until, users := NULL, accounts := NULL) AS TABLE
 SELECT cluster, job_id_raw, any_value("user") AS "user", any_value(account) AS account,
        sum(sbu) AS sbu, sum(wasted_sbu) AS wasted_sbu
 FROM query_table(src)
-WHERE day >= since AND day < until
+WHERE day >= since AND day < until AND report_subject(users, accounts, "user", account)
 GROUP BY cluster, job_id_raw;
 
 -- A job's rank among the jobs of its `part` that wasted the most: most wasted SBU first (an unknown
@@ -188,15 +190,18 @@ WITH top_savings AS MATERIALIZED (    -- by job_id_raw (indexed) alone, the clus
 ), about AS (
     SELECT d.cluster, d.job_id_raw, any_value(d.job_id) AS job_id, any_value(d."partition") AS "partition",
            any_value(d.state) AS state, any_value(d.job_name) AS job_name,
-           sum(day_savings(v.cluster IS NOT NULL, v.savings_sbu, d.fraction)) AS savings_sbu,
+           sum(day_savings(v.cluster IS NOT NULL, v.savings_sbu, d.fraction))
+               FILTER (WHERE d.day >= since AND d.day < until)                       AS savings_sbu,
            any_value(d.cpu_eff_pct) AS cpu_eff_pct, any_value(d.gpu_util_pct) AS gpu_util_pct,
            any_value(d.mem_eff_pct) AS mem_eff_pct, any_value(d.time_eff_pct) AS time_eff_pct,
            any_value(d.start_time) AS start_time, any_value(d.job_elapsed_s) AS elapsed_s,
            any_value(d.ncpus) AS ncpus, any_value(d.ngpus) AS ngpus, any_value(d.charge_driver) AS charge_driver,
            any_value(v.savings_note) AS savings_note, any_value(v.sbatch_lines) AS sbatch_lines
-    FROM query_table(src) d      -- by job_id_raw (indexed in job_day), the cluster at the join below
+    -- by job_id_raw alone (job_day's index: a filter on the day too would scan the range), the
+    -- cluster at the join below; every column but the savings is the job's on each of its days
+    FROM query_table(src) d
     LEFT JOIN top_savings v ON v.cluster = d.cluster AND v.job_id_raw = d.job_id_raw
-    WHERE d.day >= since AND d.day < until AND d.job_id_raw IN (SELECT job_id_raw FROM query_table(top))
+    WHERE d.job_id_raw IN (SELECT job_id_raw FROM query_table(top))
     GROUP BY d.cluster, d.job_id_raw
 ), top_flags AS MATERIALIZED (    -- as top_savings: flag_summary groups by cluster, the join below matches it
     -- (flag_summary's columns only: each other one is a string decompressed per row looked up)
@@ -211,15 +216,17 @@ FROM query_table(top) t
 JOIN about d USING (cluster, job_id_raw)
 LEFT JOIN flag_summary(top_flags) f USING (cluster, job_id_raw);
 
--- Jobs that ran in [since, until) with their burn and waste inside it, ranked by wasted SBU
--- (waste_rank) within their user, their account and the cluster; only the top n of each ranking
--- are returned.
-CREATE OR REPLACE MACRO report_top_jobs(src, flags, since, until, n) AS TABLE
+-- Jobs of src (job_day or a slice of it) that ran in [since, until) with their burn and waste
+-- inside it, ranked by wasted SBU (waste_rank) within their user, their account and the cluster;
+-- only the top n of each ranking are returned. With `users` or `accounts`, over those subjects'
+-- jobs only, as report_days slices them (a few subjects' top jobs read job_day itself: the
+-- window's rows of their jobs, then the few top jobs' rows by job_day's index on job_id_raw).
+CREATE OR REPLACE MACRO report_top_jobs(src, flags, since, until, n, users := NULL, accounts := NULL) AS TABLE
 WITH ranked AS (
     SELECT *, waste_rank("user", wasted_sbu, sbu, job_id_raw) AS rank_user,
            waste_rank(account, wasted_sbu, sbu, job_id_raw) AS rank_account,
            waste_rank(NULL, wasted_sbu, sbu, job_id_raw) AS rank_cluster
-    FROM window_jobs(src, since, until)
+    FROM window_jobs(src, since, until, users := users, accounts := accounts)
 ), top AS MATERIALIZED (       -- read four times by top_job_details: computed once
     SELECT * FROM ranked WHERE rank_user <= n OR rank_account <= n OR rank_cluster <= n
 )
