@@ -221,9 +221,13 @@ def bounded_lines(fh: BinaryIO, start: int = 0, end: Optional[int] = None, first
                 continue
             yield LongLine(line, skipped + i + 1)
             line, skipped, chunk = line + 1, 0, chunk[i + 1:]
-        data = carry + chunk
-        cut = data.rfind(b"\n") + 1
-        whole, carry = data[:cut], data[cut:]
+        # the whole lines copied once (carry holds no newline)
+        cut = chunk.rfind(b"\n") + 1
+        if cut:
+            whole = b"".join((carry, memoryview(chunk)[:cut])) if carry or cut < len(chunk) else chunk
+            carry = chunk[cut:]
+        else:
+            whole, carry = b"", carry + chunk
         if whole:
             for item in _split(line, whole, max_line):
                 yield item

@@ -32,8 +32,9 @@ def iter_blocks(path: Path, block_bytes: int = BLOCK_BYTES, skip_bom: bool = Fal
             if isinstance(item, lengths.LongLine):
                 yield item
                 continue
-            data = item.data[:-1] if item.data.endswith(b"\n") else item.data
-            yield item.first, data.decode("utf-8", errors="replace")
+            data = item.data
+            # decoded without the last newline, from the block's bytes (no copy of them first)
+            yield item.first, str(memoryview(data)[:-1] if data.endswith(b"\n") else data, "utf-8", "replace")
 
 
 def set_aside(blocks: Iterable[Block], long_lines: list[lengths.LongLine]) -> Iterator[tuple[int, str]]:
