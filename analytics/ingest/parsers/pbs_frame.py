@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Callable, Optional
 
+import numpy as np
 import polars as pl
 
 from jobsight.analytics.ingest import limits
@@ -21,6 +22,8 @@ JOBID = r"^([0-9]+)(?:\[([0-9]*)\])?(?:-([0-9]+))?(?:\.(.+))?$"
 KEY_OK = r"^[A-Za-z_][\w.\-]*$"
 # rest of a line that split_pairs must read: other whitespace than ' ', quotes, a '-X' option flag value
 ODD_REST = r'[^\S ]|"|=-[A-Za-z](?: |$)'
+# what ODD_REST holds, in ASCII: a blank other than ' ' (\s: \t..\r), a quote, '=-'
+ODD_BYTES = r'[\t\n\x0b\x0c\r"]|=-'
 NOT_A_RECORD = "not a PBS accounting record (MM/DD/YYYY HH:MM:SS;type;jobid;...)"
 EPOCHS = ("ctime", "qtime", "etime", "start", "end")
 DURATIONS = ("Resource_List.walltime", "resources_used.walltime", "resources_used.cput")
@@ -61,17 +64,19 @@ def _fields(recs: pl.DataFrame, split_pairs: Callable[[str], dict], rejects: lis
     """The records' KEYS as text columns: plain 'k=v k=v' rests split column-wise, the rest by split_pairs."""
     w, key = pl.col("w"), pl.col("_key")
     k = w.str.slice(0, pl.col("_eq").fill_null(0))   # the text before '=', "" for a word without one
-    words = (recs.lazy().select("_line", w=pl.col("rest").str.split(" ")).explode("w").filter(w != "")
+    words = (recs.lazy().with_row_index("_r").select("_r", "_line", w=pl.col("rest").str.split(" ")).explode("w").filter(w != "")
              .with_columns(_eq=w.str.find("=", literal=True))
              # the known keys as an Enum (null for the others): pivoted on, it groups by a small integer
              .with_columns(_key=k.cast(_KEY_ENUM, strict=False)).collect())
     # a word is bad (the record goes to split_pairs) without '=' or with a key of another form; a known key has the form
     bad = words.filter(key.is_null()).filter(~k.str.contains(KEY_OK))["_line"]
-    plain = words.filter(key.is_not_null()).select("_line", "_key", v=w.str.slice(pl.col("_eq") + 1))
-    odd = pl.concat([recs.filter(pl.col("rest").str.contains(ODD_REST))["_line"], bad]).unique()
-    # the odd records' rows are dropped after the pivot (fewer rows than their words)
-    wide = plain.pivot(on="_key", index="_line", values="v", aggregate_function="last").filter(
-        ~pl.col("_line").is_in(odd.implode())) if plain.height else pl.DataFrame(schema={"_line": pl.Int64})
+    plain = words.filter(key.is_not_null()).select("_r", "_key", v=w.str.slice(pl.col("_eq") + 1))
+    rest = pl.col("rest")
+    # ODD_REST looked for only where a cheap look finds one of its bytes (a non-ASCII one: a Unicode blank)
+    maybe = rest.str.contains(ODD_BYTES) | (rest.str.len_bytes() != rest.str.len_chars())
+    odd_rest = recs.select("_line", "rest").filter(maybe).filter(rest.str.contains(ODD_REST))["_line"]   # in turn
+    odd = pl.concat([odd_rest, bad]).unique()
+    wide = _wide(recs["_line"], plain).filter(~pl.col("_line").is_in(odd.implode()))
     extra, refused = [], []
     for line, rtype, jobid, text, rest in (recs.filter(pl.col("_line").is_in(odd.implode()))
                                            .select("_line", "rtype", "jobid", "text", "rest").iter_rows()):
@@ -90,6 +95,28 @@ def _fields(recs: pl.DataFrame, split_pairs: Callable[[str], dict], rejects: lis
     recs = recs.drop("rest").join(wide, on="_line", how="left", maintain_order="left")
     missing = [k for k in KEYS if k not in recs.columns]
     return recs.with_columns([pl.lit(None, dtype=pl.String).alias(k) for k in missing])
+
+
+def _wide(lines: pl.Series, plain: pl.DataFrame) -> pl.DataFrame:
+    """_line (the records') and a column per KEYS entry: the value of each record's word of that key,
+    the last one where a key repeats. plain: the words of known keys (_r, the record's row in lines;
+    _key; v), in file order. A pivot without its grouping: one gather of plain's values."""
+    n = lines.len()
+    codes = plain["_key"].to_physical().to_numpy()
+    order = np.argsort(codes, kind="stable")   # by key, each key's words in file order
+    bounds = np.searchsorted(codes[order], np.arange(len(KEYS) + 1))
+    rows = plain["_r"].to_numpy()[order]
+    none = plain.height   # no word of the key: a null
+    at = np.full((len(KEYS), n), none, dtype=np.uint32)
+    for i in range(len(KEYS)):
+        r, pos = rows[bounds[i]:bounds[i + 1]], order[bounds[i]:bounds[i + 1]]
+        if r.size > 1 and (r[1:] == r[:-1]).any():   # a key repeated in a record: its last word
+            last = np.append(r[1:] != r[:-1], True)
+            r, pos = r[last], pos[last]
+        at[i, r] = pos
+    at = pl.Series(at.ravel())
+    values = plain["v"].rechunk().gather(at.to_frame("i").select(pl.when(pl.col("i") != none).then(pl.col("i"))).to_series())
+    return pl.DataFrame({"_line": lines, **{k: values.slice(i * n, n) for i, k in enumerate(KEYS)}})
 
 
 def _int(k: str) -> pl.Expr:
