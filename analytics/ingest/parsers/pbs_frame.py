@@ -159,9 +159,13 @@ def _mapped(df: pl.DataFrame, key: str, rule: Callable, dtypes: dict, prefix: st
     # parts (a regex's groups, say) computed once, before the expressions that take them apart
     fast = values.unique().drop_nulls().with_columns(**parts).with_columns(
         _fast=regular.fill_null(False), **{c: exprs[c] for c in dtypes})
-    out = map_distinct(fast.select(pl.when(~pl.col("_fast")).then(pl.col("_v"))).to_series(), rule, dtypes)
-    table = fast.select("_v", **{prefix + c: pl.when(pl.col("_fast")).then(pl.col(c)).otherwise(out[c]) for c in dtypes},
-                        **{prefix + "_error": pl.when(pl.col("_fast")).then(None).otherwise(out["_error"])})
+    if fast.select(pl.col("_fast").all()).item():   # the rule has nothing to read
+        table = fast.select("_v", **{prefix + c: pl.col(c).cast(t) for c, t in dtypes.items()},
+                            **{prefix + "_error": pl.lit(None, dtype=pl.String)})
+    else:
+        out = map_distinct(fast.select(pl.when(~pl.col("_fast")).then(pl.col("_v"))).to_series(), rule, dtypes)
+        table = fast.select("_v", **{prefix + c: pl.when(pl.col("_fast")).then(pl.col(c)).otherwise(out[c]) for c in dtypes},
+                            **{prefix + "_error": pl.when(pl.col("_fast")).then(None).otherwise(out["_error"])})
     found = values.join(table, on="_v", how="left", maintain_order="left").drop("_v")
     return pl.concat([df, found], how="horizontal")
 
