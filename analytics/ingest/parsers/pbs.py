@@ -308,12 +308,16 @@ def _exact(row: dict, raw: dict, f: dict) -> dict:
     return row
 
 
-def _over_limits(rows: pl.DataFrame, rejects: list, full: Optional[pl.DataFrame] = None) -> pl.DataFrame:
+def _over_limits(rows: pl.DataFrame, rejects: list, full: Optional[pl.DataFrame] = None,
+                 only: Optional[pl.Expr] = None) -> pl.DataFrame:
     """Rows without the ones beyond analytics/ingest/limits.py, rejected with check()'s reason.
-    ``full``: where the rows' _raw, text and jobid are, by _line, when rows lack them."""
+    ``full``: where the rows' _raw, text and jobid are, by _line, when rows lack them. ``only``: the
+    rows to look at (the others are kept as they are)."""
     cols = {c: rows.schema[c] for c in SCHEMA if c in limits.RECORD}
     flag = (limits.out_of_range(cols) | (pl.col("_mem_req_f") > limits.MAX_BYTES).fill_null(False)
             | (pl.col("_mem_peak_f") > limits.MAX_BYTES).fill_null(False))
+    if only is not None:
+        flag = flag & only
     rows = rows.with_columns(_over=flag)
     over = rows.filter(pl.col("_over"))
     if not over.height:
@@ -335,8 +339,9 @@ _CARRIED = [c for c in SCHEMA if c not in ("state", "exit_code", "end_time")]
 
 
 def _settle(rows: pl.DataFrame, rejects: list) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """A block's converted rows -> (its job rows but D records, with _line and rtype; its D records
-    with all columns): failed checks and values beyond the limits rejected."""
+    """A block's converted rows -> (its job rows, with _line and rtype; its D records with all
+    columns): failed checks and values beyond the limits rejected. The D records stay among the
+    rows as read, in their place; _deletions settles them (and their limits) over the file."""
     failed = rows.filter(pl.col("_check").is_not_null())
     if failed.height:
         _reject(rejects, failed, lambda r: pbs_frame.CHECKS[r["_check"]][1](r["_raw"]))
@@ -348,8 +353,8 @@ def _settle(rows: pl.DataFrame, rejects: list) -> tuple[pl.DataFrame, pl.DataFra
                              if texts else pl.lit(None, dtype=pl.String))
     is_d = pl.col("rtype") == "D"
     # the rows without their raw fields (a struct of every key) and text, which only a rejected one needs
-    slim = rows.select("_line", "rtype", *SCHEMA, "_mem_req_f", "_mem_peak_f").filter(~is_d)
-    slim = _over_limits(slim, rejects, rows).select("_line", "rtype", *SCHEMA)
+    slim = rows.select("_line", "rtype", *SCHEMA, "_mem_req_f", "_mem_peak_f")
+    slim = _over_limits(slim, rejects, rows, only=~is_d).select("_line", "rtype", *SCHEMA)
     return slim, rows.filter(is_d)
 
 
@@ -357,8 +362,8 @@ def _deletions(rows: pl.DataFrame, deletions: pl.DataFrame, rejects: list) -> pl
     """A D record names only the requestor: it keeps what the job's last earlier record in the file
     said (state CANCELLED, its own time as the end). Without an earlier record it stands as read.
     Only the rows of deleted jobs are read again; every row stays in its place (a deleted job's
-    records can change only their state and null_reasons) and the D records that stand are merged
-    in by line: no copy of the other rows but that one merge."""
+    records can change only their state and null_reasons; a D record, among the rows as read,
+    takes what it carries) and only a D record refused by the limits is taken out."""
     key = ["cluster", "job_id"]
     deleted = deletions.select(key).unique()
     if not rows["_line"].is_sorted():   # the blocks come in file order; kept exact if not
@@ -367,14 +372,23 @@ def _deletions(rows: pl.DataFrame, deletions: pl.DataFrame, rejects: list) -> pl
     named = rows.select(pl.col("job_id").is_in(deleted["job_id"].implode()).fill_null(False)).to_series()
     mine = (rows.filter(named).with_columns(_pos=named.arg_true())
             .join(deleted, on=key, how="semi", maintain_order="left"))
-    done = _deleted_jobs(mine.drop("_pos"), deletions, rejects)
     is_d = pl.col("rtype") == "D"
-    kept, pos = done.filter(~is_d), mine["_pos"]
-    if not kept["_line"].equals(mine["_line"]):   # a non-D record is never dropped nor moved
+    earlier, read = mine.filter(~is_d), mine.filter(is_d)
+    done = _deleted_jobs(earlier.drop("_pos"), deletions, rejects)
+    kept, stand = done.filter(~is_d), done.filter(is_d)
+    if not kept["_line"].equals(earlier["_line"]):   # a non-D record is never dropped nor moved
         raise RuntimeError("PBS deletions: the deleted jobs' records changed lines")
-    rows = rows.with_columns(rows[c].clone().scatter(pos, kept[c]) for c in ("state", "null_reasons"))
-    stand = done.filter(is_d)
-    return rows.merge_sorted(stand, key="_line") if stand.height else rows
+    if not read["_line"].equals(deletions["_line"].sort()):   # every D record is among the rows
+        raise RuntimeError("PBS deletions: a D record is not among the rows")
+    refused = read.filter(~pl.col("_line").is_in(stand["_line"].implode()))
+    if refused.height:
+        read = read.filter(pl.col("_line").is_in(stand["_line"].implode()))
+    rows = rows.with_columns(rows[c].clone().scatter(earlier["_pos"], kept[c]) for c in ("state", "null_reasons"))
+    # a D record's columns that it carries from an earlier record (or its state and null_reasons)
+    at = read["_pos"]
+    new = [c for c in SCHEMA if not rows[c].gather(at).equals(stand[c])]
+    rows = rows.with_columns(rows[c].clone().scatter(at, stand[c]) for c in new)
+    return rows.filter(~pl.col("_line").is_in(refused["_line"].implode())) if refused.height else rows
 
 
 def _deleted_jobs(rows: pl.DataFrame, deletions: pl.DataFrame, rejects: list) -> pl.DataFrame:
