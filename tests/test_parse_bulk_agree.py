@@ -86,8 +86,8 @@ def test_lsf_bulk_walk_equals_record_walk(tmp_path, monkeypatch):
     counted = {"bulk": 0}
     real = lsf_walk.walk_block
 
-    def counting(frame):
-        out = real(frame)
+    def counting(frame, **kw):
+        out = real(frame, **kw)
         counted["bulk"] += out[0].height
         return out
     monkeypatch.setattr(lsf_walk, "walk_block", counting)

@@ -135,10 +135,11 @@ def _delimit(lines: list[str], final: bool) -> tuple[list, list]:
 
 
 class BlockRecords:
-    """A block's records as _delimit finds them, made into columns without a tuple per line."""
+    """A block's records as _delimit finds them, made into columns without a tuple per line.
+    ``printable``: every line holds only printable ASCII (lsf_walk.PLAIN's bytes)."""
 
-    def __init__(self, lines: list[str], odd: list, taken: list):
-        self.lines, self.odd, self.taken = lines, odd, taken
+    def __init__(self, lines: list[str], odd: list, taken: list, printable: bool = False):
+        self.lines, self.odd, self.taken, self.printable = lines, odd, taken, printable
 
     def frame(self, first: int) -> tuple[pl.DataFrame, int]:
         """(_line, text, err) as records() gives them, and their number."""
@@ -353,23 +354,24 @@ def _record_blocks(path: pathlib.Path, long_lines: list):
     record never goes on past a line set aside as too long (into long_lines): the block before
     it is read as if the file ended there."""
     carry: list[str] = []
-    carry_first = 1
+    carry_first, carry_printable = 1, True
     blocks = set_aside(iter_blocks(path), long_lines)
     nxt = next(blocks, None)
     while nxt is not None:
         first, text = nxt
         nxt = next(blocks, None)
         lines = text.split("\n")
+        printable = lsf_walk.printable(text)
         if "\r" in text:
             lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
         if carry:
-            first, lines = carry_first, carry + lines
+            first, lines, printable = carry_first, carry + lines, printable and carry_printable
             carry = []
         odd, taken = _delimit(lines, final=nxt is None or nxt[0] != first + len(lines))
         if odd and odd[-1][2] == "more":
             i = odd.pop()[0]
-            carry, carry_first, lines = lines[i:], first + i, lines[:i]
-        yield first, BlockRecords(lines, odd, taken)
+            carry, carry_first, carry_printable, lines = lines[i:], first + i, printable, lines[:i]
+        yield first, BlockRecords(lines, odd, taken, printable)
 
 
 _WALK_SCHEMA = {"_line": pl.Int64, **{k: pl.String for k in WALKED}, "slots": pl.Int64, "nhosts": pl.Int64,
@@ -410,7 +412,7 @@ def _block(first: int, recs: list, cluster: str, bulk: bool = True):
     parts = []
     good = [] if bulk else list(frame.iter_rows())
     if bulk and frame.height:
-        rows, events, left = lsf_walk.walk_block(frame)
+        rows, events, left = lsf_walk.walk_block(frame, printable=getattr(recs, "printable", False))
         parts.append(rows)
         other.update(dict(events["event"].value_counts().iter_rows()))
         good = sorted(left.iter_rows())

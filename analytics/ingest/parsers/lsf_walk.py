@@ -10,6 +10,7 @@ rejects it with its reason), more than MAX_RUSAGE_HOSTS rusage entries, a repeat
 a number too large for a column."""
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from jobsight.analytics.ingest.parsers import lsf
@@ -45,16 +46,25 @@ def _gpu_in(e: pl.Expr) -> pl.Expr:
     return pl.coalesce(e.str.extract(_NGPUS, 1), e.str.extract(_GPUOPT, 1))
 
 
-def walk_block(recs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+def printable(text: str) -> bool:
+    """Whether text holds only the bytes PLAIN allows (printable ASCII and newlines)."""
+    if not text.isascii():   # known to CPython without a look at the text
+        return False
+    b = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+    return not (((b < 0x20) & (b != 0x0A)) | (b == 0x7F)).any()
+
+
+def walk_block(recs: pl.DataFrame, printable: bool = False) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Records (_line, text) -> (walked: _line + lsf._WALK_SCHEMA's columns, for the JOB_FINISH
     records read here; other: event, the other events read here; left: _line, text, the records
-    for fields_of and walk)."""
+    for fields_of and walk). ``printable``: every record holds only printable ASCII and newlines
+    (then PLAIN asks only for the first quote)."""
     c = pl.col
     # lsf's record layout (lsf imports this module: read at call time)
     head_n, after_n, opt_n = len(lsf._HEAD), len(lsf._AFTER_HOSTS), len(lsf._OPTIONAL)
     late = {k: lsf._AFTER_HOSTRUSAGE.index(k) for k in ("runLimit", "effectiveResReq", "runTime")}
     text = c("text")
-    plain = text.str.contains(PLAIN) & ~text.str.contains(_STRAY)
+    plain = (text.str.starts_with('"') if printable else text.str.contains(PLAIN)) & ~text.str.contains(_STRAY)
     df = recs.with_columns(_plain=plain.fill_null(False))
     left = df.filter(~c("_plain")).select("_line", "text")
     df = df.filter(c("_plain"))
@@ -106,18 +116,26 @@ def walk_block(recs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataF
     df = df.with_columns(_hosts=c("_hosts").list.eval(_value(el)), _ext=c("_ext").list.eval(_value(el)),
                          **{k: _value(c(k)) for k in fields if quoted[k]})
     df = df.with_columns(
-        _keys=c("_ext").list.gather_every(2, 0), _vals=c("_ext").list.gather_every(2, 1),
         _big=c("_hosts").list.eval(el.str.contains(r"^[0-9]{16,}\*")).list.any(),
         slots=c("_hosts").list.eval(pl.when(star.is_not_null()).then(star.cast(pl.Int64, strict=False))
                                     .otherwise(pl.lit(1, dtype=pl.Int64))).list.sum(),
         _names=c("_hosts").list.eval(pl.when(star.is_not_null()).then(el.str.replace(r"^[0-9]+\*", "")).otherwise(el))
         .list.unique(maintain_order=True))
+    ext = c("_ext")
+    # submitEXT's values (at odd places) read for a GPU count only in records that say 'gpu' somewhere
+    # (both of _gpu_in's forms do)
+    vals = (df.lazy().filter(text.str.contains("gpu", literal=True))
+            .select("_line", g=ext.list.gather(pl.int_ranges(1, ext.list.len(), 2)).list.eval(_gpu_in(el))
+                    .list.drop_nulls().list.first()).filter(c("g").is_not_null()).collect())
     gpu = pl.coalesce(_gpu_in(c("resReq")), _gpu_in(c("effectiveResReq")),
-                      c("_vals").list.eval(_gpu_in(el)).list.drop_nulls().list.first(),
+                      c("_line").replace_strict(vals["_line"], vals["g"], default=None, return_dtype=pl.String),
                       c("command").str.extract(_BSUB_GPU, 1))
     df = df.with_columns(_gpu=gpu)
+    # a submitEXT key (at even places) twice in a record
+    keys = df.select(_r=pl.int_range(pl.len()), k=ext.list.gather(pl.int_ranges(0, ext.list.len(), 2))).explode("k")
+    twice = keys.filter(keys.is_duplicated())["_r"]
     df = df.with_columns(_ok=c("_ok") & ~c("_big") & (c("_gpu").str.len_bytes() <= 15).fill_null(True)
-                         & (c("_keys").list.n_unique() == c("_keys").list.len()))
+                         & ~pl.int_range(pl.len()).is_in(twice.implode()))
     left = pl.concat([left, df.lazy().filter(~c("_ok")).select("_line", "text").collect()])
     walked = df.lazy().filter(c("_ok")).select(
         "_line", *lsf.WALKED, slots="slots",
