@@ -159,11 +159,14 @@ class BlockRecords:
                     errs[j] = "comment"
                 else:
                     drop.append(j)
-        frame = pl.DataFrame({"_line": pl.int_range(first, first + n, dtype=pl.Int64, eager=True),
-                              "text": pl.Series(texts, dtype=pl.String),
+        numbers = pl.int_range(first, first + n, dtype=pl.Int64, eager=True)
+        if drop:   # the lines taken by a record before them, and the blank ones: left out of the lists
+            gone = set(drop)
+            kept = [j for j in range(n) if j not in gone]
+            texts, errs = [texts[j] for j in kept], ([errs[j] for j in kept] if errs else None)
+            numbers, n = pl.Series(kept, dtype=pl.Int64) + first, len(kept)
+        frame = pl.DataFrame({"_line": numbers, "text": pl.Series(texts, dtype=pl.String),
                               "err": pl.Series(errs, dtype=pl.String) if errs else pl.repeat(None, n, dtype=pl.String, eager=True)})
-        if drop:
-            frame = frame.filter(~pl.col("_line").is_in([first + j for j in drop]))
         return frame, frame.height
 
 
