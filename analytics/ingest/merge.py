@@ -65,6 +65,7 @@ def _stage(con, frame: pl.DataFrame, table: str, stage: str, ingest_id: int) -> 
     return cols
 
 
+_FIRST_ROWS = 10_000
 _T_SPAN = 2 ** 59   # microseconds either side of 1970 a time may be for the score below (~18,000 years)
 
 
@@ -109,7 +110,9 @@ def merge_records(con, frame: pl.DataFrame, table: str, keys: list[str], time_co
     if frame is None or frame.height == 0:
         return 0, 0, 0
     total = frame.height
-    repeats = bool(frame.select(keys).is_duplicated().any())
+    # a key repeated among the first rows (a PBS job's Q, S and E records) spares the look at them all
+    repeats = (bool(frame.head(_FIRST_ROWS).select(keys).is_duplicated().any())
+               or bool(frame.select(keys).is_duplicated().any()))
     picked = file_winners(frame, keys, time_cols) if repeats else None
     if picked is not None:   # the file's best record per key, the others counted unchanged
         frame = picked
