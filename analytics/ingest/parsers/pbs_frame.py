@@ -69,7 +69,12 @@ def _fields(recs: pl.DataFrame, split_pairs: Callable[[str], dict], rejects: lis
              # the known keys as an Enum (null for the others): pivoted on, it groups by a small integer
              .with_columns(_key=k.cast(_KEY_ENUM, strict=False)).collect())
     # a word is bad (the record goes to split_pairs) without '=' or with a key of another form; a known key has the form
-    bad = words.filter(key.is_null()).filter(~k.str.contains(KEY_OK))["_line"]
+    # (a log's unknown keys are few: each form tested once)
+    unknown = words.lazy().filter(key.is_null()).select("_line", k=k).collect()
+    forms = unknown["k"].unique()
+    bad_forms = forms.filter(~forms.str.contains(KEY_OK))
+    bad = (unknown.filter(pl.col("k").is_in(bad_forms.implode()))["_line"] if bad_forms.len()
+           else pl.Series("_line", [], dtype=unknown.schema["_line"]))
     plain = words.filter(key.is_not_null()).select("_r", "_key", v=w.str.slice(pl.col("_eq") + 1))
     rest = pl.col("rest")
     # ODD_REST looked for only where a cheap look finds one of its bytes (a non-ASCII one: a Unicode blank)
