@@ -104,15 +104,24 @@ def _fidelity(expr: str) -> str:
     return f"(CASE WHEN {expr} IN ({srcs}) THEN 2 ELSE 1 END)"
 
 
+def _repeats(frame: pl.DataFrame, keys: list[str]) -> bool:
+    """Whether a key repeats in frame, by the cheapest look that tells: a repeat among the first
+    rows (a PBS job's Q, S and E records), else the key's last column without a repeat (an LSF
+    job id), else every key."""
+    if frame.head(_FIRST_ROWS).select(keys).is_duplicated().any():
+        return True
+    if frame[keys[-1]].n_unique() == frame.height:
+        return False
+    return bool(frame.select(keys).is_duplicated().any())
+
+
 def merge_records(con, frame: pl.DataFrame, table: str, keys: list[str], time_cols: list[str],
                    ingest_id: int) -> tuple[int, int, int]:
     """Upsert frame into table by the merge rule; returns (stored, updated, unchanged)."""
     if frame is None or frame.height == 0:
         return 0, 0, 0
     total = frame.height
-    # a key repeated among the first rows (a PBS job's Q, S and E records) spares the look at them all
-    repeats = (bool(frame.head(_FIRST_ROWS).select(keys).is_duplicated().any())
-               or bool(frame.select(keys).is_duplicated().any()))
+    repeats = _repeats(frame, keys)
     picked = file_winners(frame, keys, time_cols) if repeats else None
     if picked is not None:   # the file's best record per key, the others counted unchanged
         frame = picked
