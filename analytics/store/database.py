@@ -30,8 +30,6 @@ from jobsight.analytics.store import results as store
 from jobsight.analytics.store.settings import apply_to_db, has_settings
 
 VIEWS_DIR = Path(__file__).resolve().parents[2] / "sql" / "views"
-# An in-memory catalog of a connection's DuckDB instance: tables every cursor of it sees (a TEMP
-# table is one cursor's), for statements of one read run side by side; never in the database file.
 
 
 def view_files() -> list[Path]:

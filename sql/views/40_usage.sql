@@ -27,17 +27,10 @@ LEFT JOIN (SELECT cluster, job_id_raw, savings_sbu FROM job_savings) s USING (cl
 -- A part's share of a whole, in percent (NULL when the whole is 0 or NULL).
 CREATE OR REPLACE MACRO pct_of(part, whole) AS part * 100.0 / NULLIF(whole, 0);
 
--- The share of the burn wasted, in percent: wasted SBU over the SBU whose waste is known (a job whose
--- efficiency was not measured has no wasted SBU and weighs in neither). An aggregate, for GROUP BYs
--- over job rows (the reports' totals); dash_day keeps the same denominator per day as wasted_w.
-CREATE OR REPLACE MACRO wasted_pct(wasted_sbu, sbu) AS
-    pct_of(sum(wasted_sbu), sum(sbu) FILTER (WHERE wasted_sbu IS NOT NULL));
-
--- The share of the burn following the advice would have saved, in percent: over the SBU whose
--- savings are known (a job without advice saves 0; one whose savings are unknown weighs in neither).
--- dash_day keeps the denominator per day as savings_w.
-CREATE OR REPLACE MACRO savings_pct(savings_sbu, sbu) AS
-    pct_of(sum(savings_sbu), sum(sbu) FILTER (WHERE savings_sbu IS NOT NULL));
+-- The shares wasted and saved (wasted_pct, savings_pct of usage_summary and the reports) are over
+-- the SBU whose waste or savings are known (dash_day's wasted_w and savings_w): a job whose
+-- efficiency was not measured has no wasted SBU and weighs in neither; a job without advice saves
+-- 0, one whose savings are unknown weighs in neither.
 
 -- `jobsight usage`: jobs, SBU burned, wasted and the advice would have saved (and the jobs whose
 -- saving is unknown: unpriced_jobs, with their unpriced_wasted_sbu), core- and GPU-hours (and the jobs
