@@ -157,8 +157,8 @@ def report(world):
             for kind, names in (("user", world.users), ("account", world.accounts), ("admin", ["cluster"])):
                 flagged = dict(con.execute(
                     f"SELECT {'NULL' if kind == 'admin' else chr(34) + kind + chr(34)} AS k, "
-                    "count(DISTINCT (cluster, job_id_raw)) FROM report_days(?, ?) "
-                    "WHERE (cluster, job_id_raw) IN (SELECT (cluster, job_id_raw) FROM job_flags) GROUP BY ALL",
+                    "count(DISTINCT (cluster, job_id_raw)) FROM job_day "
+                    "WHERE day >= ? AND day < ? AND (cluster, job_id_raw) IN (SELECT (cluster, job_id_raw) FROM job_flags) GROUP BY ALL",
                     [since, since + dt.timedelta(days=7)]).fetchall())
                 for name in names:
                     rep = ds.build(kind, name)
@@ -171,7 +171,7 @@ def report(world):
             since = dt.datetime.combine(_monday(week), dt.time())
             for user in world.users:
                 job_ids[(week, user)] = {r[0] for r in con.execute(
-                    "SELECT DISTINCT job_id_raw FROM report_days(?, ?) WHERE \"user\" = ? "
+                    "SELECT DISTINCT job_id_raw FROM job_day WHERE day >= ? AND day < ? AND \"user\" = ? "
                     "AND (cluster, job_id_raw) IN (SELECT (cluster, job_id_raw) FROM job_flags)",
                     [since, since + dt.timedelta(days=7), user]).fetchall()}
     finally:
@@ -394,8 +394,8 @@ def test_flags_lists_every_flagged_job_that_ran_in_the_period(world, report, das
                 cli = _cli_flagged(world, "--since", d, "--until", d)
                 start = dt.datetime.combine(day, dt.time())
                 rule = set(con.execute(
-                    "SELECT DISTINCT cluster, job_id_raw FROM report_days(?, ?) "
-                    "WHERE (cluster, job_id_raw) IN (SELECT (cluster, job_id_raw) FROM job_flags)",
+                    "SELECT DISTINCT cluster, job_id_raw FROM job_day "
+                    "WHERE day >= ? AND day < ? AND (cluster, job_id_raw) IN (SELECT (cluster, job_id_raw) FROM job_flags)",
                     [start, start + dt.timedelta(days=1)]).fetchall())
                 f = Filters(since=day, until=day)
                 assert cli == rule and len(cli) == queries.flagged_count(h, Scope("admin", ADMIN), f), d

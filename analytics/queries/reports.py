@@ -65,15 +65,14 @@ def report_rows(db, since: dt.datetime, until: dt.datetime,
     # a second, the trend, flag counts, allocations and data age on a third
     with db.beside() as sums_db, db.beside() as summary_db, concurrent.futures.ThreadPoolExecutor(2) as pool:
         summaries = pool.submit(_summary_rows, summary_db, since, until, names, trend_weeks, by, scoped)
-        sums = pool.submit(_window_sums, sums_db, since, until, names, [[*kinds, "member"]] if kinds else [], scoped)
+        sums = pool.submit(_window_sums, sums_db, since, until, names, by, [[*kinds, "member"]] if kinds else [], scoped)
         top = db.rows("SELECT * FROM report_top_jobs('job_day', 'job_flags', ?, ?, ?, users := ?, accounts := ?)",
                       [since, until, top_jobs, *names])
         return {"top": top, **sums.result(), **summaries.result()}
 
 
-def _window_sums(db, since, until, names: tuple, total_scopes: list, day_scopes: list) -> dict:
+def _window_sums(db, since, until, names: tuple, by: str, total_scopes: list, day_scopes: list) -> dict:
     """totals and daily: the window's per-day sums."""
-    by = ", scopes := ?" if day_scopes else ""
     return {
         "totals": db.rows(f"SELECT * FROM report_totals('dash_day', ?, ?, users := ?, accounts := ?{by})",
                           [since, until, *names, *total_scopes]),

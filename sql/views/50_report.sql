@@ -19,24 +19,6 @@ CREATE OR REPLACE VIEW report_job_day AS SELECT * FROM usage_job_day;
 CREATE OR REPLACE MACRO report_subject(users, accounts, "user", account) AS
     (users IS NULL AND accounts IS NULL) OR list_contains(users, "user") OR list_contains(accounts, account);
 
--- The rows of report_job_day in [since, until); with `users` or `accounts` (lists), only the jobs of
--- those users and those accounts: every row a report on one of them reads (job_day is stored in day
--- order, so the day range is all that is scanned). report_job_day's columns and savings_sbu as
--- usage_job_day gives it, but only the savings of the range's jobs are joined: those of the
--- subject's jobs that ran in the range (job_savings' first_day and last_day are the job's first
--- and last job_day; their zone maps and the owner's columns filter the scan, where a semi join on
--- the range's job ids read every job id of job_savings).
-CREATE OR REPLACE MACRO report_days(since, until, users := NULL, accounts := NULL) AS TABLE
-WITH d AS (
-    SELECT * FROM job_day
-    WHERE day >= since AND day < until AND report_subject(users, accounts, "user", account)
-), s AS (
-    SELECT cluster, job_id_raw, savings_sbu FROM job_savings
-    WHERE last_day >= since AND first_day < until AND report_subject(users, accounts, "user", account)
-)
-SELECT d.*, day_savings(s.cluster IS NOT NULL, s.savings_sbu, d.fraction) AS savings_sbu
-FROM d LEFT JOIN s USING (cluster, job_id_raw);
-
 -- The scopes a report's rows are grouped by: per user, per account, per (account, user) member, per
 -- partition and for the cluster. Each macro below takes the list of those it groups by (`scopes`,
 -- default: all it has), so that a report on a few users groups by those users only. A row of a scope
@@ -105,7 +87,7 @@ GROUP BY ALL;
 
 -- The report window [since, until) and the n windows of the same length before it, per user,
 -- account and cluster: window 0 is the report's own (the trend "this week vs the previous four").
--- For the jobs of `users` or `accounts` (lists; both NULL: every job), as report_days slices them.
+-- For the jobs of `users` or `accounts` (lists; both NULL: every job), as report_subject selects them.
 -- From the per-day summaries (dash_day, sql/metrics/50_dash_day.sql: job_day's rows summed per
 -- day), so that the report's own rows need only its window; a job counts once per window, on its
 -- first day or on the window's first when it started before (dash_jobs_in_period, 35_dashboard.sql).
@@ -219,7 +201,7 @@ LEFT JOIN flag_summary(top_flags) f USING (cluster, job_id_raw);
 -- Jobs of src (job_day or a slice of it) that ran in [since, until) with their burn and waste
 -- inside it, ranked by wasted SBU (waste_rank) within their user, their account and the cluster;
 -- only the top n of each ranking are returned. With `users` or `accounts`, over those subjects'
--- jobs only, as report_days slices them (a few subjects' top jobs read job_day itself: the
+-- jobs only, as report_subject selects them (a few subjects' top jobs read job_day itself: the
 -- window's rows of their jobs, then the few top jobs' rows by job_day's index on job_id_raw).
 CREATE OR REPLACE MACRO report_top_jobs(src, flags, since, until, n, users := NULL, accounts := NULL) AS TABLE
 WITH ranked AS (
@@ -277,7 +259,7 @@ SELECT * FROM top_job_details(top, job_day, flags, since, until) ORDER BY "rank"
 
 -- Flagged jobs that ran in [since, until), by flag code: per user, per account and for the cluster
 -- (how many, and how many of them with the code as an alarm). For the jobs of `users` or `accounts`
--- as report_days slices them. From the per-day flag summaries (dash_flag_day), a job once per code
+-- as report_subject selects them. From the per-day flag summaries (dash_flag_day), a job once per code
 -- by dash_jobs_in_period, as report_trend counts jobs.
 CREATE OR REPLACE MACRO report_flag_counts(since, until, users := NULL, accounts := NULL,
                                            scopes := ['user', 'account', 'cluster']) AS TABLE
