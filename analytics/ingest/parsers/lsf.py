@@ -415,7 +415,7 @@ def _block(first: int, recs: list, cluster: str, bulk: bool = True):
     parts = []
     good = [] if bulk else list(frame.iter_rows())
     if bulk and frame.height:
-        rows, events, left = lsf_walk.walk_block(frame, printable=getattr(recs, "printable", False))
+        rows, events, left = lsf_walk.walk_block(frame, all_printable=getattr(recs, "printable", False))
         parts.append(rows)
         other.update(dict(events["event"].value_counts().iter_rows()))
         good = sorted(left.iter_rows())

@@ -52,17 +52,17 @@ def printable(text: str) -> bool:
     return text.isascii() and not text.encode("ascii").translate(None, _PLAIN_BYTES)
 
 
-def walk_block(recs: pl.DataFrame, printable: bool = False) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+def walk_block(recs: pl.DataFrame, all_printable: bool = False) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Records (_line, text) -> (walked: _line + lsf._WALK_SCHEMA's columns, for the JOB_FINISH
     records read here; other: event, the other events read here; left: _line, text, the records
-    for fields_of and walk). ``printable``: every record holds only printable ASCII and newlines
+    for fields_of and walk). ``all_printable``: every record holds only printable ASCII and newlines
     (then PLAIN asks only for the first quote)."""
     c = pl.col
     # lsf's record layout (lsf imports this module: read at call time)
     head_n, after_n, opt_n = len(lsf._HEAD), len(lsf._AFTER_HOSTS), len(lsf._OPTIONAL)
     late = {k: lsf._AFTER_HOSTRUSAGE.index(k) for k in ("runLimit", "effectiveResReq", "runTime")}
     text = c("text")
-    plain = (text.str.starts_with('"') if printable else text.str.contains(PLAIN)) & ~text.str.contains(_STRAY)
+    plain = (text.str.starts_with('"') if all_printable else text.str.contains(PLAIN)) & ~text.str.contains(_STRAY)
     df = recs.with_columns(_plain=plain.fill_null(False))
     left = df.filter(~c("_plain")).select("_line", "text")
     df = df.filter(c("_plain"))
